@@ -1,0 +1,204 @@
+"""Prompt builders for the Coder and the Judge, from the template files in ``templates/``.
+
+Five kinds, following the CudaForge method: Coder *seed* (reference + one worked example of the
+fast ``ModelNew`` layout), Coder *repair* / *optimize* (current kernel + the approved suggestion),
+Judge *repair* (error log + reference + kernel → one critical issue as JSON) and Judge *optimize*
+(hardware + reference + kernel + profiler feedback → one bottleneck and one plan as JSON).
+Only the latest kernel and feedback go in — no growing history — which keeps prompts short and
+the Judge focused.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from string import Template
+from typing import Any, Literal
+
+from engine.agents.suggestion import Suggestion
+from engine.llm.base import LLMRequest, Message
+
+Backend = Literal["cuda", "cpu"]
+FeedbackKind = Literal["ncu", "torch-profiler", "none"]
+BACKENDS = ("cuda", "cpu")
+FEEDBACK_KINDS = ("ncu", "torch-profiler", "none")
+
+#: Logs longer than this keep their head (first compiler errors) and tail (the Python traceback).
+MAX_LOG_CHARS = 12_000
+MAX_METRICS_CHARS = 16_000
+
+_TARGET = {"cuda": "an NVIDIA GPU", "cpu": "the CPU"}
+_LANGUAGE = {"cuda": "CUDA", "cpu": "C++"}
+_FEEDBACK_NOTE = {
+    "ncu": "Feedback: Nsight Compute (NCU) hardware counters for each kernel the candidate launched — a curated "
+    "set of metrics, below.",
+    "torch-profiler": "Feedback: NCU was not available, so the numbers below come from torch.profiler — per-kernel "
+    "and per-operator durations, no hardware counters. Infer the bottleneck from durations, the "
+    "hardware figures and the code.",
+    "none": "Feedback: no profiler data is available in this run. Infer the bottleneck from the code, the hardware "
+    "figures and the timing alone.",
+}
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A ready prompt: what goes to ``Provider.complete`` and into the transcript."""
+
+    role: Literal["coder", "judge"]
+    kind: Literal["seed", "repair", "optimize"]
+    system: str
+    messages: list[Message] = field(default_factory=list)
+
+    def to_request(self, max_output_tokens: int | None = None) -> LLMRequest:
+        return LLMRequest(
+            system=self.system, messages=list(self.messages), max_output_tokens=max_output_tokens
+        )
+
+
+@functools.cache
+def template_text(name: str) -> str:
+    """A file of ``engine/agents/templates`` as text."""
+    return resources.files("engine.agents.templates").joinpath(name).read_text(encoding="utf-8")
+
+
+def _render(name: str, **values: str) -> str:
+    return Template(template_text(name)).substitute(**values).strip() + "\n"
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
+
+
+def clip(text: str, limit: int) -> str:
+    """Keep the head and the tail of a long text, saying how much was cut."""
+    text = text.strip("\n")
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    tail = limit - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}"
+
+
+def _code(text: str) -> str:
+    return text.strip("\n")
+
+
+def coder_system(backend: Backend = "cuda") -> str:
+    _check_backend(backend)
+    return _render(
+        "coder_system.md",
+        language=_LANGUAGE[backend],
+        target=_TARGET[backend],
+        rules=template_text(f"rules_{backend}.md").strip(),
+    )
+
+
+def example_kernel(backend: Backend = "cuda") -> str:
+    """The worked example ``ModelNew`` for ``backend`` (also a standalone file tests can build)."""
+    _check_backend(backend)
+    return template_text(f"example_{backend}.py")
+
+
+def coder_seed(reference: str, backend: Backend = "cuda") -> Prompt:
+    user = _render(
+        "coder_seed.md",
+        example_reference=_code(template_text("example_reference.py")),
+        example_kernel=_code(example_kernel(backend)),
+        reference=_code(reference),
+    )
+    return Prompt("coder", "seed", coder_system(backend), [Message("user", user)])
+
+
+def _suggestion_text(suggestion: Suggestion | str) -> str:
+    text = suggestion.for_coder() if isinstance(suggestion, Suggestion) else str(suggestion)
+    return text.strip() or "(no details given)"
+
+
+def coder_repair(
+    reference: str, kernel: str, suggestion: Suggestion | str, backend: Backend = "cuda"
+) -> Prompt:
+    user = _render(
+        "coder_repair.md",
+        suggestion=_suggestion_text(suggestion),
+        reference=_code(reference),
+        kernel=_code(kernel),
+    )
+    return Prompt("coder", "repair", coder_system(backend), [Message("user", user)])
+
+
+def coder_optimize(
+    reference: str,
+    kernel: str,
+    suggestion: Suggestion | str,
+    backend: Backend = "cuda",
+    timing: str | None = None,
+) -> Prompt:
+    timing_line = f" Its timing: {timing.strip()}." if timing and timing.strip() else ""
+    user = _render(
+        "coder_optimize.md",
+        timing_line=timing_line,
+        suggestion=_suggestion_text(suggestion),
+        reference=_code(reference),
+        kernel=_code(kernel),
+    )
+    return Prompt("coder", "optimize", coder_system(backend), [Message("user", user)])
+
+
+def judge_system(backend: Backend = "cuda") -> str:
+    _check_backend(backend)
+    target = "CUDA kernels on an NVIDIA GPU" if backend == "cuda" else "C++ kernels on the CPU"
+    return _render("judge_system.md", target=target)
+
+
+def judge_repair(reference: str, kernel: str, error_log: str, backend: Backend = "cuda") -> Prompt:
+    user = _render(
+        "judge_repair.md",
+        error_log=clip(error_log or "(no log captured)", MAX_LOG_CHARS),
+        reference=_code(reference),
+        kernel=_code(kernel),
+    )
+    return Prompt("judge", "repair", judge_system(backend), [Message("user", user)])
+
+
+def format_metrics(metrics: str | Mapping[str, Any] | list[Any] | None) -> str:
+    """Metrics as the Judge reads them: text as given, structures as indented JSON."""
+    if metrics is None:
+        return ""
+    if isinstance(metrics, str):
+        return metrics.strip()
+    return json.dumps(metrics, indent=2, ensure_ascii=False, default=str)
+
+
+def judge_optimize(
+    reference: str,
+    kernel: str,
+    gpu_spec: str,
+    metrics: str | Mapping[str, Any] | list[Any] | None,
+    feedback_kind: FeedbackKind = "ncu",
+    backend: Backend = "cuda",
+    timing: str | None = None,
+) -> Prompt:
+    """``gpu_spec`` is a preformatted block (built elsewhere); ``feedback_kind`` says what ``metrics`` are."""
+    if feedback_kind not in FEEDBACK_KINDS:
+        raise ValueError(f"feedback_kind must be one of {FEEDBACK_KINDS}, not {feedback_kind!r}")
+    body = format_metrics(metrics)
+    if feedback_kind == "none" or not body:
+        metrics_section = ""
+    else:
+        label = "Nsight Compute metrics" if feedback_kind == "ncu" else "torch.profiler summary"
+        metrics_section = f"\n{label}:\n```\n{clip(body, MAX_METRICS_CHARS)}\n```\n"
+    user = _render(
+        "judge_optimize.md",
+        feedback_note=_FEEDBACK_NOTE[feedback_kind],
+        gpu_spec=(gpu_spec or "(not available)").strip(),
+        timing=(timing or "(not measured)").strip(),
+        reference=_code(reference),
+        kernel=_code(kernel),
+        metrics_section=metrics_section,
+    )
+    return Prompt("judge", "optimize", judge_system(backend), [Message("user", user)])

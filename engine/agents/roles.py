@@ -1,0 +1,166 @@
+"""The Coder and the Judge: a provider, a prompt builder and a parser, put together.
+
+Each call returns a *turn* holding the parsed result, the raw reply and the transcript record.
+Provider errors propagate as ``LLMError`` with the transcript record of the failed call attached
+(``error.record``), so the loop can log failures the same way as successes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine.agents import prompts
+from engine.agents.parse import KernelExtraction, extract_kernel, parse_suggestion
+from engine.agents.prompts import Backend, FeedbackKind, Prompt
+from engine.agents.suggestion import Suggestion
+from engine.agents.transcript import transcript_record, utc_now
+from engine.llm.base import LLMReply, Provider, TokenCallback
+from engine.llm.errors import LLMError
+
+
+@dataclass
+class CoderTurn:
+    prompt: Prompt
+    extraction: KernelExtraction
+    reply: LLMReply
+    record: dict[str, Any]
+
+    @property
+    def code(self) -> str | None:
+        return self.extraction.code
+
+
+@dataclass
+class JudgeTurn:
+    prompt: Prompt
+    suggestion: Suggestion
+    reply: LLMReply
+    record: dict[str, Any]
+
+
+class _Agent:
+    def __init__(
+        self, provider: Provider, backend: Backend = "cuda", max_output_tokens: int | None = None
+    ) -> None:
+        self.provider = provider
+        self.backend = backend
+        self.max_output_tokens = max_output_tokens
+
+    def _call(
+        self, prompt: Prompt, on_token: TokenCallback | None, cancel: threading.Event | None
+    ) -> tuple[LLMReply, Any]:
+        started = utc_now()
+        try:
+            reply = self.provider.complete(prompt.to_request(self.max_output_tokens), on_token, cancel)
+        except LLMError as exc:
+            exc.record = transcript_record(
+                prompt,
+                model=self.provider.name,
+                provider=self.provider.provider,
+                started_at=started,
+                error=str(exc),
+            )
+            raise
+        return reply, started
+
+
+class Coder(_Agent):
+    """Writes ``ModelNew`` files. A reply with no usable code is a ``no_code`` outcome, not an error."""
+
+    def seed(
+        self, reference: str, *, on_token: TokenCallback | None = None, cancel: threading.Event | None = None
+    ) -> CoderTurn:
+        return self._run(prompts.coder_seed(reference, self.backend), on_token, cancel)
+
+    def repair(
+        self,
+        reference: str,
+        kernel: str,
+        suggestion: Suggestion | str,
+        *,
+        on_token: TokenCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> CoderTurn:
+        return self._run(prompts.coder_repair(reference, kernel, suggestion, self.backend), on_token, cancel)
+
+    def optimize(
+        self,
+        reference: str,
+        kernel: str,
+        suggestion: Suggestion | str,
+        *,
+        timing: str | None = None,
+        on_token: TokenCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> CoderTurn:
+        prompt = prompts.coder_optimize(reference, kernel, suggestion, self.backend, timing)
+        return self._run(prompt, on_token, cancel)
+
+    def _run(
+        self, prompt: Prompt, on_token: TokenCallback | None, cancel: threading.Event | None
+    ) -> CoderTurn:
+        reply, started = self._call(prompt, on_token, cancel)
+        extraction = extract_kernel(reply.text)
+        if reply.truncated:
+            note = "; ".join(n for n in (extraction.note, "the reply hit the output-token limit") if n)
+            extraction = KernelExtraction(extraction.code, extraction.outcome, note)
+        record = transcript_record(
+            prompt,
+            model=self.provider.name,
+            provider=self.provider.provider,
+            started_at=started,
+            reply=reply,
+            outcome=extraction.outcome,
+        )
+        return CoderTurn(prompt, extraction, reply, record)
+
+
+class Judge(_Agent):
+    """Names one critical issue (repair) or one bottleneck and plan (optimize), as a ``Suggestion``."""
+
+    def repair(
+        self,
+        reference: str,
+        kernel: str,
+        error_log: str,
+        *,
+        on_token: TokenCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> JudgeTurn:
+        return self._run(prompts.judge_repair(reference, kernel, error_log, self.backend), on_token, cancel)
+
+    def optimize(
+        self,
+        reference: str,
+        kernel: str,
+        *,
+        gpu_spec: str,
+        metrics: str | Mapping[str, Any] | list[Any] | None,
+        feedback_kind: FeedbackKind = "ncu",
+        timing: str | None = None,
+        on_token: TokenCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> JudgeTurn:
+        prompt = prompts.judge_optimize(
+            reference, kernel, gpu_spec, metrics, feedback_kind, self.backend, timing
+        )
+        return self._run(prompt, on_token, cancel)
+
+    def _run(
+        self, prompt: Prompt, on_token: TokenCallback | None, cancel: threading.Event | None
+    ) -> JudgeTurn:
+        reply, started = self._call(prompt, on_token, cancel)
+        suggestion = parse_suggestion(reply.text, prompt.kind)  # type: ignore[arg-type]
+        outcome = "json" if suggestion.parsed else "text"
+        record = transcript_record(
+            prompt,
+            model=self.provider.name,
+            provider=self.provider.provider,
+            started_at=started,
+            reply=reply,
+            outcome=outcome,
+        )
+        return JudgeTurn(prompt, suggestion, reply, record)

@@ -1,0 +1,172 @@
+"""Extension builds for candidates: one build directory per content hash, full compiler output kept.
+
+The candidate builds its own extension by calling ``torch.utils.cpp_extension.load_inline`` when
+it is imported. In the worker we wrap that function (``install_build_hook``) so that:
+
+- each distinct build (sources + flags + target + toolchain) gets its own directory under the
+  cache, named by a hash: concurrent evaluations never share a directory unless they build the
+  same thing, and re-evaluating the same kernel reuses the finished build (ninja finds nothing
+  to do);
+- ninja runs verbosely, so the full compiler output lands in the worker's log for the user;
+- torch's own ``lock`` file, which a killed build leaves behind and which makes the next build
+  of that directory wait forever, is detected as stale and removed. We can tell it is stale
+  because every cudaforge build of a directory first takes an ``fcntl`` lock on a file beside
+  it, which the kernel releases when its holder dies: holding that lock and still seeing torch's
+  ``lock`` means its owner is gone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.result import ExtensionBuild
+
+TORCH_LOCK_NAME = "lock"
+OUR_LOCK_NAME = ".cudaforge-build.lock"
+_TORCH_HEADER = re.compile(r"#\s*include\s*[<\"](torch/|ATen/|c10/)")
+
+
+def default_cache_root() -> Path:
+    """``$CUDAFORGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/cudaforge``, else ``~/.cache/cudaforge``."""
+    if os.environ.get("CUDAFORGE_CACHE_DIR"):
+        return Path(os.environ["CUDAFORGE_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "cudaforge"
+
+
+def extensions_root(cache_root: Path) -> Path:
+    return cache_root / "extensions"
+
+
+def _as_text(sources: Any) -> str:
+    if sources is None:
+        return ""
+    if isinstance(sources, str):
+        return sources
+    return "\n".join(str(s) for s in sources)
+
+
+def classify_build_path(cuda_sources: Any, no_implicit_headers: bool) -> str:
+    """``fast`` when nvcc never sees torch headers, ``stock`` when it does, ``cpp`` without CUDA."""
+    cuda_text = _as_text(cuda_sources)
+    if not cuda_text.strip():
+        return "cpp"
+    if no_implicit_headers and not _TORCH_HEADER.search(cuda_text):
+        return "fast"
+    return "stock"
+
+
+def build_key(call: dict[str, Any]) -> str:
+    """A short hash of everything that changes what a ``load_inline`` call builds."""
+    import torch
+
+    payload = {
+        "call": call,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": sys.version_info[:2],
+        "arch": os.environ.get("TORCH_CUDA_ARCH_LIST", ""),
+        "cxx": os.environ.get("CXX", ""),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def remove_stale_torch_lock(build_dir: Path) -> bool:
+    """Delete torch's ``lock`` in ``build_dir`` if present; returns whether one was removed.
+
+    Only call this while holding our own lock on the directory (or after killing its builder).
+    """
+    lock = build_dir / TORCH_LOCK_NAME
+    try:
+        lock.unlink()
+        return True
+    except FileNotFoundError:
+        return False
+
+
+class BuildRecorder:
+    """Wraps ``load_inline`` for one worker and records every extension it builds."""
+
+    def __init__(
+        self,
+        cache_root: Path,
+        on_build_dir: Callable[[str], None] | None = None,
+        use_pch: bool | None = None,
+    ) -> None:
+        self.root = extensions_root(cache_root)
+        self.on_build_dir = on_build_dir
+        self.use_pch = use_pch
+        self.builds: list[ExtensionBuild] = []
+        self.notices: list[str] = []
+        self._original: Callable[..., Any] | None = None
+
+    def install(self) -> None:
+        """Replace ``torch.utils.cpp_extension.load_inline`` before the candidate is imported."""
+        import torch.utils.cpp_extension as cpp_extension
+
+        self._original = cpp_extension.load_inline
+        recorder = self
+
+        def load_inline(
+            name: str, cpp_sources: Any, cuda_sources: Any = None, *args: Any, **kwargs: Any
+        ) -> Any:
+            return recorder._build(name, cpp_sources, cuda_sources, args, kwargs)
+
+        load_inline.__doc__ = self._original.__doc__
+        cpp_extension.load_inline = load_inline
+
+    def _build(
+        self, name: str, cpp_sources: Any, cuda_sources: Any, args: tuple, kwargs: dict[str, Any]
+    ) -> Any:
+        assert self._original is not None
+        kwargs = dict(kwargs)
+        kwargs.pop("build_directory", None)  # ours, so that builds are isolated by content
+        kwargs["verbose"] = True  # the full ninja/nvcc/g++ output goes to the log
+        if self.use_pch is not None:
+            kwargs["use_pch"] = self.use_pch
+        call = {
+            "name": name,
+            "cpp": _as_text(cpp_sources),
+            "cuda": _as_text(cuda_sources),
+            "args": args,
+            "kwargs": kwargs,
+        }
+        build_dir = self.root / f"{name}-{build_key(call)}"
+        build_dir.mkdir(parents=True, exist_ok=True)
+        if self.on_build_dir:
+            self.on_build_dir(str(build_dir))
+        path = classify_build_path(cuda_sources, bool(kwargs.get("no_implicit_headers")))
+        started = time.monotonic()
+        with open(build_dir / OUR_LOCK_NAME, "w") as guard:
+            fcntl.flock(
+                guard, fcntl.LOCK_EX
+            )  # waits for a live builder of the same thing; bounded by the stage timeout
+            if remove_stale_torch_lock(build_dir):
+                self.notices.append(f"removed a stale build lock left by a killed build in {build_dir}")
+            before = _library_mtimes(build_dir)
+            record = ExtensionBuild(
+                name=name, build_dir=str(build_dir), cached=False, seconds=0.0, path=path, ok=False
+            )
+            self.builds.append(record)
+            print(f"[cudaforge] building extension {name!r} ({path} path) in {build_dir}", flush=True)
+            module = self._original(
+                name, cpp_sources, cuda_sources, *args, build_directory=str(build_dir), **kwargs
+            )
+            record.seconds = time.monotonic() - started
+            record.ok = True
+            record.cached = bool(before) and _library_mtimes(build_dir) == before
+        return module
+
+
+def _library_mtimes(build_dir: Path) -> dict[str, int]:
+    """Modification times of the built libraries: unchanged after a build means ninja had nothing to do."""
+    return {p.name: p.stat().st_mtime_ns for p in build_dir.glob("*.so")}

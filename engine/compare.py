@@ -1,0 +1,142 @@
+"""Compare a candidate's outputs with the reference's: structure, shape, dtype and values.
+
+Runs inside the evaluation worker. Every output is compared (tuples, lists and dicts too, not
+just the first tensor), NaN and Inf in the candidate never pass, and a failure says where the
+first mismatch is, so the Judge and the human can act on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# Default absolute and relative tolerance per dtype (DESIGN §3); integers and bools compare exactly.
+DEFAULT_TOLERANCES: dict[str, float] = {
+    "float32": 1e-4,
+    "float64": 1e-4,
+    "float16": 1e-2,
+    "bfloat16": 1e-2,
+    "float8_e4m3fn": 1e-1,
+    "float8_e5m2": 1e-1,
+}
+
+
+@dataclass
+class Comparison:
+    """Outcome of comparing one pair of outputs."""
+
+    passed: bool
+    max_abs_error: float = 0.0
+    max_rel_error: float = 0.0
+    message: str = ""
+
+
+def tolerance_for(dtype: torch.dtype, tolerances: dict[str, float]) -> float:
+    """The tolerance configured for ``dtype`` (fp32's for unknown floating types)."""
+    key = str(dtype).replace("torch.", "")
+    return tolerances.get(key, tolerances.get("float32", 1e-4))
+
+
+def compare_outputs(reference: Any, candidate: Any, tolerances: dict[str, float] | None = None) -> Comparison:
+    """Compare two (possibly nested) outputs; the first failure found is reported."""
+    tols = {**DEFAULT_TOLERANCES, **(tolerances or {})}
+    summary = Comparison(passed=True)
+    failure = _compare(reference, candidate, "output", tols, summary)
+    if failure:
+        summary.passed = False
+        summary.message = failure
+    return summary
+
+
+def _compare(ref: Any, cand: Any, where: str, tols: dict[str, float], acc: Comparison) -> str | None:
+    if isinstance(ref, torch.Tensor):
+        if not isinstance(cand, torch.Tensor):
+            return f"{where}: expected a tensor, got {type(cand).__name__}"
+        return _compare_tensors(ref, cand, where, tols, acc)
+    if isinstance(ref, (list, tuple)):
+        if not isinstance(cand, (list, tuple)):
+            return f"{where}: expected a {type(ref).__name__} of {len(ref)}, got {type(cand).__name__}"
+        if len(ref) != len(cand):
+            return f"{where}: expected {len(ref)} outputs, got {len(cand)}"
+        for i, (r, c) in enumerate(zip(ref, cand, strict=True)):
+            failure = _compare(r, c, f"{where}[{i}]", tols, acc)
+            if failure:
+                return failure
+        return None
+    if isinstance(ref, dict):
+        if not isinstance(cand, dict) or set(ref) != set(cand):
+            return f"{where}: expected a dict with keys {sorted(map(str, ref))}"
+        for key in ref:
+            failure = _compare(ref[key], cand[key], f"{where}[{key!r}]", tols, acc)
+            if failure:
+                return failure
+        return None
+    if isinstance(ref, (int, float)) and not isinstance(ref, bool):
+        if isinstance(cand, torch.Tensor) and cand.numel() == 1:
+            cand = cand.item()
+        if not isinstance(cand, (int, float)) or isinstance(cand, bool):
+            return f"{where}: expected a number, got {type(cand).__name__}"
+        return _compare_tensors(torch.tensor(float(ref)), torch.tensor(float(cand)), where, tols, acc)
+    if ref != cand:
+        return f"{where}: expected {ref!r}, got {cand!r}"
+    return None
+
+
+def _compare_tensors(
+    ref: torch.Tensor, cand: torch.Tensor, where: str, tols: dict[str, float], acc: Comparison
+) -> str | None:
+    if tuple(cand.shape) != tuple(ref.shape):
+        return f"{where}: shape {tuple(cand.shape)} differs from the reference's {tuple(ref.shape)}"
+    if cand.dtype != ref.dtype:
+        return f"{where}: dtype {str(cand.dtype).replace('torch.', '')} differs from the reference's {str(ref.dtype).replace('torch.', '')}"
+    if cand.device != ref.device:
+        cand = cand.to(ref.device)
+    if not (ref.is_floating_point() or ref.is_complex()):
+        mismatch = cand != ref
+        if bool(mismatch.any()):
+            index = _first_index(mismatch)
+            return (
+                f"{where}: mismatch at index {index}: got {cand[index].item()}, expected {ref[index].item()} "
+                f"({int(mismatch.sum())} of {ref.numel()} elements differ; exact match required for {ref.dtype})"
+            )
+        return None
+
+    tol = tolerance_for(ref.dtype, tols)
+    work = torch.float64 if ref.dtype == torch.float64 else torch.float32
+    r = ref.detach().to(work)
+    c = cand.detach().to(work)
+    nonfinite = ~torch.isfinite(c)
+    if bool(nonfinite.any()):
+        index = _first_index(nonfinite)
+        return (
+            f"{where}: {int(nonfinite.sum())} non-finite values (first {c[index].item()} at index {index}, "
+            f"reference {r[index].item()}); NaN and Inf never pass"
+        )
+    if r.numel() == 0:
+        return None
+    diff = (c - r).abs()
+    rel = diff / r.abs().clamp_min(torch.finfo(work).tiny)
+    acc.max_abs_error = max(acc.max_abs_error, float(diff.max()))
+    acc.max_rel_error = max(acc.max_rel_error, float(rel.max()))
+    bad = diff > (tol + tol * r.abs())
+    bad |= ~torch.isfinite(r)  # a non-finite reference cannot be matched within a tolerance
+    if bool(bad.any()):
+        index = _first_index(bad)
+        return (
+            f"{where}: mismatch at index {index}: got {c[index].item():.6g}, expected {r[index].item():.6g} "
+            f"(|diff| {diff[index].item():.3g} > atol {tol:g} + rtol {tol:g}·|ref|); "
+            f"{int(bad.sum())} of {r.numel()} elements outside tolerance, max abs error {float(diff.max()):.3g}"
+        )
+    return None
+
+
+def _first_index(mask: torch.Tensor) -> tuple[int, ...]:
+    """Multi-dimensional index of the first True element of ``mask`` (row-major order)."""
+    flat = int(mask.reshape(-1).nonzero()[0].item())
+    index = []
+    for size in reversed(mask.shape):
+        index.append(flat % size)
+        flat //= size
+    return tuple(reversed(index))

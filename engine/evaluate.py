@@ -1,0 +1,404 @@
+"""Evaluate a candidate kernel against its task in a fresh, isolated worker process.
+
+The engine never runs candidate code itself: ``evaluate`` starts ``python -m engine.worker`` in a
+new process group, hands it a job file, and listens on a private pipe for its stage changes and
+verdict. Each stage has its own timeout; when one runs over, the whole process group is killed
+(ninja and nvcc included) and the result says which stage it was. A worker that dies without a
+verdict (a segfault, an abort, ``os._exit``) is a ``runtime_error`` built from what it reported
+before dying: the verdict decides, never the exit code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.build import default_cache_root, remove_stale_torch_lock
+from engine.compare import DEFAULT_TOLERANCES
+from engine.result import (
+    RUNTIME_ERROR,
+    TIMEOUT,
+    BuildInfo,
+    EvalResult,
+    ExtensionBuild,
+    TrialResult,
+)
+from engine.timing import TimingPlan
+from engine.worker import VERDICT_FD_ENV
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+LOG_LIMIT_BYTES = 400_000
+STDERR_TAIL_LINES = 40
+
+
+@dataclass
+class StageTimeouts:
+    """Seconds each stage may take before the worker's process group is killed."""
+
+    start: float = 120.0  # interpreter + torch import
+    setup: float = 120.0  # environment facts + importing the task
+    build: float = 900.0  # a cold stock CUDA build takes about a minute; template-heavy ones more
+    check: float = 300.0
+    time: float = 300.0
+
+
+@dataclass
+class EvalOptions:
+    """Settings of one evaluation; defaults follow DESIGN §3."""
+
+    device: str = "auto"  # "auto" → cuda when available, else cpu
+    trials: int = 5
+    seed: int = 42
+    tolerances: dict[str, float] = field(default_factory=dict)
+    timing: TimingPlan = field(default_factory=TimingPlan)
+    do_timing: bool = True
+    timeouts: StageTimeouts = field(default_factory=StageTimeouts)
+    cache_root: Path | None = None
+    use_pch: bool | None = None
+    gpu_index: int | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """What the result records about how it was obtained."""
+        return {
+            "trials": self.trials,
+            "seed": self.seed,
+            "tolerances": {**DEFAULT_TOLERANCES, **self.tolerances},
+            "timing": asdict(self.timing),
+            "timeouts": asdict(self.timeouts),
+        }
+
+
+@dataclass
+class EvalEvent:
+    """Progress of an evaluation for a front end: a stage change, a log line, or a trial."""
+
+    kind: str  # "stage" | "log" | "trial"
+    stage: str = ""
+    text: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class EvaluationError(Exception):
+    """The evaluation could not be started at all (bad paths, no CUDA when asked for it)."""
+
+
+def resolve_device(device: str) -> str:
+    """Turn ``auto`` into ``cuda`` or ``cpu``; refuse ``cuda`` where there is none."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise EvaluationError(f"unknown device {device!r}: use cpu, cuda or auto")
+    if device == "cpu":
+        return "cpu"
+    import torch
+
+    available = torch.cuda.is_available()
+    if device == "cuda" and not available:
+        raise EvaluationError(
+            "--device cuda was asked for, but torch sees no CUDA GPU here (try --device cpu)"
+        )
+    return "cuda" if available else "cpu"
+
+
+def evaluate_files(
+    task_path: str | Path,
+    kernel_path: str | Path,
+    options: EvalOptions | None = None,
+    on_event: Callable[[EvalEvent], None] | None = None,
+) -> EvalResult:
+    """Evaluate ``kernel_path`` against the task in ``task_path``."""
+    task_path, kernel_path = Path(task_path), Path(kernel_path)
+    for label, path in (("task", task_path), ("kernel", kernel_path)):
+        if not path.is_file():
+            raise EvaluationError(f"no such {label} file: {path}")
+    return evaluate(
+        task_path.read_text(), kernel_path.read_text(), options, on_event, task_name=task_path.stem
+    )
+
+
+def evaluate(
+    task_source: str,
+    kernel_source: str,
+    options: EvalOptions | None = None,
+    on_event: Callable[[EvalEvent], None] | None = None,
+    task_name: str = "task",
+) -> EvalResult:
+    """Evaluate a candidate given as source text; blocks until the verdict (or a timeout)."""
+    options = options or EvalOptions()
+    device = resolve_device(options.device)
+    cache_root = (Path(options.cache_root) if options.cache_root else default_cache_root()).resolve()
+    cache_root.mkdir(parents=True, exist_ok=True)
+    job_dir = Path(tempfile.mkdtemp(prefix="cudaforge-eval-"))
+    try:
+        run = _WorkerRun(job_dir, device, options, cache_root, on_event)
+        result = run.execute(task_source, kernel_source, task_name)
+    finally:
+        shutil.rmtree(job_dir, ignore_errors=True)
+    result.kernel_sha256 = hashlib.sha256(kernel_source.encode()).hexdigest()
+    result.task = task_name
+    result.device = device
+    result.settings = {**options.settings(), **result.settings}
+    return result
+
+
+class _WorkerRun:
+    """One worker process from spawn to verdict, with per-stage deadlines."""
+
+    def __init__(
+        self,
+        job_dir: Path,
+        device: str,
+        options: EvalOptions,
+        cache_root: Path,
+        on_event: Callable[[EvalEvent], None] | None,
+    ) -> None:
+        self.job_dir = job_dir
+        self.device = device
+        self.options = options
+        self.cache_root = cache_root
+        self.on_event = on_event
+        self.log_path = job_dir / "worker.log"
+        self.stage = "start"
+        self.stage_started = time.monotonic()
+        self.stage_marks: dict[str, int] = {}  # log offset at which each stage began
+        self.durations: dict[str, float] = {}
+        self.build_dirs: list[str] = []
+        self.trials: list[TrialResult] = []
+        self.build: dict[str, Any] | None = None
+        self.final: dict[str, Any] | None = None
+        self._log_offset = 0
+        self._pending = b""
+
+    def _emit(self, event: EvalEvent) -> None:
+        if self.on_event:
+            self.on_event(event)
+
+    def write_job(self, task_source: str, kernel_source: str, task_name: str) -> Path:
+        (self.job_dir / "task.py").write_text(task_source)
+        (self.job_dir / "kernel.py").write_text(kernel_source)
+        job = {
+            "task_path": str(self.job_dir / "task.py"),
+            "kernel_path": str(self.job_dir / "kernel.py"),
+            "task_name": task_name,
+            "device": self.device,
+            "trials": self.options.trials,
+            "seed": self.options.seed,
+            "tolerances": self.options.tolerances,
+            "timing": asdict(self.options.timing),
+            "do_timing": self.options.do_timing,
+            "cache_root": str(self.cache_root),
+            "use_pch": self.options.use_pch,
+        }
+        path = self.job_dir / "job.json"
+        path.write_text(json.dumps(job))
+        return path
+
+    def execute(self, task_source: str, kernel_source: str, task_name: str) -> EvalResult:
+        job_path = self.write_job(task_source, kernel_source, task_name)
+        read_fd, write_fd = os.pipe()
+        env = dict(os.environ)
+        env[VERDICT_FD_ENV] = str(write_fd)
+        env["PYTHONUNBUFFERED"] = "1"
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
+        if self.options.gpu_index is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.options.gpu_index)
+        started = time.monotonic()
+        with open(self.log_path, "wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "engine.worker", str(job_path)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.job_dir,
+                env=env,
+                pass_fds=(write_fd,),
+                start_new_session=True,  # its own process group: one killpg takes ninja and nvcc too
+            )
+        os.close(write_fd)
+        self._set_stage("start")
+        timed_out = False
+        try:
+            timed_out = self._listen(process, read_fd)
+        finally:
+            os.close(read_fd)
+            if process.poll() is None:
+                _kill_group(process)
+            process.wait()
+        self._drain_log()
+        if self.final is None:  # the stage it died or was killed in still gets its time
+            self.durations[self.stage] = (
+                self.durations.get(self.stage, 0.0) + time.monotonic() - self.stage_started
+            )
+        self.durations["total"] = time.monotonic() - started
+        return self._assemble(process.returncode, timed_out)
+
+    def _set_stage(self, stage: str) -> None:
+        now = time.monotonic()
+        key = "process_start" if self.stage == "start" else self.stage
+        if stage != "start":
+            self.durations[key] = self.durations.get(key, 0.0) + now - self.stage_started
+        self.stage = stage
+        self.stage_started = now
+        self.stage_marks.setdefault(stage, self._log_size())
+        self._emit(EvalEvent(kind="stage", stage=stage))
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def _stage_limit(self) -> float:
+        return float(getattr(self.options.timeouts, self.stage, self.options.timeouts.check))
+
+    def _listen(self, process: subprocess.Popen, read_fd: int) -> bool:
+        """Read messages until the worker is gone; True when a stage timed out."""
+        while True:
+            remaining = self.stage_started + self._stage_limit() - time.monotonic()
+            if remaining <= 0 and self.final is None:
+                _kill_group(process)
+                return True
+            ready, _, _ = select.select([read_fd], [], [], max(0.0, min(0.2, remaining)))
+            self._drain_log()
+            if ready:
+                chunk = os.read(read_fd, 65536)
+                if not chunk:
+                    return False  # every holder of the pipe's write end is gone
+                self._pending += chunk
+                while b"\n" in self._pending:
+                    line, self._pending = self._pending.split(b"\n", 1)
+                    self._handle(line)
+            elif process.poll() is not None:
+                return False  # exited; a leftover child of the candidate may still hold the pipe open
+
+    def _handle(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return
+        kind = message.get("type")
+        if kind == "ready" and self.stage == "start":
+            self.durations["process_start"] = time.monotonic() - self.stage_started
+            self.stage_started = time.monotonic()
+            self.stage = "setup"
+        elif kind == "stage":
+            self._set_stage(str(message.get("stage")))
+        elif kind == "build_dir":
+            self.build_dirs.append(str(message.get("path")))
+        elif kind == "build":
+            self.build = message.get("build")
+        elif kind == "trial":
+            trial = TrialResult(**message["trial"])
+            self.trials.append(trial)
+            self._emit(EvalEvent(kind="trial", stage=self.stage, data=message["trial"]))
+        elif kind == "result":
+            self.final = message.get("result")
+
+    def _drain_log(self) -> None:
+        """Forward new log lines to the front end (the build log streams as it happens)."""
+        if not self.on_event:
+            return
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_offset)
+                data = log.read()
+        except FileNotFoundError:
+            return
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            self._log_offset += cut
+            for text in data[:cut].decode(errors="replace").splitlines():
+                self._emit(EvalEvent(kind="log", stage=self.stage, text=text))
+
+    def _log_text(self, start: int = 0, end: int | None = None) -> str:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(start)
+                data = log.read() if end is None else log.read(max(0, end - start))
+        except FileNotFoundError:
+            return ""
+        if len(data) > LOG_LIMIT_BYTES:
+            half = LOG_LIMIT_BYTES // 2
+            data = data[:half] + b"\n[... log truncated ...]\n" + data[-half:]
+        return data.decode(errors="replace")
+
+    def _assemble(self, returncode: int | None, timed_out: bool) -> EvalResult:
+        if self.final is not None:
+            result = EvalResult.from_dict(self.final)
+        else:
+            result = EvalResult(status=RUNTIME_ERROR, stage=self.stage, device=self.device)
+            result.trials = list(self.trials)
+            if self.build:
+                result.build = EvalResult.from_dict({"status": "", "build": self.build}).build
+            self._explain_death(result, returncode, timed_out)
+        if self.stage_marks.get("build") is not None:
+            result.build.log = self._log_text(self.stage_marks["build"], self.stage_marks.get("check"))
+        if not result.build.extensions and self.build_dirs and self.final is None:
+            result.build = BuildInfo(
+                log=result.build.log,
+                extensions=[
+                    ExtensionBuild(
+                        name=Path(d).name, build_dir=d, cached=False, seconds=0.0, path="unknown", ok=False
+                    )
+                    for d in self.build_dirs
+                ],
+            )
+        lines = self._log_text().splitlines()
+        result.stderr_tail = "\n".join(lines[-STDERR_TAIL_LINES:])
+        result.exit_code = returncode
+        result.durations = {
+            **self.durations,
+            **{k: v for k, v in result.durations.items() if k not in self.durations},
+        }
+        return result
+
+    def _explain_death(self, result: EvalResult, returncode: int | None, timed_out: bool) -> None:
+        stage = self.stage
+        result.stage = stage
+        if timed_out:
+            limit = self._stage_limit()
+            result.status = TIMEOUT
+            result.messages.append(
+                f"the {stage} stage ran over its {limit:g} s limit; the worker's process group was killed"
+            )
+            if stage == "build":
+                removed = [d for d in self.build_dirs if remove_stale_torch_lock(Path(d))]
+                if removed:
+                    result.messages.append("removed the build lock the killed build left behind")
+            return
+        if returncode is not None and returncode < 0:
+            name = _signal_name(-returncode)
+            result.signal = name
+            result.status = RUNTIME_ERROR
+            result.messages.append(
+                f"the worker was killed by {name} during the {stage} stage (a native crash in the candidate)"
+            )
+            return
+        result.status = RUNTIME_ERROR
+        result.messages.append(
+            f"the worker exited (code {returncode}) during the {stage} stage without a verdict "
+            "(the candidate may have called exit() or crashed the interpreter)"
+        )
+
+
+def _signal_name(number: int) -> str | None:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return None
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)

@@ -1,0 +1,198 @@
+"""The ``EvalResult``: what one evaluation of a candidate kernel found (DESIGN §3, a contract).
+
+It is written to ``eval.json`` in every session commit and printed by ``cudaforge eval --json``,
+so other tools read it: keep field names stable and only add fields. ``from_dict`` ignores keys
+it does not know, so results written by a newer cudaforge still load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+CORRECT = "correct"
+INCORRECT = "incorrect"
+COMPILE_ERROR = "compile_error"
+RUNTIME_ERROR = "runtime_error"
+TIMEOUT = "timeout"
+REJECTED = "rejected"
+STATUSES = (CORRECT, INCORRECT, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, REJECTED)
+
+# Stages in the order the worker runs them; ``stage`` in a result is the last one reached.
+STAGES = ("start", "guard", "build", "check", "time", "done")
+
+
+@dataclass
+class TimingStats:
+    """Per-call times of one model, in milliseconds, over ``n`` timed calls."""
+
+    n: int
+    median_ms: float
+    p25_ms: float
+    p75_ms: float
+    iqr_ms: float
+    min_ms: float
+    max_ms: float
+    mean_ms: float
+    std_ms: float
+    # Median of a separate, unflushed pass timed by the host clock around a device-wide sync:
+    # it includes launch overhead, and work hidden from the events shows up here.
+    host_median_ms: float | None = None
+
+    @classmethod
+    def from_samples(cls, samples_ms: list[float], host_median_ms: float | None = None) -> TimingStats:
+        """Summarise raw samples (at least one) with robust statistics."""
+        if not samples_ms:
+            raise ValueError("no timing samples")
+        ordered = sorted(samples_ms)
+        n = len(ordered)
+        mean = sum(ordered) / n
+        var = sum((x - mean) ** 2 for x in ordered) / (n - 1) if n > 1 else 0.0
+        p25, p50, p75 = (_quantile(ordered, q) for q in (0.25, 0.5, 0.75))
+        return cls(
+            n=n,
+            median_ms=p50,
+            p25_ms=p25,
+            p75_ms=p75,
+            iqr_ms=p75 - p25,
+            min_ms=ordered[0],
+            max_ms=ordered[-1],
+            mean_ms=mean,
+            std_ms=var**0.5,
+            host_median_ms=host_median_ms,
+        )
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """Linear-interpolated quantile of an already sorted list."""
+    pos = (len(ordered) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass
+class Timing:
+    """Candidate and reference timed in the same worker, the same way."""
+
+    method: str  # "cuda-events" or "cpu-perf-counter"
+    candidate: TimingStats
+    reference: TimingStats
+    l2_flush_bytes: int = 0
+    warmup_calls: int = 0
+
+
+@dataclass
+class TrialResult:
+    """One correctness trial: fresh seeded inputs, every output compared."""
+
+    index: int
+    seed: int
+    passed: bool
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    message: str = ""
+
+
+@dataclass
+class ExtensionBuild:
+    """One ``load_inline`` call made by the candidate while it was imported."""
+
+    name: str
+    build_dir: str
+    cached: bool
+    seconds: float
+    path: str  # "fast" (torch-free CUDA source), "stock" (torch headers in the .cu) or "cpp" (no CUDA)
+    ok: bool = True
+
+
+@dataclass
+class BuildInfo:
+    """The build stage: importing the candidate, which runs its extension builds."""
+
+    seconds: float | None = None
+    log: str = ""
+    extensions: list[ExtensionBuild] = field(default_factory=list)
+
+    @property
+    def cached(self) -> bool | None:
+        """True when every extension came from the build cache; None when nothing was built."""
+        if not self.extensions:
+            return None
+        return all(ext.cached for ext in self.extensions)
+
+
+@dataclass
+class EvalResult:
+    """Everything one evaluation found; ``status`` is the verdict (see ``STATUSES``)."""
+
+    status: str
+    stage: str = "start"
+    device: str = "cpu"
+    task: str = ""
+    kernel_sha256: str = ""
+    messages: list[str] = field(default_factory=list)
+    build: BuildInfo = field(default_factory=BuildInfo)
+    trials: list[TrialResult] = field(default_factory=list)
+    timing: Timing | None = None
+    speedup: float | None = None
+    flags: list[str] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    relaxed_rules: list[str] = field(default_factory=list)
+    error: dict[str, str] | None = None  # {"type", "message", "traceback"} of a Python exception
+    signal: str | None = None  # e.g. "SIGSEGV" when the worker died of a signal
+    exit_code: int | None = None
+    stderr_tail: str = ""
+    durations: dict[str, float] = field(default_factory=dict)  # seconds per stage, plus "total"
+    settings: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    schema: int = SCHEMA_VERSION
+
+    @property
+    def ok(self) -> bool:
+        """True only for a correct kernel."""
+        return self.status == CORRECT
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the contract's shape), with the derived ``build.cached`` included."""
+        data = dataclasses.asdict(self)
+        data["build"]["cached"] = self.build.cached
+        return data
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """Serialise for ``eval.json`` and ``--json``."""
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalResult:
+        """Rebuild from ``to_dict`` output, ignoring unknown keys (forward compatible)."""
+        data = dict(data)
+        build = dict(data.get("build") or {})
+        build.pop("cached", None)
+        extensions = [ExtensionBuild(**_known(ExtensionBuild, e)) for e in build.pop("extensions", [])]
+        data["build"] = BuildInfo(**_known(BuildInfo, build), extensions=extensions)
+        data["trials"] = [TrialResult(**_known(TrialResult, t)) for t in data.get("trials") or []]
+        timing = data.get("timing")
+        if timing:
+            data["timing"] = Timing(
+                **{
+                    **_known(Timing, timing),
+                    "candidate": TimingStats(**_known(TimingStats, timing["candidate"])),
+                    "reference": TimingStats(**_known(TimingStats, timing["reference"])),
+                }
+            )
+        return cls(**_known(cls, data))
+
+    @classmethod
+    def from_json(cls, text: str) -> EvalResult:
+        """Parse an ``eval.json`` document."""
+        return cls.from_dict(json.loads(text))
+
+
+def _known(klass: type, data: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(klass)}
+    return {k: v for k, v in data.items() if k in names}

@@ -1,0 +1,135 @@
+"""Time the candidate and the reference in the same worker, the same way (DESIGN §3).
+
+On CUDA each timed call is bracketed by events on the current stream, after a 256 MB write that
+flushes the L2 (so no call profits from the previous one's cache, and the flush hides the CPU's
+launch latency); on CPU a monotonic clock does the same job after a smaller cache-flushing write.
+The two models are timed in alternating blocks so that clock and power drift hit both alike.
+A separate host-clock pass with a device-wide sync records what the events cannot see: work
+launched on a side stream shows up there and not in the events.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from engine.result import Timing, TimingStats
+
+CUDA_FLUSH_BYTES = 256 * 1024 * 1024
+CPU_FLUSH_BYTES = 32 * 1024 * 1024
+
+
+@dataclass
+class TimingPlan:
+    """How much timing to do: ``min_trials`` per model, fewer only when ``budget_s`` runs out first."""
+
+    min_trials: int = 100
+    budget_s: float = 20.0
+    warmup_calls: int = 3
+    warmup_s: float = 0.05
+    block: int = 10
+    host_trials: int = 10
+
+
+def time_models(
+    candidate: Callable[[], object],
+    reference: Callable[[], object],
+    device: torch.device,
+    plan: TimingPlan,
+) -> Timing:
+    """Time two zero-argument callables; returns medians, spread and the host-clock medians."""
+    timer = _CudaTimer(device) if device.type == "cuda" else _CpuTimer()
+    fns = {"candidate": candidate, "reference": reference}
+    for fn in fns.values():
+        _warm_up(fn, timer, plan)
+    samples: dict[str, list[float]] = {"candidate": [], "reference": []}
+    deadline = time.monotonic() + plan.budget_s
+    while True:
+        for name, fn in fns.items():
+            for _ in range(plan.block):
+                samples[name].append(timer.time_once(fn))
+        enough = all(len(s) >= plan.min_trials for s in samples.values())
+        if enough or time.monotonic() > deadline:
+            break  # the budget wins over the trial count for very slow models
+    host = {
+        name: _median([timer.host_time_once(fn) for _ in range(plan.host_trials)]) for name, fn in fns.items()
+    }
+    return Timing(
+        method=timer.method,
+        candidate=TimingStats.from_samples(samples["candidate"], host["candidate"]),
+        reference=TimingStats.from_samples(samples["reference"], host["reference"]),
+        l2_flush_bytes=timer.flush_bytes,
+        warmup_calls=plan.warmup_calls,
+    )
+
+
+def _warm_up(fn: Callable[[], object], timer: _CpuTimer | _CudaTimer, plan: TimingPlan) -> None:
+    """Run until both the call count and the time floor are met (lazy loading, handles, clocks)."""
+    start = time.monotonic()
+    calls = 0
+    while calls < plan.warmup_calls or time.monotonic() - start < plan.warmup_s:
+        fn()
+        calls += 1
+        if calls >= 1000:
+            break
+    timer.sync()
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+class _CudaTimer:
+    method = "cuda-events"
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.flush_bytes = CUDA_FLUSH_BYTES
+        self.cache = torch.empty(CUDA_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+        self.start = torch.cuda.Event(enable_timing=True)
+        self.end = torch.cuda.Event(enable_timing=True)
+
+    def sync(self) -> None:
+        torch.cuda.synchronize(self.device)
+
+    def time_once(self, fn: Callable[[], object]) -> float:
+        self.cache.zero_()
+        self.start.record()
+        fn()
+        self.end.record()
+        torch.cuda.synchronize(self.device)  # device-wide: every stream is drained before reading
+        return float(self.start.elapsed_time(self.end))
+
+    def host_time_once(self, fn: Callable[[], object]) -> float:
+        torch.cuda.synchronize(self.device)
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize(self.device)
+        return (time.perf_counter() - t0) * 1e3
+
+
+class _CpuTimer:
+    method = "cpu-perf-counter"
+
+    def __init__(self) -> None:
+        self.flush_bytes = CPU_FLUSH_BYTES
+        self.cache = torch.empty(CPU_FLUSH_BYTES // 4, dtype=torch.int32)
+
+    def sync(self) -> None:
+        pass
+
+    def time_once(self, fn: Callable[[], object]) -> float:
+        self.cache.zero_()
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3
+
+    def host_time_once(self, fn: Callable[[], object]) -> float:
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3

@@ -1,0 +1,1 @@
+"""Git-backed session repositories (GitPython). Never imports Textual."""

@@ -1,0 +1,130 @@
+"""``cudaforge sessions``, ``cudaforge branch`` and ``cudaforge export``.
+
+``SESSION`` is a path or a name under the sessions root; every command takes ``--sessions-dir``.
+User errors (no such session, iteration or branch, a branch name taken, a session locked by
+another writer) print one ``cudaforge: error: …`` line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+from sessions.errors import SessionError, StaleLockWarning
+from sessions.export import choose_iteration, export_text
+from sessions.listing import SessionSummary, list_sessions
+from sessions.message import format_speedup
+from sessions.paths import default_sessions_root
+from sessions.repo import SessionRepo
+
+EXIT_ERROR = 2
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the session commands to the ``cudaforge`` parser."""
+    listing = subparsers.add_parser("sessions", help="list the sessions under the sessions root")
+    _add_sessions_dir(listing)
+    listing.set_defaults(func=run_sessions)
+
+    branch = subparsers.add_parser("branch", help="start a new branch at an iteration of a session")
+    branch.add_argument("session", metavar="SESSION", help="a session path or a name under the sessions root")
+    branch.add_argument("iteration", metavar="ITERATION", type=int, help="iteration number (the seed is 0)")
+    branch.add_argument("--name", help="branch name (default: from-iter-N, made unique)")
+    branch.add_argument(
+        "--branch", dest="source_branch", help="the branch the iteration is on (default: current)"
+    )
+    branch.add_argument("--no-switch", action="store_true", help="do not make the new branch the current one")
+    _add_sessions_dir(branch)
+    branch.set_defaults(func=run_branch)
+
+    export = subparsers.add_parser("export", help="write an iteration's kernel as a standalone ModelNew file")
+    export.add_argument("session", metavar="SESSION", help="a session path or a name under the sessions root")
+    export.add_argument("--iteration", type=int, help="iteration number (default: the best correct one)")
+    export.add_argument("--branch", help="branch (default: the current one)")
+    export.add_argument("-o", "--output", required=True, metavar="FILE", help="output file, or - for stdout")
+    _add_sessions_dir(export)
+    export.set_defaults(func=run_export)
+
+
+def _add_sessions_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--sessions-dir", type=Path, metavar="DIR", help="sessions root (default: %(default)s)", default=None
+    )
+
+
+def _fail(text: str) -> int:
+    print(f"cudaforge: error: {text}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def run_sessions(args: argparse.Namespace) -> int:
+    root = args.sessions_dir or default_sessions_root()
+    summaries = list_sessions(root)
+    if not summaries:
+        print(f"no sessions under {root}")
+        return 0
+    print(format_table(summaries))
+    return 0
+
+
+def format_table(summaries: list[SessionSummary]) -> str:
+    """Fixed-width table: task, created, branches, iterations, best speedup, path."""
+    header = ("TASK", "CREATED", "BRANCHES", "ITERATIONS", "BEST", "PATH")
+    rows = [
+        (
+            s.task_name,
+            s.created.strftime("%Y-%m-%d %H:%M"),
+            str(s.branches),
+            str(s.iterations),
+            format_speedup(s.best_speedup),
+            str(s.path),
+        )
+        for s in summaries
+    ]
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    numeric = {2, 3, 4}
+    lines = []
+    for row in (header, *rows):
+        cells = [
+            cell.rjust(w) if i in numeric else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def run_branch(args: argparse.Namespace) -> int:
+    try:
+        with SessionRepo.open(args.session, args.sessions_dir) as repo, warnings.catch_warnings():
+            warnings.simplefilter("ignore", StaleLockWarning)  # shown below as one notice line
+            name = repo.branch_from(
+                args.iteration, name=args.name, branch=args.source_branch, switch=not args.no_switch
+            )
+            sha = repo.iteration(args.iteration, name).sha
+            if repo.lock_notice:
+                print(f"cudaforge: notice: {repo.lock_notice}", file=sys.stderr)
+    except SessionError as error:
+        return _fail(str(error))
+    suffix = "" if args.no_switch else " (now the current branch)"
+    print(f"created branch {name} at iteration {args.iteration} ({sha[:12]}) in {repo.path}{suffix}")
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    try:
+        with SessionRepo.open(args.session, args.sessions_dir) as repo:
+            item = choose_iteration(repo, args.iteration, args.branch)
+            text = export_text(repo, item, args.branch)
+    except SessionError as error:
+        return _fail(str(error))
+    if args.output == "-":
+        sys.stdout.write(text)
+        return 0
+    try:
+        Path(args.output).write_text(text, encoding="utf-8")
+    except OSError as error:
+        return _fail(f"cannot write {args.output}: {error.strerror}")
+    print(f"wrote iteration {item.number} ({item.status}, {format_speedup(item.speedup)}) to {args.output}")
+    return 0

@@ -1,0 +1,41 @@
+"""Shared test setup: the ``gpu`` marker skips without CUDA; extension builds share one cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+TEST_KERNELS = Path(__file__).resolve().parent / "kernels"
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def ext_cache() -> Path:
+    """One build cache for the whole run (and across xdist workers), so each extension builds once.
+
+    Builds of the same source from several workers meet on the build directory's lock, which is
+    part of what the evaluator promises. ``CUDAFORGE_TEST_CACHE`` overrides the location.
+    """
+    root = Path(os.environ.get("CUDAFORGE_TEST_CACHE", REPO / ".cache" / "test-extensions"))
+    root.mkdir(parents=True, exist_ok=True)
+    return root

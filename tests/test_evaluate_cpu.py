@@ -1,0 +1,213 @@
+"""The evaluator end to end on CPU: real C++ extensions, real worker processes, every status.
+
+The failing candidates are made from the honest example by changing only its Python, so they
+share its C++ source and therefore its (cached) build: the tests stay quick while each still
+goes through the real build → check → time path.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.evaluate import EvalEvent, EvalOptions, StageTimeouts, evaluate, evaluate_files
+from engine.result import EvalResult
+from engine.timing import TimingPlan
+from tests.conftest import EXAMPLES
+
+RELU_TASK = EXAMPLES / "tasks" / "relu.py"
+RELU_KERNEL = EXAMPLES / "kernels" / "relu_cpu.py"
+FAST_TIMING = TimingPlan(min_trials=10, budget_s=5.0)
+
+pytestmark = pytest.mark.slow
+
+
+def options(cache: Path, **overrides) -> EvalOptions:
+    return EvalOptions(device="cpu", cache_root=cache, timing=FAST_TIMING, **overrides)
+
+
+def relu_variant(old: str, new: str) -> str:
+    """The example kernel with one piece of its Python replaced (its C++ stays byte-identical)."""
+    source = RELU_KERNEL.read_text()
+    assert old in source
+    return source.replace(old, new)
+
+
+def run(kernel_source: str, cache: Path, task: Path = RELU_TASK, **overrides) -> EvalResult:
+    return evaluate(task.read_text(), kernel_source, options(cache, **overrides), task_name=task.stem)
+
+
+def test_correct_kernel_is_built_checked_and_timed(ext_cache: Path) -> None:
+    events: list[EvalEvent] = []
+    result = evaluate_files(RELU_TASK, RELU_KERNEL, options(ext_cache), on_event=events.append)
+    assert result.status == "correct", result.messages
+    assert result.stage == "done"
+    assert [t.passed for t in result.trials] == [True] * 5
+    assert len({t.seed for t in result.trials}) == 5  # fresh inputs each trial
+    assert result.timing is not None and result.timing.method == "cpu-perf-counter"
+    assert result.timing.candidate.n >= 10 and result.timing.reference.n >= 10
+    assert result.speedup == pytest.approx(
+        result.timing.reference.median_ms / result.timing.candidate.median_ms
+    )
+    assert result.build.extensions[0].path == "cpp"
+    assert result.env["torch"] and result.device == "cpu"
+    assert {"build", "check", "time"} <= set(result.durations)
+    stages = [e.stage for e in events if e.kind == "stage"]
+    assert stages[:1] == ["start"] and stages[-3:] == ["check", "time", "done"]
+    assert any(e.kind == "trial" for e in events)
+    # the verdict survives the JSON round trip that session repos and --json rely on
+    assert EvalResult.from_json(result.to_json()).to_dict() == result.to_dict()
+
+
+def test_same_source_reuses_its_build(ext_cache: Path) -> None:
+    first = run(RELU_KERNEL.read_text(), ext_cache, do_timing=False)
+    again = run(RELU_KERNEL.read_text(), ext_cache, do_timing=False)
+    assert first.status == again.status == "correct"
+    assert again.build.cached is True
+    assert again.build.extensions[0].build_dir == first.build.extensions[0].build_dir
+    assert again.build.seconds < 10
+
+
+def test_wrong_values_are_incorrect_with_the_first_mismatch(ext_cache: Path) -> None:
+    result = run(relu_variant("ext.relu(x)", "ext.leaky_relu_bug(x)"), ext_cache)
+    assert result.status == "incorrect"
+    assert result.stage == "check" and result.timing is None and result.speedup is None
+    assert result.trials[-1].passed is False
+    assert result.trials[-1].max_abs_error > 0
+    assert "mismatch at index" in result.messages[-1]
+
+
+def test_compile_error_keeps_the_compilers_message(ext_cache: Path) -> None:
+    source = relu_variant(
+        "return out;\n}\n\ntorch::Tensor leaky", "return out + undeclared_thing_42;\n}\n\ntorch::Tensor leaky"
+    )
+    result = run(source, ext_cache)
+    assert result.status == "compile_error"
+    assert result.stage == "build"
+    assert "undeclared_thing_42" in result.build.log
+    assert "error" in result.build.log
+    assert result.build.extensions and result.build.extensions[0].ok is False
+
+
+def test_python_syntax_error_is_a_compile_error(ext_cache: Path) -> None:
+    result = run("class ModelNew(:\n    pass\n", ext_cache)
+    assert result.status == "compile_error"
+    assert result.error and result.error["type"] == "SyntaxError"
+
+
+def test_exception_in_forward_is_a_runtime_error(ext_cache: Path) -> None:
+    result = run(
+        relu_variant("return ext.relu(x)", "raise ValueError('deliberate failure in forward')"), ext_cache
+    )
+    assert result.status == "runtime_error"
+    assert result.stage == "check"
+    assert result.error["type"] == "ValueError"
+    assert "deliberate failure in forward" in result.error["traceback"]
+
+
+def test_native_crash_is_a_runtime_error_with_the_signal(ext_cache: Path) -> None:
+    source = relu_variant(
+        "return ext.relu(x)", "print('about to crash', flush=True)\n        return ext.crash(x)"
+    )
+    result = run(source, ext_cache)
+    assert result.status == "runtime_error"
+    assert result.signal == "SIGSEGV"
+    assert result.stage == "check"
+    assert "about to crash" in result.stderr_tail
+    assert result.exit_code is not None and result.exit_code < 0
+
+
+def test_infinite_loop_times_out_within_the_bound(ext_cache: Path) -> None:
+    source = relu_variant("return ext.relu(x)", "while True:\n            pass")
+    timeouts = StageTimeouts(check=3.0)
+    started = time.monotonic()
+    result = run(source, ext_cache, timeouts=timeouts)
+    elapsed = time.monotonic() - started
+    assert result.status == "timeout"
+    assert result.stage == "check"
+    assert "3 s limit" in result.messages[-1]
+    assert result.durations["check"] < 3.0 + 2.0
+    assert elapsed < 60
+
+
+def test_missing_modelnew_says_so(ext_cache: Path) -> None:
+    result = run(relu_variant("class ModelNew(", "class ModelNewer("), ext_cache)
+    assert result.status == "compile_error"
+    assert "no class ModelNew" in result.messages[-1]
+
+
+def test_exit_in_forward_is_a_runtime_error_without_verdict(ext_cache: Path) -> None:
+    result = run(relu_variant("return ext.relu(x)", "import os; os._exit(0)"), ext_cache)
+    assert result.status == "runtime_error"
+    assert "without a verdict" in result.messages[-1]
+
+
+def test_printing_a_fake_verdict_cannot_forge_a_result(ext_cache: Path) -> None:
+    fake = json.dumps({"type": "result", "result": {"status": "correct", "speedup": 100.0}})
+    source = relu_variant(
+        "return ext.relu(x)", f"print({fake!r}, flush=True)\n        return ext.leaky_relu_bug(x)"
+    )
+    result = run(source, ext_cache)
+    assert result.status == "incorrect"
+    assert result.speedup is None
+
+
+def test_task_with_constructor_arguments_and_parameters(ext_cache: Path) -> None:
+    result = evaluate_files(
+        EXAMPLES / "tasks" / "scale_bias.py", EXAMPLES / "kernels" / "scale_bias_cpu.py", options(ext_cache)
+    )
+    assert result.status == "correct", result.messages
+    assert result.trials and all(t.passed for t in result.trials)
+    # a ModelNew whose parameters are drawn in another order no longer matches the reference
+    swapped = (
+        (EXAMPLES / "kernels" / "scale_bias_cpu.py")
+        .read_text()
+        .replace(
+            "self.weight = nn.Parameter(torch.randn(features))\n        self.bias = nn.Parameter(torch.randn(features))",
+            "self.bias = nn.Parameter(torch.randn(features))\n        self.weight = nn.Parameter(torch.randn(features))",
+        )
+    )
+    assert swapped != (EXAMPLES / "kernels" / "scale_bias_cpu.py").read_text()
+    mismatched = run(swapped, ext_cache, task=EXAMPLES / "tasks" / "scale_bias.py")
+    assert mismatched.status == "incorrect"
+
+
+def test_stale_build_lock_is_taken_over(ext_cache: Path) -> None:
+    first = run(RELU_KERNEL.read_text(), ext_cache, do_timing=False)
+    build_dir = Path(first.build.extensions[0].build_dir)
+    (build_dir / "lock").write_text("")  # what a build killed mid-way leaves behind
+    result = run(RELU_KERNEL.read_text(), ext_cache, do_timing=False, timeouts=StageTimeouts(build=60.0))
+    assert result.status == "correct"
+    assert any("stale build lock" in m for m in result.messages)
+    assert not (build_dir / "lock").exists()
+
+
+def test_build_killed_by_timeout_leaves_no_lock_and_next_build_works(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"  # a cold cache: the build cannot finish in a second
+    killed = run(RELU_KERNEL.read_text(), cache, do_timing=False, timeouts=StageTimeouts(build=1.0))
+    assert killed.status == "timeout" and killed.stage == "build"
+    build_dirs = list((cache / "extensions").iterdir())
+    assert build_dirs and not any((d / "lock").exists() for d in build_dirs)
+    again = run(RELU_KERNEL.read_text(), cache, do_timing=False, timeouts=StageTimeouts(build=300.0))
+    assert again.status == "correct", again.messages
+
+
+def test_concurrent_evaluations_of_one_new_source_do_not_collide(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    source = relu_variant('name="cf_relu_cpu"', 'name="cf_relu_cpu_concurrent"')
+    results: list[EvalResult] = []
+
+    def worker() -> None:
+        results.append(run(source, cache, do_timing=False))
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [r.status for r in results] == ["correct", "correct"]
+    assert len({r.build.extensions[0].build_dir for r in results}) == 1

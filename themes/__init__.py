@@ -1,0 +1,1 @@
+"""Colour themes for the Textual workbench."""
