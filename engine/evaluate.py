@@ -28,7 +28,9 @@ from typing import Any
 
 from engine.build import default_cache_root, remove_stale_torch_lock
 from engine.compare import DEFAULT_TOLERANCES
+from engine.profile.kernels import kernel_names_from_source
 from engine.result import (
+    REJECTED,
     RUNTIME_ERROR,
     TIMEOUT,
     BuildInfo,
@@ -40,6 +42,9 @@ from engine.timing import TimingPlan
 from engine.worker import VERDICT_FD_ENV
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+# Static findings that are not cheats but a candidate that does not load: the build stage reports them
+# as a compile_error with the real error, which is what the Judge's repair mode needs.
+LEFT_TO_BUILD = frozenset({"syntax-error", "no-modelnew"})
 LOG_LIMIT_BYTES = 400_000
 STDERR_TAIL_LINES = 40
 
@@ -69,6 +74,9 @@ class EvalOptions:
     cache_root: Path | None = None
     use_pch: bool | None = None
     gpu_index: int | None = None
+    guards: bool = True  # off only to measure their cost; relax single rules with ``relax`` instead
+    relax: tuple[str, ...] = ()  # guard rule ids (static or runtime) to report but not enforce
+    flag_speedup_above: float = 10.0  # a larger speedup is flagged for human review
 
     def settings(self) -> dict[str, Any]:
         """What the result records about how it was obtained."""
@@ -78,6 +86,9 @@ class EvalOptions:
             "tolerances": {**DEFAULT_TOLERANCES, **self.tolerances},
             "timing": asdict(self.timing),
             "timeouts": asdict(self.timeouts),
+            "guards": self.guards,
+            "relax": list(self.relax),
+            "flag_speedup_above": self.flag_speedup_above,
         }
 
 
@@ -137,19 +148,67 @@ def evaluate(
     """Evaluate a candidate given as source text; blocks until the verdict (or a timeout)."""
     options = options or EvalOptions()
     device = resolve_device(options.device)
-    cache_root = (Path(options.cache_root) if options.cache_root else default_cache_root()).resolve()
-    cache_root.mkdir(parents=True, exist_ok=True)
-    job_dir = Path(tempfile.mkdtemp(prefix="cudaforge-eval-"))
-    try:
-        run = _WorkerRun(job_dir, device, options, cache_root, on_event)
-        result = run.execute(task_source, kernel_source, task_name)
-    finally:
-        shutil.rmtree(job_dir, ignore_errors=True)
+    static_relax, runtime_relax = split_relaxations(options.relax)
+    started = time.monotonic()
+    findings = static_findings(kernel_source, device, static_relax) if options.guards else []
+    refusals = [
+        f
+        for f in findings
+        if f["severity"] == "refuse" and not f["relaxed"] and f["rule"] not in LEFT_TO_BUILD
+    ]
+    if refusals:
+        result = EvalResult(status=REJECTED, stage="guard", device=device, findings=findings)
+        result.messages = [
+            f"refused by the static guard [{f['rule']}] at line {f['line']}: {f['message']}" for f in refusals
+        ]
+        result.durations = {"guard": time.monotonic() - started}
+    else:
+        cache_root = (Path(options.cache_root) if options.cache_root else default_cache_root()).resolve()
+        cache_root.mkdir(parents=True, exist_ok=True)
+        job_dir = Path(tempfile.mkdtemp(prefix="cudaforge-eval-"))
+        try:
+            run = _WorkerRun(job_dir, device, options, cache_root, on_event)
+            run.runtime_relax = runtime_relax
+            run.kernel_names = kernel_names_from_source(kernel_source) if device == "cuda" else []
+            result = run.execute(task_source, kernel_source, task_name)
+        finally:
+            shutil.rmtree(job_dir, ignore_errors=True)
+        result.findings = [*findings, *result.findings]
+    result.durations.setdefault("guard", 0.0)
+    result.relaxed_rules = sorted(
+        set(options.relax) | {f["rule"] for f in result.findings if f.get("relaxed")}
+    )
+    if result.speedup is not None and result.speedup > options.flag_speedup_above and result.ok:
+        result.flags.append(
+            f"speedup {result.speedup:.2f}x is above the {options.flag_speedup_above:g}x review threshold: "
+            "check by hand that the kernel does the whole computation"
+        )
     result.kernel_sha256 = hashlib.sha256(kernel_source.encode()).hexdigest()
     result.task = task_name
     result.device = device
     result.settings = {**options.settings(), **result.settings}
+    result.durations.setdefault("total", time.monotonic() - started)
     return result
+
+
+def split_relaxations(relax: tuple[str, ...] | list[str]) -> tuple[list[str], list[str]]:
+    """Sort rule ids into static and runtime ones; an unknown id is an error that lists the valid ones."""
+    from engine.guard import RULES
+    from engine.guard.runtime import RUNTIME_RULES
+
+    unknown = [r for r in relax if r not in RULES and r not in RUNTIME_RULES]
+    if unknown:
+        valid = ", ".join(sorted([*RULES, *RUNTIME_RULES]))
+        raise EvaluationError(f"unknown guard rule(s) {', '.join(unknown)}; valid rules: {valid}")
+    return [r for r in relax if r in RULES], [r for r in relax if r in RUNTIME_RULES]
+
+
+def static_findings(kernel_source: str, device: str, relax: list[str]) -> list[dict[str, Any]]:
+    """The static guard's findings for the source, as result dicts (relaxed ones marked)."""
+    from engine.guard import check_source
+
+    findings = check_source(kernel_source, backend="cuda" if device == "cuda" else "cpu", relax=relax)
+    return [{**f.to_dict(), "source": "static"} for f in findings]
 
 
 class _WorkerRun:
@@ -179,6 +238,8 @@ class _WorkerRun:
         self.final: dict[str, Any] | None = None
         self._log_offset = 0
         self._pending = b""
+        self.runtime_relax: list[str] = []
+        self.kernel_names: list[str] = []
 
     def _emit(self, event: EvalEvent) -> None:
         if self.on_event:
@@ -199,6 +260,9 @@ class _WorkerRun:
             "do_timing": self.options.do_timing,
             "cache_root": str(self.cache_root),
             "use_pch": self.options.use_pch,
+            "guards": self.options.guards,
+            "relax_runtime": self.runtime_relax,
+            "kernel_names": self.kernel_names,
         }
         path = self.job_dir / "job.json"
         path.write_text(json.dumps(job))

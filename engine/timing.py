@@ -4,8 +4,8 @@ On CUDA each timed call is bracketed by events on the current stream, after a 25
 flushes the L2 (so no call profits from the previous one's cache, and the flush hides the CPU's
 launch latency); on CPU a monotonic clock does the same job after a smaller cache-flushing write.
 The two models are timed in alternating blocks so that clock and power drift hit both alike.
-A separate host-clock pass with a device-wide sync records what the events cannot see: work
-launched on a side stream shows up there and not in the events.
+Host-clock calls with a device-wide sync, interleaved with the event-timed ones, record what the
+events cannot see: work launched on a side stream shows up there and not in the events.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class TimingPlan:
     warmup_calls: int = 3
     warmup_s: float = 0.05
     block: int = 10
-    host_trials: int = 10
+    host_per_block: int = 2  # host-clock calls per model per block, interleaved with the event-timed ones
 
 
 def time_models(
@@ -46,21 +46,25 @@ def time_models(
     for fn in fns.values():
         _warm_up(fn, timer, plan)
     samples: dict[str, list[float]] = {"candidate": [], "reference": []}
+    host: dict[str, list[float]] = {"candidate": [], "reference": []}
     deadline = time.monotonic() + plan.budget_s
     while True:
         for name, fn in fns.items():
             for _ in range(plan.block):
                 samples[name].append(timer.time_once(fn))
+            for _ in range(plan.host_per_block):
+                host[name].append(timer.host_time_once(fn))
         enough = all(len(s) >= plan.min_trials for s in samples.values())
         if enough or time.monotonic() > deadline:
             break  # the budget wins over the trial count for very slow models
-    host = {
-        name: _median([timer.host_time_once(fn) for _ in range(plan.host_trials)]) for name, fn in fns.items()
-    }
     return Timing(
         method=timer.method,
-        candidate=TimingStats.from_samples(samples["candidate"], host["candidate"]),
-        reference=TimingStats.from_samples(samples["reference"], host["reference"]),
+        candidate=TimingStats.from_samples(
+            samples["candidate"], _median(host["candidate"]) if host["candidate"] else None
+        ),
+        reference=TimingStats.from_samples(
+            samples["reference"], _median(host["reference"]) if host["reference"] else None
+        ),
         l2_flush_bytes=timer.flush_bytes,
         warmup_calls=plan.warmup_calls,
     )

@@ -13,6 +13,7 @@ this worker never outlives one evaluation, so a poisoned context is never reused
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -25,6 +26,7 @@ from engine.result import (
     COMPILE_ERROR,
     CORRECT,
     INCORRECT,
+    REJECTED,
     RUNTIME_ERROR,
     BuildInfo,
     EvalResult,
@@ -121,8 +123,10 @@ class Evaluation:
         reference, new = models
         if not self.check(task, reference, new):
             return self.result
-        if self.job.get("do_timing", True):
-            self.time(task, reference, new)
+        if self.job.get("guards", True) and self.launch_guard(task, new):
+            return self.result
+        if self.job.get("do_timing", True) and not self.time(task, reference, new):
+            return self.result
         self.stage("done")
         return self.finish(CORRECT)
 
@@ -213,39 +217,77 @@ class Evaluation:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
+    def guard(self, rule: str, message: str) -> bool:
+        """Record a runtime guard finding; True when it refuses the kernel (not relaxed, not a warning)."""
+        from engine.guard.runtime import RUNTIME_RULES
+
+        relaxed = rule in self.job.get("relax_runtime", [])
+        severity = RUNTIME_RULES[rule]
+        self.result.findings.append(
+            {
+                "rule": rule,
+                "severity": severity,
+                "line": None,
+                "message": message,
+                "relaxed": relaxed,
+                "source": "runtime",
+            }
+        )
+        if relaxed or severity != "refuse" or not self.job.get("guards", True):
+            return False
+        self.finish(REJECTED, f"refused by the runtime guard [{rule}]: {message}")
+        return True
+
+    def call_candidate(
+        self, new: Any, inputs: list[Any], index: int, seed: int
+    ) -> tuple[Any, list[Any]] | None:
+        """One candidate call on a private copy of the inputs; None (and a verdict) when it raised."""
+        arguments = _clone(inputs)
+        try:
+            output = new(*arguments)
+            self.sync()
+        except BaseException as error:
+            self.result.error = _error_info(error)
+            message = f"{type(error).__name__}: {error}"[:1000]
+            self.result.trials.append(TrialResult(index=index, seed=seed, passed=False, message=message))
+            self.finish(
+                RUNTIME_ERROR, f"ModelNew.forward raised {type(error).__name__}: {str(error).strip()[:500]}"
+            )
+            return None
+        return output, arguments
+
     def check(self, task: Any, reference: Any, new: Any) -> bool:
-        """``trials`` rounds of fresh seeded inputs; every output compared."""
+        """``trials`` rounds of fresh seeded inputs; the candidate runs before and after the reference."""
         import torch
 
         from engine.compare import compare_outputs
 
         tolerances = self.job.get("tolerances") or {}
         base = int(self.job["seed"])
+        earlier: list[Any] = []  # the previous trial's outputs, kept alive so their memory cannot be reused
         for index in range(int(self.job["trials"])):
             seed = base + 1 + index
             with torch.no_grad():
                 inputs = self.make_inputs(task, seed)
-                expected = reference(*_clone(inputs))
+                before = self.call_candidate(new, inputs, index, seed)
+                if before is None:
+                    return False
+                reference_inputs = _clone(inputs)
+                expected = reference(*reference_inputs)
                 self.sync()
-                try:
-                    got = new(*_clone(inputs))
-                    self.sync()
-                except BaseException as error:
-                    self.result.error = _error_info(error)
-                    self.result.trials.append(
-                        TrialResult(
-                            index=index,
-                            seed=seed,
-                            passed=False,
-                            message=f"{type(error).__name__}: {error}"[:1000],
-                        )
-                    )
-                    self.finish(
-                        RUNTIME_ERROR,
-                        f"ModelNew.forward raised {type(error).__name__}: {str(error).strip()[:500]}",
-                    )
+                after = self.call_candidate(new, inputs, index, seed)
+                if after is None:
+                    return False
+                (got, arguments), (got_again, _) = before, after
+                if self.runtime_guards(inputs, reference_inputs, arguments, got, got_again, earlier):
                     return False
                 outcome = compare_outputs(expected, got, tolerances)
+                if outcome.passed:
+                    second = compare_outputs(expected, got_again, tolerances)
+                    if not second.passed:
+                        second.message = f"on the call after the reference: {second.message}"
+                        outcome = second
+            earlier = [got, got_again]
             trial = TrialResult(
                 index=index,
                 seed=seed,
@@ -261,9 +303,88 @@ class Evaluation:
                 return False
         return True
 
-    def time(self, task: Any, reference: Any, new: Any) -> None:
+    def runtime_guards(
+        self,
+        inputs: list[Any],
+        reference_inputs: list[Any],
+        arguments: list[Any],
+        got: Any,
+        got_again: Any,
+        earlier: list[Any],
+    ) -> bool:
+        """The per-trial runtime checks; True when one refused the kernel."""
+        from engine.guard import runtime as rg
+
+        posing = rg.non_tensor_outputs([got, got_again])
+        if posing and self.guard(
+            "output-not-tensor",
+            f"outputs of type {', '.join(sorted(set(posing)))}; exact torch.Tensor required",
+        ):
+            return True
+        aliased = rg.aliased_outputs(got, arguments)
+        if aliased and self.guard("output-aliases-input", f"output(s) {aliased} share storage with an input"):
+            return True
+        changed = set(rg.mutated_inputs(inputs, arguments)) - set(rg.mutated_inputs(inputs, reference_inputs))
+        if changed and self.guard(
+            "input-mutated",
+            f"forward modified input(s) {sorted(changed)}, which the reference leaves unchanged",
+        ):
+            return True
+        reused = rg.reused_outputs(got_again, [got]) or rg.reused_outputs(got, earlier)
+        return bool(reused) and self.guard(
+            "output-cached", f"output(s) {reused} reuse the storage of a previous call's output"
+        )
+
+    def launch_guard(self, task: Any, new: Any) -> bool:
+        """On CUDA, at least one of the source's own kernels must launch in a forward; True when refused."""
         import torch
 
+        from engine.guard import runtime as rg
+
+        names = self.job.get("kernel_names") or []
+        if self.device.type != "cuda" or not names:
+            return False
+        # Starting the profiler costs seconds, so the launches of a given (task, kernel, GPU) are kept.
+        key = hashlib.sha256(
+            "\0".join(
+                [
+                    Path(self.job["task_path"]).read_text(),
+                    Path(self.job["kernel_path"]).read_text(),
+                    torch.__version__,
+                    torch.cuda.get_device_name(self.device),
+                ]
+            ).encode()
+        ).hexdigest()[:24]
+        memo = Path(self.job["cache_root"]) / "launch-checks" / f"{key}.json"
+        try:
+            launched = json.loads(memo.read_text())
+        except (OSError, ValueError):
+            inputs = self.make_inputs(task, int(self.job["seed"]))
+            try:
+                with torch.no_grad():
+                    launched = rg.launched_kernels(lambda: new(*inputs))
+            except Exception as error:  # no CUPTI here: say so rather than refuse
+                self.guard(
+                    "kernel-launch-unverified", f"the PyTorch profiler could not list launches: {error}"
+                )
+                return False
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            memo.write_text(json.dumps(launched))
+        own = rg.own_kernels_in(launched, names)
+        self.result.messages.append(f"kernels launched by one forward: {', '.join(launched) or 'none'}")
+        if not own:
+            return self.guard(
+                "no-own-kernel",
+                f"none of the source's kernels ({', '.join(names)}) launched; launched: {', '.join(launched) or 'none'}",
+            )
+        return False
+
+    def time(self, task: Any, reference: Any, new: Any) -> bool:
+        """Time both models; then re-check on fresh inputs and compare the two clocks. False when refused."""
+        import torch
+
+        from engine.compare import compare_outputs
+        from engine.guard.runtime import timing_disagreement
         from engine.timing import TimingPlan, time_models
 
         self.stage("time")
@@ -272,8 +393,26 @@ class Evaluation:
         with torch.no_grad():
             timing = time_models(lambda: new(*inputs), lambda: reference(*inputs), self.device, plan)
         self.result.timing = timing
+        with torch.no_grad():  # a kernel that changes behaviour after many calls is caught here
+            fresh = self.make_inputs(task, int(self.job["seed"]) + 1000)
+            recheck = compare_outputs(
+                reference(*_clone(fresh)), new(*_clone(fresh)), self.job.get("tolerances") or {}
+            )
+            self.sync()
+        if not recheck.passed:
+            self.finish(INCORRECT, f"after timing, on fresh inputs: {recheck.message}")
+            return False
+        message = timing_disagreement(
+            timing.candidate.median_ms,
+            timing.candidate.host_median_ms,
+            timing.reference.median_ms,
+            timing.reference.host_median_ms,
+        )
+        if message and self.guard("timing-disagreement", message):
+            return False
         if timing.candidate.median_ms > 0:
             self.result.speedup = timing.reference.median_ms / timing.candidate.median_ms
+        return True
 
 
 def main(argv: list[str]) -> int:

@@ -41,6 +41,11 @@ def run(kernel_source: str, cache: Path, task: Path = RELU_TASK, **overrides) ->
     return evaluate(task.read_text(), kernel_source, options(cache, **overrides), task_name=task.stem)
 
 
+def run_unguarded(kernel_source: str, cache: Path, **overrides) -> EvalResult:
+    """For candidates the static guard would refuse before they run: here the worker's handling is tested."""
+    return run(kernel_source, cache, guards=False, **overrides)
+
+
 def test_correct_kernel_is_built_checked_and_timed(ext_cache: Path) -> None:
     events: list[EvalEvent] = []
     result = evaluate_files(RELU_TASK, RELU_KERNEL, options(ext_cache), on_event=events.append)
@@ -100,7 +105,7 @@ def test_python_syntax_error_is_a_compile_error(ext_cache: Path) -> None:
 
 
 def test_exception_in_forward_is_a_runtime_error(ext_cache: Path) -> None:
-    result = run(
+    result = run_unguarded(
         relu_variant("return ext.relu(x)", "raise ValueError('deliberate failure in forward')"), ext_cache
     )
     assert result.status == "runtime_error"
@@ -113,7 +118,7 @@ def test_native_crash_is_a_runtime_error_with_the_signal(ext_cache: Path) -> Non
     source = relu_variant(
         "return ext.relu(x)", "print('about to crash', flush=True)\n        return ext.crash(x)"
     )
-    result = run(source, ext_cache)
+    result = run_unguarded(source, ext_cache)
     assert result.status == "runtime_error"
     assert result.signal == "SIGSEGV"
     assert result.stage == "check"
@@ -125,7 +130,7 @@ def test_infinite_loop_times_out_within_the_bound(ext_cache: Path) -> None:
     source = relu_variant("return ext.relu(x)", "while True:\n            pass")
     timeouts = StageTimeouts(check=3.0)
     started = time.monotonic()
-    result = run(source, ext_cache, timeouts=timeouts)
+    result = run_unguarded(source, ext_cache, timeouts=timeouts)
     elapsed = time.monotonic() - started
     assert result.status == "timeout"
     assert result.stage == "check"
@@ -141,7 +146,7 @@ def test_missing_modelnew_says_so(ext_cache: Path) -> None:
 
 
 def test_exit_in_forward_is_a_runtime_error_without_verdict(ext_cache: Path) -> None:
-    result = run(relu_variant("return ext.relu(x)", "import os; os._exit(0)"), ext_cache)
+    result = run_unguarded(relu_variant("return ext.relu(x)", "import os; os._exit(0)"), ext_cache)
     assert result.status == "runtime_error"
     assert "without a verdict" in result.messages[-1]
 
@@ -151,7 +156,7 @@ def test_printing_a_fake_verdict_cannot_forge_a_result(ext_cache: Path) -> None:
     source = relu_variant(
         "return ext.relu(x)", f"print({fake!r}, flush=True)\n        return ext.leaky_relu_bug(x)"
     )
-    result = run(source, ext_cache)
+    result = run_unguarded(source, ext_cache)
     assert result.status == "incorrect"
     assert result.speedup is None
 

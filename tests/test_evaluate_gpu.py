@@ -72,7 +72,8 @@ def test_cuda_compile_error_keeps_nvcc_message(ext_cache: Path) -> None:
 
 
 def test_python_exception_in_forward(ext_cache: Path) -> None:
-    result = run(variant("return ext.relu(x)", "raise RuntimeError('deliberate')"), ext_cache)
+    # guards off: the static guard would refuse a forward that never calls the kernel before it runs
+    result = run(variant("return ext.relu(x)", "raise RuntimeError('deliberate')"), ext_cache, guards=False)
     assert result.status == "runtime_error"
     assert result.error["type"] == "RuntimeError"
 

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 COMMAND_MODULES: tuple[str, ...] = (
     "engine.cli_eval",
     "engine.doctor",
+    "engine.cli_run",
+    "tui.commands",
     "sessions.cli",
 )
 
@@ -37,6 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # a command module not written yet
             raise
         module.register(subparsers)
+    from tui.commands import add_common_options
+
+    add_common_options(
+        parser
+    )  # the bare `cudaforge` (session browser) takes --sessions-dir, --no-mouse, --serve
     return parser
 
 
@@ -46,8 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:
-        parser.print_help()
-        return EXIT_USAGE
+        from tui.commands import launch_browser
+
+        return int(launch_browser(args) or 0)
     return int(func(args) or 0)
 
 

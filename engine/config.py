@@ -1,0 +1,266 @@
+"""cudaforge's configuration: a typed dataclass tree loaded from TOML files and command-line flags.
+
+Where settings come from, weakest first: the built-in defaults (``engine/data/default_config.toml``
+documents them), the user file ``$XDG_CONFIG_HOME/cudaforge/config.toml`` (``~/.config`` when unset),
+the project file ``./cudaforge.toml``, then command-line flags. Later sources override earlier ones
+key by key, so a project file need only name what it changes.
+
+Every key is checked: a typo is an error that names the file, the table and the closest valid key
+("unknown key 'rouns' in cudaforge.toml [loop]; did you mean 'rounds'?"), because a silently ignored
+setting is worse than a refused one. API keys are never read from here: a provider table names the
+environment variable that holds its key (``api_key_env``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+PROJECT_FILE = "cudaforge.toml"
+APPROVAL_POLICIES = ("ask", "auto", "ask-if-flagged")
+DEVICES = ("auto", "cpu", "cuda")
+PROVIDER_NAMES = ("openai", "anthropic")
+DTYPES = ("float32", "float64", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+METRIC_SETS = ("default", "small", "large")
+
+
+class ConfigError(Exception):
+    """A configuration file or flag is unusable; the message says where and what to write instead."""
+
+
+@dataclass
+class ModelsConfig:
+    """``provider/model`` for each agent (``openai/o3``, ``anthropic/claude-sonnet-4-5``, ``scripted/DIR``)."""
+
+    coder: str = "openai/o3"
+    judge: str = "openai/o3"
+
+
+@dataclass
+class LoopConfig:
+    rounds: int = 10
+    approval: str = "ask"  # ask | auto | ask-if-flagged
+
+
+@dataclass
+class TimeoutsConfig:
+    """Seconds per evaluation stage (see ``engine.evaluate.StageTimeouts``)."""
+
+    start: float = 120.0
+    setup: float = 120.0
+    build: float = 900.0
+    check: float = 300.0
+    time: float = 300.0
+
+
+@dataclass
+class EvalConfig:
+    device: str = "auto"
+    trials: int = 5
+    timing_trials: int = 100
+    timing_budget_s: float = 20.0
+    seed: int = 42
+    tolerances: dict[str, float] = field(default_factory=dict)
+    timeouts: TimeoutsConfig = field(default_factory=TimeoutsConfig)
+
+
+@dataclass
+class ProfileConfig:
+    enabled: bool = True
+    metrics: str | list[str] = "default"  # a set name or a list of NCU metric names
+
+
+@dataclass
+class UIConfig:
+    theme: str = "default"
+
+
+@dataclass
+class SessionsConfig:
+    dir: str = ""  # empty: the default sessions root (sessions/paths.py)
+
+
+@dataclass
+class Config:
+    models: ModelsConfig = field(default_factory=ModelsConfig)
+    loop: LoopConfig = field(default_factory=LoopConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    profile: ProfileConfig = field(default_factory=ProfileConfig)
+    ui: UIConfig = field(default_factory=UIConfig)
+    sessions: SessionsConfig = field(default_factory=SessionsConfig)
+    #: per-provider settings tables (``engine.llm.settings.ProviderSettings`` fields)
+    providers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: price overrides by ``provider/model`` (``engine.llm.prices``)
+    prices: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: the files that were read, weakest first (for ``doctor`` and error messages)
+    sources: list[str] = field(default_factory=list)
+
+    def provider_settings(self, model_name: str) -> dict[str, Any]:
+        """The settings table for the provider of ``model_name`` (empty when none is configured)."""
+        provider = model_name.partition("/")[0]
+        return dict(self.providers.get(provider, {}))
+
+
+def user_config_path(env: Mapping[str, str]) -> Path:
+    xdg = env.get("XDG_CONFIG_HOME", "")
+    base = (
+        Path(xdg) if xdg and Path(xdg).is_absolute() else Path(env.get("HOME", str(Path.home()))) / ".config"
+    )
+    return base / "cudaforge" / "config.toml"
+
+
+def load_config(
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Defaults < user file < project file (``cwd/cudaforge.toml``) < ``overrides``.
+
+    ``overrides`` is a nested mapping shaped like the file (``{"loop": {"rounds": 3}}``); the CLI
+    builds it from its flags, so flags are validated by the same rules as files.
+    """
+    env = os.environ if env is None else env
+    cwd = Path.cwd() if cwd is None else Path(cwd)
+    config = Config()
+    for path in (user_config_path(env), cwd / PROJECT_FILE):
+        if path.is_file():
+            try:
+                data = tomllib.loads(path.read_text(encoding="utf-8"))
+            except tomllib.TOMLDecodeError as error:
+                raise ConfigError(f"{path}: not valid TOML: {error}") from None
+            except OSError as error:
+                raise ConfigError(f"cannot read {path}: {error.strerror}") from None
+            _apply(config, data, path.name, [])
+            config.sources.append(str(path))
+    if overrides:
+        _apply(config, overrides, "the command line", [])
+    validate(config)
+    return config
+
+
+def _closest(key: str, valid: list[str]) -> str:
+    match = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    return f"; did you mean '{match[0]}'?" if match else f"; valid keys: {', '.join(valid)}"
+
+
+def _where(source: str, path: list[str]) -> str:
+    return f"{source} [{'.'.join(path)}]" if path else source
+
+
+def _apply(target: Any, data: Mapping[str, Any], source: str, path: list[str]) -> None:
+    """Lay ``data`` over the dataclass ``target`` in place, refusing unknown keys and wrong types."""
+    known = {f.name: f for f in fields(target) if f.name != "sources"}
+    for key, value in data.items():
+        if key not in known:
+            raise ConfigError(f"unknown key '{key}' in {_where(source, path)}{_closest(key, list(known))}")
+        current = getattr(target, key)
+        where = _where(source, [*path, key])
+        if is_dataclass(current):
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where} must be a table")
+            _apply(current, value, source, [*path, key])
+        elif key == "providers":
+            _apply_providers(target, value, source)
+        elif key == "prices":
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where} must be a table")
+            target.prices.update({str(k): dict(v) for k, v in value.items()})
+        elif key == "tolerances":
+            _apply_tolerances(target, value, source, [*path, key])
+        else:
+            setattr(target, key, _coerce(value, current, where, key))
+
+
+def _apply_providers(config: Config, value: Any, source: str) -> None:
+    from engine.llm.settings import ProviderSettings
+
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{source} [providers] must be a table")
+    valid = [f.name for f in fields(ProviderSettings)]
+    for name, table in value.items():
+        if name not in PROVIDER_NAMES:
+            raise ConfigError(
+                f"unknown provider '{name}' in {source} [providers]{_closest(name, list(PROVIDER_NAMES))}"
+            )
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{source} [providers.{name}] must be a table")
+        for key in table:
+            if key not in valid:
+                raise ConfigError(f"unknown key '{key}' in {source} [providers.{name}]{_closest(key, valid)}")
+        merged = {**config.providers.get(name, {}), **table}
+        try:
+            ProviderSettings.from_mapping(merged)
+        except Exception as error:  # the provider's own validation message
+            raise ConfigError(f"{source} [providers.{name}]: {error}") from None
+        config.providers[name] = merged
+
+
+def _apply_tolerances(target: EvalConfig, value: Any, source: str, path: list[str]) -> None:
+    where = _where(source, path)
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} must be a table of dtype = tolerance")
+    for dtype, tol in value.items():
+        if dtype not in DTYPES:
+            raise ConfigError(f"unknown key '{dtype}' in {where}{_closest(dtype, list(DTYPES))}")
+        target.tolerances[dtype] = _coerce(tol, 0.0, f"{where}.{dtype}", dtype)
+
+
+def _coerce(value: Any, current: Any, where: str, key: str) -> Any:
+    """Check a scalar against the type of its default; ints are accepted where floats are."""
+    if key == "metrics":
+        if isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            return value
+        raise ConfigError(f"{where} must be a metric set name or a list of metric names")
+    if isinstance(current, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(current, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(current, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif isinstance(current, str):
+        ok = isinstance(value, str)
+    else:
+        ok = True
+    if not ok:
+        raise ConfigError(f"{where} must be a {type(current).__name__}, not {value!r}")
+    return value
+
+
+def validate(config: Config) -> None:
+    """Check the values whose type alone does not make them valid."""
+
+    def choice(value: str, allowed: tuple[str, ...], where: str) -> None:
+        if value not in allowed:
+            raise ConfigError(
+                f"{where} is {value!r}; use one of {', '.join(allowed)}{_closest(value, list(allowed))}"
+            )
+
+    choice(config.loop.approval, APPROVAL_POLICIES, "[loop] approval")
+    choice(config.eval.device, DEVICES, "[eval] device")
+    if config.loop.rounds < 0:
+        raise ConfigError("[loop] rounds must be >= 0")
+    if config.eval.trials < 1 or config.eval.timing_trials < 1:
+        raise ConfigError("[eval] trials and timing_trials must be at least 1")
+    if isinstance(config.profile.metrics, str):
+        choice(config.profile.metrics, METRIC_SETS, "[profile] metrics")
+    for role in ("coder", "judge"):
+        name = getattr(config.models, role)
+        provider, sep, model = name.partition("/")
+        if not sep or not model or provider not in (*PROVIDER_NAMES, "scripted"):
+            raise ConfigError(
+                f"[models] {role} = {name!r}: name it provider/model, provider one of openai, anthropic, scripted"
+            )
+    for name, value in vars(config.eval.timeouts).items():
+        if value <= 0:
+            raise ConfigError(f"[eval.timeouts] {name} must be positive")

@@ -1,0 +1,145 @@
+"""Runtime guards: what the worker checks while the candidate runs (the static part cannot see these).
+
+Each check is a small pure function over tensors so the worker stays readable and the checks are
+testable on CPU. Rule ids (stable; relax them per rule in config, and each relaxation is recorded):
+
+| rule | severity | what it catches |
+|---|---|---|
+| input-mutated | refuse | the candidate changed its inputs (and the reference does not) |
+| output-aliases-input | refuse | an output shares storage with an input (no work, or in-place tricks) |
+| output-cached | refuse | an output's storage is a previous call's output (results cached across calls) |
+| output-not-tensor | refuse | an output is a Tensor subclass or another object posing as a tensor |
+| no-own-kernel | refuse | on CUDA, none of the source's own ``__global__`` kernels launched in a forward |
+| timing-disagreement | refuse | the host clock (device-wide sync) saw far more time than the events: hidden work |
+| kernel-launch-unverified | warn | the launch check could not run (profiler unavailable) |
+
+A speedup above the review threshold is a *flag* (``EvalResult.flags``), never a refusal.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+RUNTIME_RULES: dict[str, str] = {
+    "input-mutated": "refuse",
+    "output-aliases-input": "refuse",
+    "output-cached": "refuse",
+    "output-not-tensor": "refuse",
+    "no-own-kernel": "refuse",
+    "timing-disagreement": "refuse",
+    "kernel-launch-unverified": "warn",
+}
+
+# Host-clock vs event disagreement: honest forwards differ by their CPU overhead (tens of µs);
+# work hidden on a side stream shows as much more (1.7 µs by events vs 258 µs by the host clock
+# for one matmul, measured on an H200).
+DISAGREEMENT_ABS_MS = 0.1
+DISAGREEMENT_REL = 0.5
+
+
+def flatten_tensors(value: Any) -> list[Any]:
+    """Every tensor-like leaf of a (nested) output or input list, in order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in flatten_tensors(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in flatten_tensors(item)]
+    return []
+
+
+def _storage_ptr(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage().data_ptr()
+
+
+def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise-style equality that treats NaN as equal to NaN (inputs may legitimately hold NaN)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return bool(torch.equal(a, b))
+
+
+def mutated_inputs(pristine: list[Any], after: list[Any]) -> list[int]:
+    """Positions of tensor inputs whose values changed during a call."""
+    changed = []
+    for index, (before, now) in enumerate(zip(pristine, after, strict=True)):
+        if (
+            isinstance(before, torch.Tensor)
+            and isinstance(now, torch.Tensor)
+            and not same_values(before, now)
+        ):
+            changed.append(index)
+    return changed
+
+
+def aliased_outputs(outputs: Any, inputs: Iterable[Any]) -> list[int]:
+    """Positions of output tensors that share storage with an input tensor."""
+    input_ptrs = {_storage_ptr(t) for t in flatten_tensors(list(inputs)) if t.numel()}
+    return [
+        i for i, out in enumerate(flatten_tensors(outputs)) if out.numel() and _storage_ptr(out) in input_ptrs
+    ]
+
+
+def reused_outputs(outputs: Any, earlier_outputs: Iterable[Any]) -> list[int]:
+    """Positions of output tensors whose storage is that of an earlier call's output (still alive)."""
+    earlier = {_storage_ptr(t) for t in flatten_tensors(list(earlier_outputs)) if t.numel()}
+    return [
+        i for i, out in enumerate(flatten_tensors(outputs)) if out.numel() and _storage_ptr(out) in earlier
+    ]
+
+
+def non_tensor_outputs(outputs: Any) -> list[str]:
+    """Type names of outputs posing as tensors: subclasses of ``torch.Tensor`` (exact type required)."""
+    return [type(t).__name__ for t in flatten_tensors(outputs) if type(t) is not torch.Tensor]
+
+
+def timing_disagreement(
+    event_ms: float,
+    host_ms: float | None,
+    reference_event_ms: float | None = None,
+    reference_host_ms: float | None = None,
+) -> str | None:
+    """A message when the host clock saw much more than the events did, else None.
+
+    The reference is the control: it is timed the same way, interleaved, and cannot hide work, so
+    its own host-minus-event gap (launch overhead, other processes on a shared GPU) is allowed to
+    the candidate too. Only a gap well beyond that is refused.
+    """
+    if host_ms is None:
+        return None
+    allowance = DISAGREEMENT_ABS_MS + DISAGREEMENT_REL * event_ms
+    if reference_event_ms is not None and reference_host_ms is not None:
+        allowance += max(0.0, reference_host_ms - reference_event_ms)
+    if host_ms - event_ms > allowance:
+        return (
+            f"the host clock with a device-wide sync measured {host_ms:.4f} ms per call but the CUDA events "
+            f"only {event_ms:.4f} ms (allowed gap {allowance:.4f} ms, from the reference's own gap): "
+            "work is running outside the timed stream (e.g. on a side stream)"
+        )
+    return None
+
+
+def launched_kernels(call: Callable[[], object]) -> list[str]:
+    """Names of the CUDA kernels one call launches, from the PyTorch profiler (CUPTI)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    names = []
+    for event in prof.events():
+        if getattr(event, "device_type", None) == torch.autograd.DeviceType.CUDA and event.name not in names:
+            names.append(event.name)
+    return names
+
+
+def own_kernels_in(launched: Iterable[str], own_names: Iterable[str]) -> list[str]:
+    """The launched kernel names that are one of the candidate's own ``__global__`` functions."""
+    patterns = [re.compile(rf"(^|[\s:&*]){re.escape(name)}(\b|$)") for name in own_names]
+    return [name for name in launched if any(p.search(name) for p in patterns)]

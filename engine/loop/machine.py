@@ -1,0 +1,582 @@
+"""The step-wise loop (DESIGN §2): seed → evaluate → (profile) → Judge → human gate → Coder → evaluate …
+
+:class:`Loop` runs one stage per :meth:`Loop.step` and emits plain event dataclasses
+(:mod:`engine.events`) to one callback; it never imports a UI. Its state is the session repo plus a
+journal of the unfinished round (:mod:`engine.loop.state`), saved after every stage, so a process
+killed at any moment resumes by redoing at most the interrupted stage.
+
+Rounds: iteration 0 is the seed; each later round is Judge → gate → Coder → evaluate → commit and
+adds one iteration. The loop stops once the branch's latest iteration number reaches ``rounds``
+(counted from the seed, so resuming with the same ``rounds`` continues to the same end).
+
+A Coder reply with no code is never fatal: the failed reply stays in the round's transcript and the
+Coder is asked again (``max_no_code_retries`` times) with a note saying what was missing. If it still
+writes no code, the round is committed as a ``compile_error`` (stage ``extract``) whose
+``kernel.py`` is the reply as given, so the history shows what happened and the next round's Judge
+repairs it like any other failure.
+
+Threads: one worker thread calls :meth:`step`/:meth:`run`; a UI thread may call :meth:`approve`,
+:meth:`reject`, :meth:`edit_kernel`, :meth:`pause`, :meth:`stop` and :meth:`branch_from`. Decisions
+made while a stage runs are queued and applied at the next stage boundary; :meth:`stop` also cancels
+an in-flight LLM call through the providers' cancel event (that stage is redone on the next run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.agents import prompts
+from engine.agents.prompts import Prompt
+from engine.agents.roles import Coder, CoderTurn, Judge, JudgeTurn
+from engine.agents.suggestion import Suggestion
+from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, evaluate
+from engine.events import (
+    AwaitingApproval,
+    BuildLog,
+    EvalFinished,
+    Event,
+    IterationCommitted,
+    LLMReply,
+    LLMToken,
+    LoopError,
+    LoopFinished,
+    ProfileFinished,
+    StageStarted,
+    SuggestionReady,
+)
+from engine.llm.base import Message
+from engine.llm.errors import LLMCancelled, LLMError
+from engine.loop import feedback, policy
+from engine.loop.state import (
+    CODER,
+    COMMIT,
+    DONE,
+    EVALUATE,
+    GATE,
+    JUDGE,
+    PROFILE,
+    SEED,
+    Pending,
+    branch_tip,
+    clear_journal,
+    derive,
+    save_journal,
+)
+from engine.result import EvalResult
+from sessions.records import Iteration, IterationRecord
+from sessions.repo import SessionRepo
+
+#: ``(task_source, kernel_source, eval_result) -> profile.json dict | None``; None: no hardware feedback.
+Profiler = Callable[[str, str, EvalResult], "dict[str, Any] | None"]
+
+# What run() returns: why it stopped.
+AWAITING, PAUSED, FINISHED, ERROR = "awaiting", "paused", "finished", "error"
+
+
+class LoopStateError(RuntimeError):
+    """A decision that does not fit the loop's state (approving when nothing awaits approval, …)."""
+
+
+@dataclass
+class LoopOptions:
+    rounds: int = 10
+    approval: str = policy.ASK
+    eval_options: EvalOptions = field(default_factory=EvalOptions)
+    #: the hardware block the Judge sees in optimize mode; "" derives a short one from the result
+    hardware: str = ""
+    #: written to session.toml with every commit (models, rounds, tolerances…; never keys)
+    settings: Mapping[str, Any] | None = None
+    max_no_code_retries: int = 1
+
+
+class Loop:
+    """One session's optimisation loop (see the module docstring)."""
+
+    def __init__(
+        self,
+        session: SessionRepo,
+        coder: Coder,
+        judge: Judge,
+        options: LoopOptions | None = None,
+        on_event: Callable[[Event], None] | None = None,
+        profiler: Profiler | None = None,
+    ) -> None:
+        self.session = session
+        self.coder = coder
+        self.judge = judge
+        self.options = options or LoopOptions()
+        policy.check_policy(self.options.approval)
+        self.on_event = on_event
+        self.profiler = profiler
+        self.reference = session.task_source
+        self._lock = threading.RLock()
+        self._queue: list[Callable[[], None]] = []
+        self._running = False
+        self._pause = threading.Event()
+        self._cancel = threading.Event()
+        session.acquire_lock()
+        self.pending: Pending = derive(session, self.options.rounds)
+        self._next_no = self._compute_next_iteration()
+
+    # ------------------------------------------------------------------ facts
+
+    @property
+    def branch(self) -> str:
+        return self.pending.branch
+
+    @property
+    def stage(self) -> str:
+        """The next stage to run (``done`` when the rounds are over)."""
+        return self.pending.stage
+
+    @property
+    def awaiting(self) -> bool:
+        """True while a suggestion waits for ``approve``/``reject``/``edit_kernel``."""
+        return self.pending.stage == GATE and self.pending.approved is None and self._needs_human()
+
+    @property
+    def next_iteration(self) -> int:
+        """The number the round in progress will commit (cached: events carry it on every token)."""
+        return self._next_no
+
+    def _compute_next_iteration(self) -> int:
+        history = self.session.history(self.branch)
+        return history[-1].number + 1 if history else 0
+
+    def best(self) -> Iteration | None:
+        """The best correct iteration of the current branch, or None."""
+        return self.session.best(self.branch)
+
+    # ------------------------------------------------------------------ decisions (any thread)
+
+    def approve(self, suggestion: Suggestion | Mapping[str, Any] | str | None = None) -> None:
+        """Send the pending suggestion — or an edited one (a Suggestion, its dict, or free text) — to the Coder."""
+        with self._lock:
+            if not self.awaiting:
+                raise LoopStateError("no suggestion is awaiting approval")
+            proposed = self.pending.suggestion or {}
+            if suggestion is None:
+                approved = dict(proposed)
+            elif isinstance(suggestion, Suggestion):
+                approved = suggestion.to_dict()
+            elif isinstance(suggestion, str):
+                approved = Suggestion.from_text(
+                    proposed.get("mode", self.pending.phase), suggestion
+                ).to_dict()
+            else:
+                approved = dict(suggestion)
+            self.pending.approved = approved
+            self.pending.approved_by = "human"
+            self.pending.edited = approved != proposed
+            self.pending.stage = CODER
+            save_journal(self.session, self.pending)
+
+    def reject(self, note: str = "") -> None:
+        """Drop the pending suggestion; the Judge is asked again, told why (``note``)."""
+        with self._lock:
+            if not self.awaiting:
+                raise LoopStateError("no suggestion is awaiting approval")
+            self.pending.rejections.append({"suggestion": self.pending.suggestion, "note": note.strip()})
+            self.pending.suggestion = None
+            self.pending.stage = JUDGE
+            save_journal(self.session, self.pending)
+
+    def edit_kernel(self, source: str) -> None:
+        """A human's kernel: evaluated and committed with phase ``human`` at the next stage boundary.
+
+        Whatever the round had produced so far is dropped, except its LLM calls, which stay in the
+        transcript of the human's commit so their cost is not lost.
+        """
+
+        def apply() -> None:
+            carried = list(self.pending.transcript)
+            self.pending = Pending(
+                branch=self.branch,
+                base=branch_tip(self.session, self.branch),
+                stage=EVALUATE,
+                phase="human",
+                kernel=source,
+                transcript=carried,
+            )
+            save_journal(self.session, self.pending)
+
+        self._apply_or_queue(apply)
+
+    def branch_from(self, iteration: int, name: str | None = None) -> str:
+        """Continue on a new branch made at ``iteration`` of the current one; returns its name."""
+        with self._lock:
+            if self._running:
+                raise LoopStateError("pause the loop before branching")
+            new = self.session.branch_from(iteration, name=name, branch=self.branch, switch=True)
+            clear_journal(self.session)
+            self.pending = derive(self.session, self.options.rounds, new)
+            self._next_no = self._compute_next_iteration()
+            return new
+
+    def pause(self) -> None:
+        """Stop at the next stage boundary (the current stage finishes and is saved)."""
+        self._pause.set()
+
+    def stop(self) -> None:
+        """Pause, and cancel an in-flight LLM call (that stage is redone on the next run)."""
+        self._pause.set()
+        self._cancel.set()
+
+    def _apply_or_queue(self, action: Callable[[], None]) -> None:
+        with self._lock:
+            if self._running:
+                self._queue.append(action)
+            else:
+                action()
+
+    # ------------------------------------------------------------------ driving
+
+    def run(self) -> str:
+        """Run stages until a human decision is needed, the rounds end, ``pause()``, or an error.
+
+        Returns ``awaiting``, ``finished``, ``paused`` or ``error``.
+        """
+        self._pause.clear()
+        self._cancel.clear()
+        while True:
+            if self._pause.is_set():
+                self._finish("paused")
+                return PAUSED
+            outcome = self.step()
+            if outcome is not None:
+                return outcome
+
+    def step(self) -> str | None:
+        """Run exactly one stage; returns ``awaiting``/``finished``/``paused``/``error`` or None to go on."""
+        with self._lock:
+            for action in self._queue:
+                action()
+            self._queue.clear()
+            if self.pending.stage == DONE:
+                self._finish("rounds")
+                return FINISHED
+            if not self._pause.is_set():
+                self._cancel.clear()
+            self._running = True
+        try:
+            return self._run_stage()
+        except LLMCancelled:
+            self._finish("paused")
+            return PAUSED
+        except LLMError as error:
+            if error.record:
+                self.pending.transcript.append(error.record)
+                save_journal(self.session, self.pending)
+            self._emit(LoopError(stage=self.pending.stage, message=str(error), recoverable=True))
+            return ERROR
+        except EvaluationError as error:
+            self._emit(LoopError(stage=self.pending.stage, message=str(error), recoverable=False))
+            return ERROR
+        finally:
+            with self._lock:
+                self._running = False
+
+    def _run_stage(self) -> str | None:
+        stage = self.pending.stage
+        self._next_no = self._compute_next_iteration()
+        self._emit(StageStarted(stage=stage, round=self._next_no, detail=self.pending.phase))
+        started = time.monotonic()
+        handler = {
+            SEED: self._seed,
+            JUDGE: self._judge,
+            GATE: self._gate,
+            CODER: self._code,
+            EVALUATE: self._evaluate,
+            PROFILE: self._profile,
+            COMMIT: lambda: None,  # a journal saved just before its commit
+        }[stage]
+        outcome = handler()
+        if stage != GATE:
+            self.pending.add_seconds(stage, time.monotonic() - started)
+        if self.pending.stage == COMMIT:
+            save_journal(self.session, self.pending)
+            self._commit()
+        elif self.pending.stage != DONE:
+            save_journal(self.session, self.pending)
+        return outcome
+
+    # ------------------------------------------------------------------ stages
+
+    def _seed(self) -> None:
+        turn = self.coder.seed(self.reference, on_token=self._token("coder"), cancel=self._cancel)
+        self._take_code(turn)
+
+    def _base_iteration(self) -> Iteration:
+        return self.session.history(self.branch)[-1]
+
+    def _judge(self) -> None:
+        base = self._base_iteration()
+        result = base.eval_result
+        if self.pending.phase == "repair":
+            log = feedback.error_log(result)
+            if self.pending.rejections:
+                turn = self._judge_again(
+                    prompts.judge_repair(self.reference, base.kernel_source, log, self.judge.backend)
+                )
+            else:
+                turn = self.judge.repair(
+                    self.reference,
+                    base.kernel_source,
+                    log,
+                    on_token=self._token("judge"),
+                    cancel=self._cancel,
+                )
+                self._reply_event("judge", turn.record)
+        else:
+            turn = self._judge_optimize(base, result)
+        self.pending.transcript.append(turn.record)
+        self.pending.suggestion = turn.suggestion.to_dict()
+        self.pending.stage = GATE
+        self._emit(SuggestionReady(suggestion=self.pending.suggestion))
+
+    def _judge_optimize(self, base: Iteration, result: Mapping[str, Any]) -> JudgeTurn:
+        metrics, kind = feedback.profile_feedback(base.profile)
+        hardware = self.options.hardware or feedback.hardware_text(result)
+        timing = feedback.timing_text(result)
+        if self.pending.rejections:
+            prompt = prompts.judge_optimize(
+                self.reference,
+                base.kernel_source,
+                hardware,
+                metrics,
+                kind,
+                self.judge.backend,
+                timing,  # type: ignore[arg-type]
+            )
+            return self._judge_again(prompt)
+        turn = self.judge.optimize(
+            self.reference,
+            base.kernel_source,
+            gpu_spec=hardware,
+            metrics=metrics,
+            feedback_kind=kind,  # type: ignore[arg-type]
+            timing=timing,
+            on_token=self._token("judge"),
+            cancel=self._cancel,
+        )
+        self._reply_event("judge", turn.record)
+        return turn
+
+    def _judge_again(self, prompt: Prompt) -> JudgeTurn:
+        """Ask the Judge once more, showing it the suggestions the human rejected and why."""
+        messages = list(prompt.messages)
+        for rejection in self.pending.rejections:
+            previous = (rejection.get("suggestion") or {}).get("raw") or "(previous suggestion)"
+            note = rejection.get("note") or "no reason given"
+            messages.append(Message("assistant", previous))
+            messages.append(
+                Message(
+                    "user",
+                    "A human reviewer rejected that suggestion. Their note: "
+                    f"{note}\nPropose a different single issue and plan, in the same JSON format.",
+                )
+            )
+        prompt = dataclasses.replace(prompt, messages=messages)
+        turn = self.judge._run(prompt, self._token("judge"), self._cancel)
+        self._reply_event("judge", turn.record)
+        return turn
+
+    def _gate(self) -> str | None:
+        if self._needs_human():
+            self._emit(AwaitingApproval(suggestion=self.pending.suggestion or {}, flagged=self._flagged()))
+            return AWAITING
+        self.pending.approved = dict(self.pending.suggestion or {})
+        self.pending.approved_by = "auto"
+        self.pending.stage = CODER
+        return None
+
+    def _needs_human(self) -> bool:
+        history = self.session.history(self.branch)
+        return policy.needs_human(self.options.approval, history[-1].eval_result if history else None)
+
+    def _flagged(self) -> bool:
+        history = self.session.history(self.branch)
+        return bool(history and history[-1].eval_result.get("flags"))
+
+    def _code(self) -> None:
+        base = self._base_iteration()
+        approved = Suggestion.from_dict(self.pending.approved or {"mode": self.pending.phase})
+        if self.pending.phase == "repair":
+            turn = self.coder.repair(
+                self.reference,
+                base.kernel_source,
+                approved,
+                on_token=self._token("coder"),
+                cancel=self._cancel,
+            )
+        else:
+            turn = self.coder.optimize(
+                self.reference,
+                base.kernel_source,
+                approved,
+                timing=feedback.timing_text(base.eval_result),
+                on_token=self._token("coder"),
+                cancel=self._cancel,
+            )
+        self._take_code(turn)
+
+    def _take_code(self, turn: CoderTurn) -> None:
+        """Keep the Coder's kernel; on a reply with no code, ask again with a note, then give up."""
+        self._reply_event("coder", turn.record)
+        self.pending.transcript.append(turn.record)
+        while turn.code is None and self.pending.no_code_replies < self.options.max_no_code_retries:
+            self.pending.no_code_replies += 1
+            note = turn.extraction.note or "no ModelNew file found"
+            self.pending.notes.append(f"the Coder's reply had no code ({note}); asked again")
+            save_journal(self.session, self.pending)
+            messages = [
+                *turn.prompt.messages,
+                Message("assistant", turn.reply.text),
+                Message(
+                    "user",
+                    f"Your reply contained no usable kernel file ({note}). Reply with the complete Python "
+                    "file defining class ModelNew, in one ```python block.",
+                ),
+            ]
+            turn = self.coder._run(
+                dataclasses.replace(turn.prompt, messages=messages), self._token("coder"), self._cancel
+            )
+            self._reply_event("coder", turn.record)
+            self.pending.transcript.append(turn.record)
+        if turn.code is not None:
+            self.pending.kernel = turn.code
+            self.pending.stage = EVALUATE
+            return
+        note = turn.extraction.note or "no ModelNew file found"
+        self.pending.notes.append(f"the Coder's reply had no code ({note}); committed as a compile error")
+        self.pending.kernel = turn.reply.text or "# (empty reply)\n"
+        result = EvalResult(
+            status="compile_error",
+            stage="extract",
+            device=self.options.eval_options.device,
+            messages=[f"the Coder's reply contained no ModelNew file: {note}"],
+        )
+        self._emit(EvalFinished(result=result.to_dict()))
+        self.pending.eval_result = result.to_dict()
+        self.pending.stage = COMMIT
+
+    def _evaluate(self) -> None:
+        assert self.pending.kernel is not None
+
+        def on_eval(event: EvalEvent) -> None:
+            if event.kind == "stage":
+                self._emit(StageStarted(stage=event.stage, round=self.next_iteration, detail="evaluate"))
+            elif event.kind == "log":
+                self._emit(BuildLog(line=event.text))
+
+        result = evaluate(
+            self.reference,
+            self.pending.kernel,
+            self.options.eval_options,
+            on_event=on_eval,
+            task_name=self.session.task_name,
+        )
+        self.pending.eval_result = result.to_dict()
+        self._emit(EvalFinished(result=self.pending.eval_result))
+        self.pending.stage = PROFILE if result.ok and self.profiler is not None else COMMIT
+
+    def _profile(self) -> None:
+        assert self.pending.kernel is not None and self.pending.eval_result is not None
+        result = EvalResult.from_dict(self.pending.eval_result)
+        profile = self.profiler(self.reference, self.pending.kernel, result) if self.profiler else None
+        if profile is not None:
+            self.pending.profile = dict(profile)
+            self._emit(ProfileFinished(profile=self.pending.profile))
+        self.pending.stage = COMMIT
+
+    def _commit(self) -> None:
+        p = self.pending
+        assert p.kernel is not None and p.eval_result is not None
+        tokens, cost = feedback.usage_totals(p.transcript)
+        suggestion = None
+        if p.approved is not None or p.rejections:
+            suggestion = {
+                "proposed": p.suggestion,
+                "approved": p.approved,
+                "approved_by": p.approved_by,
+                "edited": p.edited,
+                "rejected": p.rejections,
+            }
+        loop_info = {
+            "stage_seconds": p.stage_seconds,
+            "no_code_replies": p.no_code_replies,
+            "rejections": len(p.rejections),
+            "approved_by": p.approved_by,
+            "notes": p.notes,
+        }
+        number = self.session.record_iteration(
+            IterationRecord(
+                kernel_source=p.kernel,
+                eval_result=p.eval_result,
+                phase=p.phase,
+                profile=p.profile,
+                suggestion=suggestion,
+                transcript=p.transcript,
+                coder=self.coder.provider.name,
+                judge="" if p.phase in ("seed", "human") and not p.suggestion else self.judge.provider.name,
+                tokens=tokens,
+                cost_usd=cost,
+                settings=self.options.settings,
+                extra_files={"loop.json": json.dumps(loop_info, indent=2) + "\n"},
+                note="\n".join(p.notes),
+            ),
+            branch=p.branch,
+        )
+        clear_journal(self.session)
+        item = self.session.iteration(number, p.branch)
+        self._emit(
+            IterationCommitted(
+                iteration=number, commit=item.sha, phase=p.phase, status=item.status, speedup=item.speedup
+            )
+        )
+        self.pending = derive(self.session, self.options.rounds, p.branch)
+        self._next_no = self._compute_next_iteration()
+
+    # ------------------------------------------------------------------ events
+
+    def _emit(self, event: Event) -> None:
+        if event.iteration is None:
+            event.iteration = self.next_iteration
+        if not event.branch:
+            event.branch = self.branch
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def _token(self, role: str) -> Callable[[str], None]:
+        return lambda text: self._emit(LLMToken(role=role, text=text))
+
+    def _reply_event(self, role: str, record: Mapping[str, Any]) -> None:
+        usage = record.get("usage") or {}
+        self._emit(
+            LLMReply(
+                role=role,
+                kind=str(record.get("kind") or ""),
+                model=str(record.get("model") or ""),
+                text=str(record.get("reply") or ""),
+                input_tokens=int(usage.get("input_tokens") or 0),
+                output_tokens=int(usage.get("output_tokens") or 0),
+                cost_usd=record.get("cost_usd"),
+                latency_s=float(record.get("latency_s") or 0.0),
+            )
+        )
+
+    def _finish(self, reason: str) -> None:
+        best = self.best()
+        self._emit(
+            LoopFinished(
+                reason=reason,
+                best_iteration=best.number if best else None,
+                best_speedup=best.speedup if best else None,
+            )
+        )

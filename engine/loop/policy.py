@@ -1,0 +1,30 @@
+"""Approval policies: who decides whether the Judge's suggestion goes to the Coder.
+
+``ask`` waits for a human every round (the TUI's default); ``auto`` approves everything (headless
+``--auto-approve``); ``ask-if-flagged`` approves on its own unless a guard flagged the kernel the
+suggestion is about — the moment a human look is worth its cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+ASK, AUTO, ASK_IF_FLAGGED = "ask", "auto", "ask-if-flagged"
+POLICIES = (ASK, AUTO, ASK_IF_FLAGGED)
+
+
+def check_policy(policy: str) -> str:
+    if policy not in POLICIES:
+        raise ValueError(f"unknown approval policy {policy!r}: use one of {', '.join(POLICIES)}")
+    return policy
+
+
+def needs_human(policy: str, eval_result: Mapping[str, Any] | None) -> bool:
+    """True when the loop must wait for a human decision on a suggestion about ``eval_result``."""
+    check_policy(policy)
+    if policy == ASK:
+        return True
+    if policy == AUTO:
+        return False
+    return bool((eval_result or {}).get("flags"))

@@ -1,0 +1,142 @@
+"""Profile a correct candidate for the Judge: NCU when it can, the PyTorch profiler when it cannot.
+
+The loop calls ``profile_candidate`` after an evaluation passed. It never raises: a machine with no
+ncu, no counter permission, or a profile that fails still gives the Judge a ``ProfileResult`` that
+says which kind of feedback it is (``ncu``, ``torch-profiler`` or ``none``), and why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.build import default_cache_root
+from engine.profile.availability import ProfileUnavailable
+from engine.profile.fallback import summarize_torch_profiler
+from engine.profile.kernels import kernel_names_from_source
+from engine.profile.result import ProfileResult
+from engine.profile.runner import profile_with_ncu
+from engine.profile.specs import GpuSpec, spec_for_device
+from engine.profile.summary import summarize
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class ProfileOptions:
+    metrics: str | list[str] = "default"
+    clock_control: str = "none"  # leave shared machines' clocks alone
+    timeout_s: float = 300.0
+    use_ncu: bool = True
+    cache_root: Path | None = None
+    gpu_index: int = 0
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def profile_candidate(
+    task_source: str,
+    kernel_source: str,
+    duration_ms: float | None = None,
+    options: ProfileOptions | None = None,
+) -> tuple[ProfileResult, GpuSpec | None]:
+    """Profile one forward of the candidate; returns the result and the GPU spec it was read against."""
+    options = options or ProfileOptions()
+    work = Path(tempfile.mkdtemp(prefix="cudaforge-profile-"))
+    try:
+        (work / "task.py").write_text(task_source)
+        (work / "kernel.py").write_text(kernel_source)
+        job = {
+            "task_path": str(work / "task.py"),
+            "kernel_path": str(work / "kernel.py"),
+            "cache_root": str((options.cache_root or default_cache_root()).resolve()),
+            "output": str(work / "report.json"),
+        }
+        started = time.monotonic()
+        result = None
+        if options.use_ncu:
+            (work / "job.json").write_text(json.dumps({**job, "mode": "ncu"}))
+            result = profile_with_ncu(
+                ["-m", "engine.profile.target", str(work / "job.json")],
+                workdir=work,
+                kernel_names=kernel_names_from_source(kernel_source),
+                metrics=options.metrics,
+                clock_control=options.clock_control,
+                gpu=options.gpu_index,
+                timeout_s=options.timeout_s,
+                duration_ms=duration_ms,
+                env=_env(),
+            )
+        spec = _spec(work / "report.json")
+        if result is not None and result.kind == "ncu":
+            if spec is not None:  # the GPU is known only now: redo the roofline against its peaks
+                result.summary = summarize(result.metrics, result.rules, spec, duration_ms=duration_ms)
+            return result, spec
+        fallback = _torch_profiler(work, job, options, result.unavailable if result else None)
+        fallback.duration_s = time.monotonic() - started
+        return fallback, _spec(work / "report.json") or spec
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _spec(report_path: Path) -> GpuSpec | None:
+    try:
+        props = json.loads(report_path.read_text()).get("device")
+    except (OSError, ValueError):
+        return None
+    return spec_for_device(props) if props else None
+
+
+def _torch_profiler(
+    work: Path, job: dict, options: ProfileOptions, why: ProfileUnavailable | None
+) -> ProfileResult:
+    (work / "job_torch.json").write_text(json.dumps({**job, "mode": "torch-profiler"}))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "engine.profile.target", str(work / "job_torch.json")],
+            cwd=work,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=options.timeout_s,
+            start_new_session=True,
+        )
+        report = json.loads((work / "report.json").read_text()) if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        report = None
+    if not report or "kernels" not in report:
+        reason = why or ProfileUnavailable("error", "the PyTorch profiler run failed", "")
+        return ProfileResult(kind="none", unavailable=reason)
+    spec = spec_for_device(report["device"]) if report.get("device") else None
+    summary = summarize_torch_profiler([tuple(k) for k in report["kernels"]], spec, unavailable=why)
+    return ProfileResult(kind="torch-profiler", summary=summary, unavailable=why)
+
+
+def loop_profiler(metrics: str | list[str] = "default", cache_root: Path | None = None):
+    """The loop's profiler hook: ``(task_source, kernel_source, EvalResult) -> profile.json dict``.
+
+    The dict carries ``judge_block``, the hardware section of the Judge's optimize prompt (which kind of
+    feedback it is, the GPU's spec, the summary).
+    """
+
+    def profile(task_source: str, kernel_source: str, result) -> dict:
+        duration = result.timing.candidate.median_ms if getattr(result, "timing", None) else None
+        options = ProfileOptions(metrics=metrics, cache_root=cache_root)
+        profiled, spec = profile_candidate(task_source, kernel_source, duration, options)
+        data = profiled.to_dict()
+        data["judge_block"] = profiled.judge_block(spec)
+        return data
+
+    return profile

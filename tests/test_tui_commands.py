@@ -1,0 +1,70 @@
+"""The TUI subcommands: parsing, the --serve fallback, and errors, through a real subprocess where it matters."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_tui_fixtures import session_root, tui_env  # noqa: F401
+from tui import commands
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cudaforge")
+    commands.add_common_options(parser)
+    commands.register(parser.add_subparsers(dest="command"))
+    return parser
+
+
+def test_subcommands_parse_with_the_common_options() -> None:
+    args = _parser().parse_args(["replay", "relu-demo", "--sessions-dir", "/tmp/s", "--no-mouse"])
+    assert (args.func, args.session, args.sessions_dir, args.no_mouse, args.serve) == (
+        commands.run_replay,
+        "relu-demo",
+        Path("/tmp/s"),
+        True,
+        False,
+    )
+    assert _parser().parse_args(["new", "t.py", "--serve"]).func is commands.run_new
+    assert _parser().parse_args(["open", "x"]).func is commands.run_open
+    bare = _parser().parse_args(["--no-mouse"])
+    assert bare.command is None and bare.no_mouse
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("textual_serve") is not None, reason="textual-serve is installed"
+)
+def test_serve_without_textual_serve_is_one_clear_line(capsys) -> None:
+    args = _parser().parse_args(["replay", "x", "--serve"])
+    assert commands.run_replay(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "pip install 'textual-serve'" in err
+
+
+def test_replay_of_a_missing_session_is_a_usage_error(session_root) -> None:  # noqa: F811
+    code = (
+        "import sys; from tui.commands import *; import argparse;"
+        "p=argparse.ArgumentParser(); register(p.add_subparsers());"
+        "a=p.parse_args(sys.argv[1:]); sys.exit(a.func(a))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "replay", "nope", "--sessions-dir", str(session_root)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "no such session: nope" in done.stderr
+
+
+def test_importing_the_app_does_not_import_torch() -> None:
+    code = "import sys, tui.app, tui.commands; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "False", done.stderr

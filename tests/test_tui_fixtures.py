@@ -1,0 +1,185 @@
+"""Shared builders for the TUI tests: a real session repository and an isolated settings env.
+
+Not a test module by content: it holds fixtures the ``test_tui_*`` modules import. The session
+is written through the real ``SessionRepo.create``/``record_iteration`` with EvalResult-shaped
+dicts made by ``engine.result.EvalResult.to_dict()``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.result import BuildInfo, EvalResult, Timing, TimingStats, TrialResult
+from sessions.repo import SessionRepo
+
+TASK = """import torch
+import torch.nn as nn
+
+N = 4096
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(8, N, dtype=torch.float16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+KERNEL = '''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = """
+#include <torch/extension.h>
+__global__ void relu_kernel(const float* x, float* y, int n) {{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0 ? x[i] : 0;  // version {version}
+}}
+"""
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)  # version {version}
+'''
+
+
+def kernel(version: int) -> str:
+    return KERNEL.format(version=version)
+
+
+def eval_dict(status: str, speedup: float | None, log: str = "") -> dict[str, Any]:
+    timing = None
+    if speedup is not None:
+        ref = TimingStats.from_samples([1.0, 1.1, 0.9])
+        cand = TimingStats.from_samples([1.0 / speedup] * 3)
+        timing = Timing(method="cpu-perf-counter", candidate=cand, reference=ref)
+    result = EvalResult(
+        status=status,
+        stage="time" if status == "correct" else "build",
+        task="relu",
+        build=BuildInfo(seconds=1.5, log=log or f"ninja: build {status}"),
+        trials=[
+            TrialResult(index=k, seed=k, passed=status == "correct", max_abs_error=0.0) for k in range(2)
+        ],
+        timing=timing,
+        speedup=speedup,
+    )
+    return result.to_dict()
+
+
+def transcript(version: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "role": "judge",
+            "model": "anthropic/claude-sonnet-4-5",
+            "reply": f"**Bottleneck** number {version}",
+            "usage": {"input_tokens": 100, "output_tokens": 20},
+            "cost_usd": 0.01,
+        },
+        {
+            "role": "coder",
+            "model": "openai/o3",
+            "reply": f"Here is kernel version {version}",
+            "usage": {"input_tokens": 200, "output_tokens": 50},
+            "cost_usd": 0.02,
+        },
+    ]
+
+
+PROFILE = {
+    "kind": "ncu",
+    "metrics": {"relu_kernel": {"dram__throughput": [71.5, "%"], "sm__warps_active": [40.2, "%"]}},
+}
+SUGGESTION = {
+    "mode": "optimize",
+    "bottleneck": "memory bound",
+    "optimization_method": "vectorize loads",
+    "modification_plan": "use float4",
+    "key_metrics": ["dram__throughput"],
+    "text": "",
+    "parsed": True,
+}
+
+# main: #0 seed compile_error, #1 repair 1.10x, #2 optimize 1.80x (best), #3 optimize incorrect
+MAIN = [
+    ("seed", "compile_error", None),
+    ("repair", "correct", 1.1),
+    ("optimize", "correct", 1.8),
+    ("optimize", "incorrect", None),
+]
+
+
+def make_session(root: Path, name: str = "relu-demo") -> Path:
+    """Create the demo session (plus a branch ``from-iter-1`` with one 2.5x iteration); return its path."""
+    with SessionRepo.create(root, task_source=TASK, task_name="relu", name=name) as repo:
+        for version, (phase, status, speedup) in enumerate(MAIN):
+            repo.record_iteration(
+                kernel_source=kernel(version),
+                eval_result=eval_dict(status, speedup),
+                phase=phase,
+                profile=PROFILE if status == "correct" else None,
+                suggestion=SUGGESTION if version else None,
+                transcript=transcript(version),
+                coder="openai/o3",
+                judge="anthropic/claude-sonnet-4-5",
+                tokens=370,
+                cost_usd=0.03,
+            )
+        branch = repo.branch_from(1)
+        repo.record_iteration(
+            kernel_source=kernel(9),
+            eval_result=eval_dict("correct", 2.5),
+            phase="optimize",
+            transcript=transcript(9),
+            branch=branch,
+            tokens=100,
+            cost_usd=0.01,
+        )
+        return repo.path
+
+
+@pytest.fixture
+def tui_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Keep the state file and config inside the test's folder."""
+    monkeypatch.setenv("CUDAFORGE_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("CUDAFORGE_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.delenv("SSH_CONNECTION", raising=False)
+    return tmp_path
+
+
+@pytest.fixture
+def session_root(tui_env: Path) -> Path:
+    root = tui_env / "sessions"
+    make_session(root)
+    return root
+
+
+def screen_text(app: Any) -> str:
+    """The visible screen as plain text, read back from Textual's own SVG export."""
+    import html
+    import re
+
+    svg = app.export_screenshot()
+    return html.unescape(" ".join(re.findall(r">([^<]*)</text>", svg))).replace("\xa0", " ")
+
+
+def unique(messages: list[Any], kind: type) -> list[Any]:
+    """Messages of one kind, each once (a bubbling message reaches the hook at every pump it visits)."""
+    seen: dict[int, Any] = {}
+    for message in messages:
+        if isinstance(message, kind):
+            seen.setdefault(id(message), message)
+    return list(seen.values())

@@ -1,0 +1,282 @@
+"""The live path: a loop running in a worker thread drives the panes through engine events.
+
+``FakeLoop`` is a TEST DOUBLE for ``engine/loop`` (being written in parallel, not importable yet):
+it has the loop's methods, runs inside the adapter's real thread workers, emits real
+``engine.events`` dataclasses through ``on_event`` from that thread, and records a real iteration
+in the real session repository when a suggestion is approved.
+"""
+
+from __future__ import annotations
+
+import stat
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import events as ev
+from sessions.repo import SessionRepo
+from tests.test_tui_fixtures import SUGGESTION, eval_dict, kernel, screen_text, session_root, tui_env  # noqa: F401
+from tui.app import CudaforgeApp
+from tui.messages import ApprovalDecided, EngineEvent, KernelEdited, LoopCommand
+from tui.screens.approval import ApprovalScreen
+from tui.screens.dialogs import ConfirmScreen, HelpScreen
+from tui.screens.workbench import WorkbenchScreen
+from tui.widgets.conversation import ConversationPane
+from tui.widgets.kernel_pane import KernelPane
+from tui.widgets.status_line import StatusLine
+
+pytestmark = pytest.mark.asyncio
+
+
+class FakeLoop:
+    """Test double for the loop (see the module docstring)."""
+
+    def __init__(self, repo: SessionRepo, on_event: Any, flagged: bool = False) -> None:
+        self.repo, self.emit, self.flagged = repo, on_event, flagged
+        self.calls: list[tuple[str, Any]] = []
+        self.gate = threading.Event()  # the slow build waits on it
+        self.threads: set[str] = set()
+
+    def step(self) -> None:
+        self.calls.append(("step", None))
+        self.threads.add(threading.current_thread().name)
+        self.emit(ev.StageStarted(stage="build", round=4, iteration=4))
+        for k in range(3):
+            self.emit(ev.BuildLog(line=f"[{k}/3] nvcc relu.cu"))
+        self.gate.wait(10)  # a kernel that takes a while to build
+        self.emit(ev.EvalFinished(result=eval_dict("correct", 2.2)))
+        self.emit(ev.StageStarted(stage="judge", round=4))
+        for piece in ("**Bottle", "neck:** mem", "ory bound"):
+            self.emit(ev.LLMToken(role="judge", text=piece))
+        self.emit(
+            ev.LLMReply(
+                role="judge",
+                model="anthropic/claude-sonnet-4-5",
+                text="**Bottleneck:** memory bound",
+                input_tokens=300,
+                output_tokens=40,
+                cost_usd=0.05,
+            )
+        )
+        self.emit(ev.SuggestionReady(suggestion=SUGGESTION))
+        self.emit(ev.AwaitingApproval(suggestion=SUGGESTION, flagged=self.flagged))
+
+    def run(self) -> None:
+        self.calls.append(("run", None))
+
+    def pause(self) -> None:
+        self.calls.append(("pause", None))
+        self.gate.set()
+
+    def approve(self, suggestion: Any) -> None:
+        self.calls.append(("approve", suggestion))
+        number = self.repo.record_iteration(
+            kernel_source=kernel(4),
+            eval_result=eval_dict("correct", 2.2),
+            suggestion=suggestion,
+            tokens=340,
+            cost_usd=0.05,
+        )
+        self.emit(ev.IterationCommitted(iteration=number, phase="optimize", status="correct", speedup=2.2))
+
+    def reject(self, note: str) -> None:
+        self.calls.append(("reject", note))
+
+    def edit_kernel(self, source: str) -> None:
+        self.calls.append(("edit_kernel", source))
+
+    def branch_from(self, iteration: int) -> None:
+        self.calls.append(("branch_from", iteration))
+
+
+def _live_app(root: Path, flagged: bool = False) -> tuple[CudaforgeApp, SessionRepo, list[FakeLoop]]:
+    repo = SessionRepo.open("relu-demo", root)
+    loops: list[FakeLoop] = []
+
+    def factory(session: SessionRepo, on_event: Any) -> FakeLoop:
+        loops.append(FakeLoop(session, on_event, flagged))
+        return loops[-1]
+
+    return CudaforgeApp(sessions_root=root, session=repo, mode="live", loop_factory=factory), repo, loops
+
+
+async def _settle(app: CudaforgeApp, pilot: Any) -> None:
+    await app.workers.wait_for_complete()
+    await pilot.pause(0.25)  # let the posted events and the token flush timer land
+
+
+async def test_step_streams_events_from_a_thread_and_approve_commits(session_root) -> None:  # noqa: F811
+    app, repo, loops = _live_app(session_root)
+    messages: list = []
+    async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
+        await pilot.pause()
+        loop = loops[0]
+        await pilot.press("s")
+        await pilot.pause(0.2)
+        assert app.screen.query_one(StatusLine).busy and "⏳ build" in screen_text(app)
+        assert "[2/3] nvcc relu.cu" in screen_text(app)  # the build log streams while the build runs
+        loop.gate.set()
+        await _settle(app, pilot)
+        assert isinstance(app.screen, ApprovalScreen)  # policy "ask": the modal is up
+        assert "memory bound" in screen_text(app) and "vectorize loads" in screen_text(app)
+        await pilot.press("a")
+        await _settle(app, pilot)
+        assert isinstance(app.screen, WorkbenchScreen)
+        text = screen_text(app)
+        assert "kernel · iter 4 (main)" in text and "2.20x" in text
+    assert [c[0] for c in loop.calls] == ["step", "approve"] and loop.calls[1][1] == SUGGESTION
+    assert not any(name == "MainThread" for name in loop.threads)
+    assert [m.method for m in messages if isinstance(m, LoopCommand)] == ["step", "approve"]
+    kinds = {type(m.event).__name__ for m in messages if isinstance(m, EngineEvent)}
+    assert {
+        "StageStarted",
+        "BuildLog",
+        "LLMToken",
+        "LLMReply",
+        "AwaitingApproval",
+        "IterationCommitted",
+    } <= kinds
+    decided = [m for m in messages if isinstance(m, ApprovalDecided)]
+    assert [(d.decision, d.by) for d in decided] == [("approve", "human")]
+    assert repo.history("main")[-1].number == 4
+    repo.close()
+
+
+async def test_keys_respond_while_a_slow_stage_runs(session_root) -> None:  # noqa: F811
+    app, repo, loops = _live_app(session_root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("s")
+        await pilot.pause(0.1)
+        assert app.engine_busy()
+        await pilot.press("f1")  # help opens and closes while the build blocks its thread
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape", "c")
+        assert app.screen.query_one(KernelPane).view == "cuda"
+        await pilot.press("q")  # quitting asks first while a stage runs
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        assert isinstance(app.screen, WorkbenchScreen) and app.is_running
+        await pilot.press("x")  # pause reaches the loop from another worker while step still runs
+        await _settle(app, pilot)
+        assert ("pause", None) in loops[0].calls and not app.engine_busy()
+        await pilot.press("escape")  # close the approval the step ended with
+    repo.close()
+
+
+async def test_quit_confirmed_while_busy_exits(session_root) -> None:  # noqa: F811
+    app, repo, loops = _live_app(session_root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("s")
+        await pilot.pause(0.1)
+        await pilot.press("q", "y")
+        await pilot.pause()
+        assert app.return_value == 0 and not app.is_running
+        loops[0].gate.set()
+    repo.close()
+
+
+async def test_approval_edit_and_reject_reach_the_loop(session_root) -> None:  # noqa: F811
+    app, repo, loops = _live_app(session_root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        loops[0].gate.set()
+        await pilot.press("s")
+        await _settle(app, pilot)
+        await pilot.press("e")
+        await pilot.press(*"use half2 ")
+        await pilot.press("ctrl+s")
+        await _settle(app, pilot)
+        approved = loops[0].calls[-1]
+        assert (
+            approved[0] == "approve"
+            and approved[1]["text"].startswith("use half2 bottleneck: memory bound")
+            and approved[1]["edited_by"] == "human"
+        )
+        await pilot.press("s")
+        await _settle(app, pilot)
+        await pilot.press("r", *"too risky", "enter")
+        await _settle(app, pilot)
+        assert loops[0].calls[-1] == ("reject", "too risky")
+    repo.close()
+
+
+@pytest.mark.parametrize(
+    ("policy", "flagged", "asks"),
+    [("auto", True, False), ("ask-if-flagged", False, False), ("ask-if-flagged", True, True)],
+)
+async def test_approval_policy_from_the_palette(session_root, policy, flagged, asks) -> None:  # noqa: F811
+    app, repo, loops = _live_app(session_root, flagged=flagged)
+    messages: list = []
+    async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
+        await pilot.press("ctrl+p")
+        await pilot.press(*f"Approval policy: {policy}")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.approval_policy == policy
+        loops[0].gate.set()
+        await pilot.press("s")
+        await _settle(app, pilot)
+        assert isinstance(app.screen, ApprovalScreen) is asks
+        if not asks:
+            assert [d.by for d in messages if isinstance(d, ApprovalDecided)] == [f"policy:{policy}"]
+    from tui.settings import load_settings
+
+    assert load_settings().approval_policy == policy  # remembered
+    repo.close()
+
+
+async def test_edit_mode_hands_a_human_version_to_the_loop(session_root) -> None:  # noqa: F811
+    app, repo, loops = _live_app(session_root)
+    messages: list = []
+    async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
+        await pilot.press("e")
+        pane = app.screen.query_one(KernelPane)
+        assert pane.editing and not pane.text_area.read_only
+        await pilot.press(*"# tuned by hand")
+        await pilot.press("ctrl+s")
+        await _settle(app, pilot)
+        assert not pane.editing and pane.text_area.read_only
+        await pilot.press("e", "escape")  # escape cancels without handing anything over
+        await _settle(app, pilot)
+    sent = [c for c in loops[0].calls if c[0] == "edit_kernel"]
+    assert len(sent) == 1 and sent[0][1].startswith("# tuned by handimport torch")
+    assert [m.source for m in messages if isinstance(m, KernelEdited)] == [sent[0][1]]
+    repo.close()
+
+
+async def test_external_editor_result_goes_to_the_loop(session_root, tmp_path, monkeypatch) -> None:  # noqa: F811
+    editor = tmp_path / "fake-editor.sh"
+    editor.write_text('#!/bin/sh\necho "# from EDITOR" >> "$1"\n')
+    editor.chmod(editor.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("EDITOR", str(editor))
+    monkeypatch.delenv("VISUAL", raising=False)
+    app, repo, loops = _live_app(session_root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("ctrl+e")
+        await _settle(app, pilot)
+        assert app.screen.query_one(KernelPane).source.endswith("# from EDITOR\n")
+    assert loops[0].calls[-1][0] == "edit_kernel" and loops[0].calls[-1][1].endswith("# from EDITOR\n")
+    repo.close()
+
+
+async def test_streamed_tokens_show_before_the_reply_finishes(session_root) -> None:  # noqa: F811
+    app, repo, _ = _live_app(session_root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        screen.adapter.on_event(ev.LLMToken(role="coder", text="Writing a **tiled** "))
+        screen.adapter.on_event(ev.LLMToken(role="coder", text="kernel"))
+        await pilot.pause(0.3)
+        assert "Writing a tiled" in " ".join(screen_text(app).split())  # rendered Markdown, reply not over
+        screen.adapter.on_event(
+            ev.LLMReply(
+                role="coder", model="openai/o3", text="Done.", input_tokens=5, output_tokens=7, cost_usd=0.001
+            )
+        )
+        screen.adapter.on_event(ev.LoopError(stage="coder", message="rate limited"))
+        await pilot.pause(0.3)
+        assert "Coder · openai/o3 · 12 tok · $0.0010" in screen.query_one(ConversationPane).transcript_text()
+        assert "error in coder" in screen_text(app)
+    repo.close()

@@ -1,0 +1,160 @@
+"""The cudaforge Textual application: screens, themes, keymap, command palette, quit guard.
+
+Startup stays light on purpose (first full screen within a second on a small machine): nothing
+here imports torch or the evaluator; sessions are read through GitPython only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from sessions.paths import default_sessions_root
+from sessions.repo import SessionRepo
+from themes.catalog import DEFAULT_THEME, THEME_NAMES, THEMES
+from tui import settings as tui_settings
+from tui.live import LoopFactory, default_loop_factory, loop_available
+from tui.messages import SettingChanged
+from tui.screens.browser import BrowserScreen
+from tui.screens.dialogs import ConfirmScreen, HelpScreen
+from tui.screens.workbench import REPLAY, WorkbenchScreen
+
+
+class CudaforgeApp(App[int]):
+    TITLE = "cudaforge"
+    BINDINGS = [
+        Binding("q", "quit_app", "Quit", id="app.quit"),
+        Binding("f1,question_mark", "help", "Help", id="app.help"),
+    ]
+
+    def __init__(
+        self,
+        sessions_root: Path | None = None,
+        session: SessionRepo | None = None,
+        mode: str = REPLAY,
+        loop_factory: LoopFactory | None = None,
+    ) -> None:
+        super().__init__()
+        self.sessions_root = Path(sessions_root) if sessions_root else default_sessions_root()
+        self.session = session
+        self.start_mode = mode
+        self.loop_factory = loop_factory
+        self.settings = tui_settings.load_settings()
+        self.approval_policy = self.settings.approval_policy
+        for theme in THEMES:
+            self.register_theme(theme)
+        wanted = self.settings.theme or DEFAULT_THEME
+        self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
+        self._remember_theme = False
+        if os.environ.get("SSH_CONNECTION") or os.environ.get("CUDAFORGE_NO_ANIMATION"):
+            self.animation_level = "none"  # over SSH animation only costs bandwidth
+
+    def on_mount(self) -> None:
+        if self.settings.keymap:
+            self.set_keymap(self.settings.keymap)
+        for problem in self.settings.problems:
+            self.notify(problem, severity="warning")
+        if self.session is not None:  # straight to the workbench: the browser is built only if asked for
+            self.push_screen(
+                WorkbenchScreen(self.session, mode=self.start_mode, loop_factory=self.loop_factory)
+            )
+        else:
+            self.push_screen(BrowserScreen(self.sessions_root))
+        self._remember_theme = True
+
+    # ------------------------------------------------------------------ settings
+
+    def watch_theme(self, theme: str) -> None:
+        if getattr(self, "_remember_theme", False):
+            tui_settings.remember(theme=theme)
+            self.post_message(SettingChanged("theme", theme))
+
+    def set_policy(self, policy: str) -> None:
+        if policy not in tui_settings.POLICIES:
+            raise ValueError(policy)
+        self.approval_policy = policy
+        tui_settings.remember(approval_policy=policy)
+        self.post_message(SettingChanged("approval_policy", policy))
+        self.notify(f"approval policy: {policy}")
+
+    # ------------------------------------------------------------------ keys, help, palette
+
+    def _bindings_by_id(self, screen: Screen[Any]) -> dict[str, tuple[list[str], Binding, Any]]:
+        """Every binding of the screen and the app, one entry per binding id with all its keys."""
+        found: dict[str, tuple[list[str], Binding, Any]] = {}
+        for node in (screen, self):
+            for key, bindings in node._bindings.key_to_bindings.items():
+                for binding in bindings:
+                    ident = binding.id or f"{node.__class__.__name__}.{binding.action}"
+                    keys, _, _ = found.setdefault(ident, ([], binding, node))
+                    if key not in keys:
+                        keys.append(key)
+        return found
+
+    def binding_rows(self, screen: Screen[Any] | None = None) -> list[tuple[str, str, str]]:
+        """(keys, description, id) for the help screen."""
+        found = self._bindings_by_id(screen or self.screen)
+        return [(",".join(keys), b.description or b.action, ident) for ident, (keys, b, _) in found.items()]
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for name in THEME_NAMES:
+            yield SystemCommand(
+                f"Theme: {name}",
+                f"switch to the {name} theme (remembered)",
+                lambda name=name: setattr(self, "theme", name),
+            )
+        for policy in tui_settings.POLICIES:
+            yield SystemCommand(
+                f"Approval policy: {policy}",
+                "how Judge suggestions are approved (remembered)",
+                lambda policy=policy: self.set_policy(policy),
+            )
+        for ident, (keys, binding, node) in self._bindings_by_id(screen).items():
+            if binding.system or not binding.description:
+                continue
+            if node is screen and screen.check_action(binding.action, ()) is False:
+                continue
+            yield SystemCommand(
+                f"{binding.description} ({','.join(keys)})",
+                f"action {ident}",
+                lambda node=node, action=binding.action: self.run_action(action, node),
+            )
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.binding_rows()))
+
+    def engine_busy(self) -> bool:
+        return any(getattr(getattr(s, "adapter", None), "busy", False) for s in self.screen_stack)
+
+    def action_quit_app(self) -> None:
+        if not self.engine_busy():
+            self.exit(0)
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.exit(0)
+
+        self.push_screen(
+            ConfirmScreen("A stage is running. Quit anyway? (the loop stops with the app)"), answer
+        )
+
+    def continue_on_branch(self, repo: SessionRepo, branch: str) -> bool:
+        """Hook for ``b`` in replay: resume the loop live on a new branch. True when it did.
+
+        Needs a loop: with a ``loop_factory`` this switches the session to the branch and opens a
+        live workbench on it; without one it returns False and the replay screen tells the user.
+        """
+        factory = self.loop_factory or (default_loop_factory if loop_available() else None)
+        if factory is None:
+            return False
+        repo.switch_branch(branch)
+        self.push_screen(WorkbenchScreen(repo, mode="live", branch=branch, loop_factory=factory))
+        return True

@@ -1,0 +1,124 @@
+"""The TUI's subcommands: ``new TASK.py``, ``open SESSION``, ``replay SESSION``, and the bare
+``cudaforge`` (the session browser, through :func:`launch_browser`).
+
+Textual is imported only when a command runs, so ``cudaforge --help`` and the engine commands
+stay fast. ``--serve`` re-runs the same command line (without ``--serve``) inside textual-serve,
+an optional extra; every browser connection gets its own process, which is fine because all
+state lives in the session repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+SERVE_HOST, SERVE_PORT = "localhost", 8000
+
+
+def add_common_options(parser: argparse.ArgumentParser) -> None:
+    """The options every TUI entry point takes (also used by the bare ``cudaforge``)."""
+    parser.add_argument("--sessions-dir", type=Path, default=None, help="where sessions live")
+    parser.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (slow SSH links)")
+    parser.add_argument(
+        "--serve", action="store_true", help=f"serve the TUI to a browser on http://{SERVE_HOST}:{SERVE_PORT}"
+    )
+
+
+def register(subparsers: Any) -> None:
+    new = subparsers.add_parser("new", help="start a session from a task file, in the TUI")
+    new.add_argument("task", type=Path, metavar="TASK.py")
+    add_common_options(new)
+    new.set_defaults(func=run_new)
+
+    open_ = subparsers.add_parser("open", help="resume a session in the TUI")
+    open_.add_argument("session", metavar="SESSION")
+    add_common_options(open_)
+    open_.set_defaults(func=run_open)
+
+    replay = subparsers.add_parser("replay", help="step through a past session, read-only")
+    replay.add_argument("session", metavar="SESSION")
+    add_common_options(replay)
+    replay.set_defaults(func=run_replay)
+
+
+def _serve(argv: Sequence[str]) -> int:
+    try:
+        from textual_serve.server import Server
+    except ImportError:
+        print("cudaforge: --serve needs textual-serve: pip install 'textual-serve'", file=sys.stderr)
+        return EXIT_ERROR
+    command = shlex.join([sys.executable, "-m", "tui.cli", *[a for a in argv if a != "--serve"]])
+    Server(command, host=SERVE_HOST, port=SERVE_PORT, title="cudaforge").serve()
+    return EXIT_OK
+
+
+def _argv_for(args: argparse.Namespace, *words: str) -> list[str]:
+    argv = list(words)
+    if args.sessions_dir is not None:
+        argv += ["--sessions-dir", str(args.sessions_dir)]
+    if args.no_mouse:
+        argv.append("--no-mouse")
+    return argv
+
+
+def _run_app(args: argparse.Namespace, app: Any) -> int:
+    result = app.run(mouse=not args.no_mouse)
+    return int(result or 0)
+
+
+def launch_browser(args: argparse.Namespace) -> int:
+    """The bare ``cudaforge``: the session browser."""
+    if getattr(args, "serve", False):
+        return _serve(_argv_for(args))
+    from tui.app import CudaforgeApp
+
+    return _run_app(args, CudaforgeApp(sessions_root=getattr(args, "sessions_dir", None)))
+
+
+def _open_session(args: argparse.Namespace, mode: str) -> int:
+    if args.serve:
+        return _serve(_argv_for(args, "replay" if mode == "replay" else "open", args.session))
+    from sessions.errors import SessionError
+    from sessions.repo import SessionRepo
+    from tui.app import CudaforgeApp
+
+    try:
+        repo = SessionRepo.open(args.session, args.sessions_dir)
+    except SessionError as error:
+        print(f"cudaforge: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return _run_app(args, CudaforgeApp(sessions_root=args.sessions_dir, session=repo, mode=mode))
+    finally:
+        repo.close()
+
+
+def run_open(args: argparse.Namespace) -> int:
+    return _open_session(args, "live")
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    return _open_session(args, "replay")
+
+
+def run_new(args: argparse.Namespace) -> int:
+    if args.serve:
+        return _serve(_argv_for(args, "new", str(args.task)))
+    from sessions.errors import SessionError
+    from sessions.repo import SessionRepo
+    from tui.app import CudaforgeApp
+
+    try:
+        repo = SessionRepo.create(args.sessions_dir, args.task)
+    except SessionError as error:
+        print(f"cudaforge: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return _run_app(args, CudaforgeApp(sessions_root=args.sessions_dir, session=repo, mode="live"))
+    finally:
+        repo.close()

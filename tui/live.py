@@ -1,0 +1,107 @@
+"""The thin seam between the workbench and a running loop.
+
+The loop (``engine/loop``) is any object with ``run()``, ``step()``, ``pause()``,
+``approve(suggestion)``, ``reject(note)``, ``edit_kernel(source)`` and ``branch_from(iteration)``
+that reports through an ``on_event(event)`` callback with ``engine.events`` dataclasses. The
+adapter runs every call in a Textual thread worker (so keys keep working while a kernel builds)
+and turns each event into an :class:`~tui.messages.EngineEvent` posted to the screen.
+
+``LoopFactory`` is the hook a live session uses to get a loop: ``factory(repo, on_event)``.
+:func:`default_loop_factory` looks for ``engine.loop.create_loop`` and returns None while the loop
+package does not provide it, in which case the workbench opens read-only and says why.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from textual.dom import DOMNode
+
+from engine.events import Event, LoopError, LoopFinished, StageStarted
+from tui.messages import EngineEvent, LoopCommand
+
+LOOP_METHODS = ("run", "step", "pause", "approve", "reject", "edit_kernel", "branch_from")
+BLOCKING_METHODS = ("run", "step", "edit_kernel", "approve", "reject")
+
+
+class LoopLike(Protocol):
+    def run(self) -> Any: ...
+    def step(self) -> Any: ...
+    def pause(self) -> Any: ...
+    def approve(self, suggestion: Any) -> Any: ...
+    def reject(self, note: str) -> Any: ...
+    def edit_kernel(self, source: str) -> Any: ...
+    def branch_from(self, iteration: int) -> Any: ...
+
+
+LoopFactory = Callable[[Any, Callable[[Event], None]], "LoopLike | None"]
+
+
+def default_loop_factory(repo: Any, on_event: Callable[[Event], None]) -> LoopLike | None:
+    """``engine.loop.create_loop(repo, on_event=...)`` when the loop package offers it, else None."""
+    try:
+        module = importlib.import_module("engine.loop")
+    except ImportError:
+        return None
+    create = getattr(module, "create_loop", None)
+    return create(repo, on_event=on_event) if callable(create) else None
+
+
+def loop_available() -> bool:
+    """True when ``engine.loop`` offers ``create_loop`` (imports it, so call it only when needed)."""
+    try:
+        module = importlib.import_module("engine.loop")
+    except ImportError:
+        return False
+    return callable(getattr(module, "create_loop", None))
+
+
+class LoopAdapter:
+    """Calls loop methods off the UI thread and forwards its events as messages.
+
+    ``busy`` is True from the moment a blocking call starts until it returns or the loop reports
+    ``LoopFinished``/``LoopError``; the quit confirmation and the progress indicator read it.
+    """
+
+    def __init__(self, target: DOMNode) -> None:
+        self.target = target
+        self.loop: LoopLike | None = None
+        self.busy = False
+        self.stage = ""
+
+    def on_event(self, event: Event) -> None:
+        """The callback handed to the loop; safe to call from any thread."""
+        if isinstance(event, StageStarted):
+            self.stage = event.stage
+        elif isinstance(event, (LoopFinished, LoopError)):
+            self.stage = ""
+        self.target.post_message(EngineEvent(event))
+
+    def attach(self, loop: LoopLike) -> None:
+        self.loop = loop
+
+    def call(self, method: str, *args: Any) -> bool:
+        """Start ``loop.method(*args)`` in a thread worker; False when there is no loop to call."""
+        if method not in LOOP_METHODS:
+            raise ValueError(f"not a loop method: {method}")
+        if self.loop is None:
+            return False
+        self.target.app.post_message(LoopCommand(method, args[0] if args else None))
+        function = getattr(self.loop, method)
+        blocking = method in BLOCKING_METHODS
+
+        def work() -> None:
+            if blocking:
+                self.busy = True
+            try:
+                function(*args)
+            except Exception as error:  # report, never kill the UI
+                self.on_event(LoopError(stage=method, message=f"{type(error).__name__}: {error}"))
+            finally:
+                if blocking:
+                    self.busy = False
+
+        self.target.run_worker(work, thread=True, group="engine", name=f"loop.{method}", exit_on_error=False)
+        return True

@@ -1,0 +1,281 @@
+"""Plain data for the panes, built from a recorded iteration or from live events (no Textual here).
+
+Keeping this layer free of widgets means replay and live mode fill the panes through the same
+functions, and the formatting can be tested without running an app.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# ---------------------------------------------------------------------- task
+
+
+@dataclass
+class TaskFacts:
+    """What the task pane shows besides the source: input shapes and dtypes, found statically."""
+
+    inputs: list[str] = field(default_factory=list)
+    init_inputs: list[str] = field(default_factory=list)
+
+
+_TENSOR_MAKERS = {"randn", "rand", "randint", "zeros", "ones", "empty", "full", "randn_like", "ones_like"}
+
+
+def _const_env(tree: ast.Module) -> dict[str, Any]:
+    env: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                env[node.targets[0].id] = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError):
+                continue
+    return env
+
+
+def _value(node: ast.AST, env: Mapping[str, Any]) -> str:
+    if isinstance(node, ast.Name) and node.id in env:
+        return str(env[node.id])
+    if isinstance(node, ast.Tuple):
+        return ", ".join(_value(e, env) for e in node.elts)
+    try:
+        return str(ast.literal_eval(node))
+    except (ValueError, TypeError, SyntaxError):
+        return ast.unparse(node)
+
+
+def _describe_call(call: ast.Call, env: Mapping[str, Any]) -> str:
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "?")
+    dtype = "float32"
+    for keyword in call.keywords:
+        if keyword.arg == "dtype":
+            dtype = ast.unparse(keyword.value).replace("torch.", "")
+    dims = [_value(arg, env) for arg in call.args if name != "randint" or arg is not call.args[0]]
+    if name == "full" and dims:
+        dims = dims[:1]
+    return f"{dtype} [{' × '.join(dims) or 'scalar'}]"
+
+
+def task_facts(source: str) -> TaskFacts:
+    """Shapes and dtypes read from ``get_inputs``/``get_init_inputs`` without importing torch.
+
+    Running the task would be exact but imports torch (seconds); the static reading is instant and
+    right for the usual KernelBench form ``torch.randn(B, N)`` with module-level constants.
+    """
+    facts = TaskFacts()
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return facts
+    env = _const_env(tree)
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef) or node.name not in ("get_inputs", "get_init_inputs"):
+            continue
+        target = facts.inputs if node.name == "get_inputs" else facts.init_inputs
+        for ret in (n for n in ast.walk(node) if isinstance(n, ast.Return) and n.value is not None):
+            elements = ret.value.elts if isinstance(ret.value, (ast.List, ast.Tuple)) else [ret.value]
+            for element in elements:
+                if (
+                    isinstance(element, ast.Call)
+                    and isinstance(element.func, ast.Attribute)
+                    and element.func.attr in _TENSOR_MAKERS
+                ):
+                    target.append(_describe_call(element, env))
+                else:
+                    target.append(_value(element, env))
+    return facts
+
+
+def cuda_sources(kernel_source: str) -> str:
+    """The C++/CUDA string literals of a ``ModelNew`` file (what ``load_inline`` compiles), joined."""
+    try:
+        tree = ast.parse(kernel_source)
+    except SyntaxError:
+        return ""
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+            if any(marker in text for marker in ("__global__", "#include", "torch::Tensor", "at::Tensor")):
+                found.append(text.strip("\n"))
+    return "\n\n// ----\n\n".join(found)
+
+
+# ---------------------------------------------------------------------- evaluation
+
+
+def _ms(value: Any) -> str:
+    return f"{value:.4f} ms" if isinstance(value, (int, float)) else "—"
+
+
+def check_rows(result: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    """Rows of the checks table: one per correctness trial, then the timing summary."""
+    rows: list[tuple[str, str, str, str]] = []
+    for trial in result.get("trials") or []:
+        err = trial.get("max_abs_error")
+        rows.append(
+            (
+                f"trial {trial.get('index', '?')}",
+                "pass" if trial.get("passed") else "FAIL",
+                f"max abs err {err:.2e}" if isinstance(err, (int, float)) else "",
+                str(trial.get("message", "")),
+            )
+        )
+    timing = result.get("timing") or {}
+    if timing:
+        cand, ref = timing.get("candidate") or {}, timing.get("reference") or {}
+        rows.append(
+            (
+                "candidate",
+                _ms(cand.get("median_ms")),
+                f"iqr {_ms(cand.get('iqr_ms'))}",
+                timing.get("method", ""),
+            )
+        )
+        rows.append(("reference", _ms(ref.get("median_ms")), f"iqr {_ms(ref.get('iqr_ms'))}", ""))
+    speedup = result.get("speedup")
+    rows.append(
+        ("verdict", str(result.get("status", "?")), format_speedup(speedup), str(result.get("stage", "")))
+    )
+    return rows
+
+
+def build_log_lines(result: Mapping[str, Any]) -> list[str]:
+    """The recorded build log and errors of an evaluation, for the build tab in replay."""
+    lines: list[str] = []
+    build = result.get("build") or {}
+    lines.extend(str(build.get("log", "")).splitlines())
+    lines.extend(str(m) for m in result.get("messages") or [])
+    error = result.get("error") or {}
+    if error:
+        lines.append(f"{error.get('type', 'error')}: {error.get('message', '')}")
+    if result.get("stderr_tail"):
+        lines.extend(str(result["stderr_tail"]).splitlines())
+    return lines
+
+
+def ncu_rows(profile: Mapping[str, Any] | None) -> list[tuple[str, str, str, str]]:
+    """(kernel, metric, value, unit) rows from ``profile.json``'s ``metrics`` table."""
+    if not profile:
+        return []
+    rows: list[tuple[str, str, str, str]] = []
+    for kernel, metrics in (profile.get("metrics") or {}).items():
+        for metric, pair in (metrics or {}).items():
+            value, unit = (pair + [""])[:2] if isinstance(pair, list) else (pair, "")
+            rows.append((str(kernel), str(metric), str(value), str(unit)))
+    return rows
+
+
+def format_speedup(speedup: float | None) -> str:
+    return f"{speedup:.2f}x" if isinstance(speedup, (int, float)) else "—"
+
+
+# ---------------------------------------------------------------------- conversation
+
+
+@dataclass
+class ChatMessage:
+    """One agent message as the conversation pane shows it."""
+
+    role: str
+    model: str = ""
+    text: str = ""
+    tokens: int = 0
+    cost_usd: float | None = None
+
+    def header(self) -> str:
+        cost = f"${self.cost_usd:.4f}" if self.cost_usd is not None else "$—"
+        model = f" · {self.model}" if self.model else ""
+        return f"{self.role.capitalize()}{model} · {self.tokens} tok · {cost}"
+
+
+def conversation(transcript: Iterable[Mapping[str, Any]]) -> list[ChatMessage]:
+    """The replies of a recorded transcript (prompts are long and live in the repo, not the pane)."""
+    messages = []
+    for call in transcript:
+        usage = call.get("usage") or {}
+        tokens = int(usage.get("input_tokens", 0) or 0) + int(usage.get("output_tokens", 0) or 0)
+        text = call.get("reply")
+        if text is None:
+            text = f"*call failed:* {call.get('error', 'unknown error')}"
+        messages.append(
+            ChatMessage(
+                role=str(call.get("role", "?")),
+                model=str(call.get("model", "")),
+                text=str(text),
+                tokens=tokens,
+                cost_usd=call.get("cost_usd"),
+            )
+        )
+    return messages
+
+
+def suggestion_markdown(suggestion: Mapping[str, Any] | None) -> str:
+    """The Judge's suggestion as Markdown (labelled fields, or its free text)."""
+    if not suggestion:
+        return "*no suggestion*"
+    labels = (
+        ("critical_issue", "Critical issue"),
+        ("why_it_matters", "Why it matters"),
+        ("minimal_fix_hint", "Minimal fix hint"),
+        ("bottleneck", "Bottleneck"),
+        ("optimization_method", "Optimization method"),
+        ("modification_plan", "Modification plan"),
+    )
+    lines = [f"**Mode:** {suggestion.get('mode', '?')}"]
+    for key, label in labels:
+        if suggestion.get(key):
+            lines.append(f"**{label}:** {suggestion[key]}")
+    metrics = suggestion.get("key_metrics") or []
+    if metrics:
+        lines.append("**Key metrics:** " + ", ".join(str(m) for m in metrics))
+    if len(lines) == 1:
+        lines.append(str(suggestion.get("text", "")) or json.dumps(dict(suggestion), indent=2))
+    return "\n\n".join(lines)
+
+
+def suggestion_text(suggestion: Mapping[str, Any]) -> str:
+    """The editable plain text of a suggestion (what an edited approval replaces)."""
+    parts = []
+    for key in (
+        "critical_issue",
+        "why_it_matters",
+        "minimal_fix_hint",
+        "bottleneck",
+        "optimization_method",
+        "modification_plan",
+    ):
+        if suggestion.get(key):
+            parts.append(f"{key}: {suggestion[key]}")
+    return "\n".join(parts) or str(suggestion.get("text", ""))
+
+
+# ---------------------------------------------------------------------- history
+
+
+def speedup_chart(points: Sequence[tuple[int, str, float | None]], width: int = 30) -> str:
+    """A text bar per iteration (no animation, no braille: safe on any terminal and over SSH)."""
+    if not points:
+        return "no iterations yet"
+    best = max((s for _, _, s in points if s is not None), default=None)
+    scale = max(best or 1.0, 1.0)
+    lines = []
+    for number, status, speedup in points:
+        bar = "█" * max(1, round(width * speedup / scale)) if speedup is not None else ""
+        mark = " ★" if speedup is not None and speedup == best and status == "correct" else ""
+        lines.append(f"#{number:<3} {bar:<{width}} {format_speedup(speedup):>7} {status}{mark}")
+    return "\n".join(lines)
+
+
+def unified_diff(old: str, new: str, old_label: str, new_label: str) -> str:
+    """A unified diff of two kernel versions (empty string when they are the same)."""
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=old_label, tofile=new_label
+        )
+    )

@@ -1,0 +1,1 @@
+"""The workbench's screens: session browser, workbench, and the modal dialogs."""

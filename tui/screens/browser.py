@@ -1,0 +1,111 @@
+"""The session browser, the start screen of ``cudaforge``: every session with its task, date,
+branches, iteration count and best speedup; open one, replay one, or start one from a task file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from sessions.errors import SessionError
+from sessions.listing import SessionSummary, list_sessions
+from sessions.repo import SessionRepo
+from tui.model import format_speedup
+from tui.screens.dialogs import PromptScreen
+from tui.screens.workbench import LIVE, REPLAY, WorkbenchScreen
+
+
+class BrowserScreen(Screen[None]):
+    DEFAULT_CSS = """
+    BrowserScreen #browser-title { height: 1; background: $panel; padding: 0 1; }
+    BrowserScreen DataTable { height: 1fr; }
+    """
+    BINDINGS = [
+        Binding("enter,o", "open", "Open", id="browser.open"),
+        Binding("r", "replay", "Replay", id="browser.replay"),
+        Binding("n", "new", "New from task", id="browser.new"),
+        Binding("g", "refresh", "Refresh", id="browser.refresh"),
+    ]
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.root = root
+        self.sessions: list[SessionSummary] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"sessions in {self.root}", id="browser-title")
+        table: DataTable[str] = DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
+        yield table
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns("session", "task", "created", "branches", "iterations", "best")
+        self.action_refresh()
+        table.focus()
+
+    def action_refresh(self) -> None:
+        self.sessions = list_sessions(self.root)
+        table = self.query_one(DataTable)
+        table.clear()
+        for s in self.sessions:
+            table.add_row(
+                s.name,
+                s.task_name,
+                s.created.strftime("%Y-%m-%d %H:%M"),
+                str(s.branches),
+                str(s.iterations),
+                format_speedup(s.best_speedup),
+                key=str(s.path),
+            )
+        if not self.sessions:
+            self.query_one("#browser-title", Static).update(
+                f"no sessions in {self.root} yet — press n to start one from a task file"
+            )
+
+    def selected(self) -> SessionSummary | None:
+        table = self.query_one(DataTable)
+        if not self.sessions or table.cursor_row < 0:
+            return None
+        return self.sessions[min(table.cursor_row, len(self.sessions) - 1)]
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open()
+
+    def _open(self, mode: str) -> None:
+        summary = self.selected()
+        if summary is None:
+            self.notify("no session selected", severity="warning")
+            return
+        self.app.push_screen(self._workbench(SessionRepo.open(summary.path), mode))
+
+    def _workbench(self, repo: SessionRepo, mode: str) -> WorkbenchScreen:
+        factory: Any = getattr(self.app, "loop_factory", None)
+        return WorkbenchScreen(repo, mode=mode, loop_factory=factory)
+
+    def action_open(self) -> None:
+        self._open(LIVE)
+
+    def action_replay(self) -> None:
+        self._open(REPLAY)
+
+    def action_new(self) -> None:
+        def create(answer: str | None) -> None:
+            if not answer:
+                return
+            try:
+                repo = SessionRepo.create(self.root, Path(answer).expanduser())
+            except (SessionError, OSError) as error:
+                self.notify(f"cannot create a session: {error}", severity="error")
+                return
+            self.action_refresh()
+            self.app.push_screen(self._workbench(repo, LIVE))
+
+        self.app.push_screen(
+            PromptScreen("New session from a task file (KernelBench format):", "path/to/task.py"), create
+        )

@@ -1,0 +1,458 @@
+"""The workbench screen: task, kernel, output, conversation, timeline and status, in three modes.
+
+* ``replay`` — read-only stepping through a recorded branch (``n``/``p``, space plays);
+* ``live`` — a loop (via :class:`~tui.live.LoopAdapter`) drives the panes through events;
+* ``view`` — a session opened when no loop is available: browse like replay, nothing runs.
+
+Below ``NARROW_WIDTH`` columns the panes become tabs (80×24 over SSH stays usable); the screen
+recomposes when the width crosses it and refills the panes from what it holds, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult, SuspendNotSupported
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.events import Resize
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, TabbedContent, TabPane, Tree
+
+from engine import events as ev
+from sessions.errors import SessionError
+from tui.live import LoopAdapter, LoopFactory, default_loop_factory
+from tui.messages import ApprovalDecided, BranchCreated, EngineEvent, IterationShown, KernelEdited
+from tui.model import ChatMessage, conversation
+from tui.screens.approval import Approval, ApprovalScreen
+from tui.screens.dialogs import DiffScreen
+from tui.widgets.conversation import ConversationPane
+from tui.widgets.kernel_pane import KernelPane
+from tui.widgets.output_pane import OutputPane
+from tui.widgets.status_line import StatusLine
+from tui.widgets.task_pane import TaskPane
+from tui.widgets.timeline import NodeRef, Timeline, TimelineItem
+
+NARROW_WIDTH = 110
+PLAY_INTERVAL_S = 1.0
+REPLAY, LIVE, VIEW = "replay", "live", "view"
+LIVE_ONLY = {"step", "run", "pause", "edit_kernel", "external_editor", "show_approval"}
+BROWSE_ONLY = {"next", "previous", "play"}
+
+
+class WorkbenchScreen(Screen[None]):
+    DEFAULT_CSS = """
+    WorkbenchScreen #wide { height: 1fr; }
+    WorkbenchScreen #col-left { width: 2fr; }
+    WorkbenchScreen #col-center { width: 2fr; }
+    WorkbenchScreen #col-right { width: 1fr; min-width: 30; }
+    WorkbenchScreen TaskPane { height: 2fr; border: round $panel; }
+    WorkbenchScreen KernelPane { height: 3fr; }
+    WorkbenchScreen #col-right Timeline { height: 12; border: round $panel; }
+    WorkbenchScreen #narrow { height: 1fr; }
+    """
+
+    AUTO_FOCUS = None  # keys go to the screen first; Tab moves into a pane
+
+    BINDINGS = [
+        Binding("n,right", "next", "Next iteration", id="workbench.next"),
+        Binding("p,left", "previous", "Previous iteration", id="workbench.previous"),
+        Binding("space", "play", "Play/pause replay", id="workbench.play"),
+        Binding("b", "branch", "Branch here", id="workbench.branch"),
+        Binding("d", "diff", "Diff iterations", id="workbench.diff"),
+        Binding("c", "toggle_cuda", "Python/CUDA view", id="workbench.toggle-cuda"),
+        Binding("s", "step", "Step one stage", id="workbench.step"),
+        Binding("r", "run", "Run rounds", id="workbench.run"),
+        Binding("x", "pause", "Pause loop", id="workbench.pause"),
+        Binding("e", "edit_kernel", "Edit kernel", id="workbench.edit"),
+        Binding("ctrl+s", "save_edit", "Hand edit to loop", id="workbench.save-edit", show=False),
+        Binding("escape", "cancel_edit", "Cancel edit", id="workbench.cancel-edit", show=False),
+        Binding("ctrl+e", "external_editor", "Edit in $EDITOR", id="workbench.editor"),
+        Binding("a", "show_approval", "Pending approval", id="workbench.approval"),
+        Binding("t", "focus_timeline", "Timeline", id="workbench.timeline"),
+        Binding("escape", "back", "Back to sessions", id="workbench.back", show=False),
+    ]
+
+    def __init__(
+        self,
+        repo: Any,
+        mode: str = REPLAY,
+        branch: str | None = None,
+        loop_factory: LoopFactory | None = None,
+        iteration: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.repo = repo
+        self.mode = mode
+        self.branch = branch or repo.current_branch
+        self.loop_factory = loop_factory or default_loop_factory
+        self.adapter = LoopAdapter(self)
+        self.history: list[Any] = []
+        self.index = 0
+        self._start_iteration = iteration
+        self._narrow: bool | None = None
+        self._player: Timer | None = None
+        self.pending_approval: ev.AwaitingApproval | None = None
+        self._live_chat: list[ChatMessage] = []
+        self._live_log: list[str] = []
+        self._live_result: dict[str, Any] | None = None
+        self._live_profile: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        narrow = self._narrow if self._narrow is not None else self.app.size.width < NARROW_WIDTH
+        self._narrow = narrow
+        if narrow:
+            with TabbedContent(id="narrow"):
+                with TabPane("Kernel", id="pane-kernel"):
+                    yield KernelPane()
+                with TabPane("Output", id="pane-output"):
+                    yield OutputPane()
+                with TabPane("Chat", id="pane-chat"):
+                    yield ConversationPane()
+                with TabPane("Task", id="pane-task"):
+                    yield TaskPane()
+                with TabPane("Timeline", id="pane-timeline"):
+                    yield Timeline()
+        else:
+            with Horizontal(id="wide"):
+                with Vertical(id="col-left"):
+                    yield TaskPane()
+                    yield KernelPane()
+                with Vertical(id="col-center"):
+                    yield OutputPane()
+                with Vertical(id="col-right"):
+                    yield ConversationPane()
+                    yield Timeline()
+        yield StatusLine()
+        yield Footer()
+
+    async def on_resize(self, event: Resize) -> None:
+        narrow = event.size.width < NARROW_WIDTH
+        if self._narrow is not None and narrow != self._narrow:
+            self._narrow = narrow
+            await self.recompose()
+            self._fill()
+            self.set_focus(None)
+
+    def on_mount(self) -> None:
+        if self.mode == LIVE:
+            loop = self.loop_factory(self.repo, self.adapter.on_event)
+            if loop is None:
+                self.mode = VIEW
+                self.notify(
+                    "The loop is not available here: the session opens read-only.", severity="warning"
+                )
+            else:
+                self.adapter.attach(loop)
+        self.call_after_refresh(self.set_focus, None)  # keys reach the screen's bindings first
+        self._load_history()
+        if self._start_iteration is not None:
+            for k, item in enumerate(self.history):
+                if item.number == self._start_iteration:
+                    self.index = k
+        elif self.history:
+            self.index = len(self.history) - 1 if self.mode != REPLAY else 0
+        self._fill()
+
+    # ------------------------------------------------------------------ filling the panes
+
+    def _load_history(self) -> None:
+        self.history = self.repo.history(self.branch)
+        self.index = min(self.index, max(0, len(self.history) - 1))
+
+    @property
+    def shown(self) -> Any | None:
+        return self.history[self.index] if self.history else None
+
+    def _fill(self) -> None:
+        """Fill every pane from the shown iteration (and, live, from what streamed since)."""
+        self.query_one(TaskPane).show(self.repo.task_name, self.repo.task_source)
+        item = self.shown
+        output = self.query_one(OutputPane)
+        chat = self.query_one(ConversationPane)
+        if item is not None:
+            self.query_one(KernelPane).show(item.kernel_source, f"iter {item.number} ({self.branch})")
+            output.show_result(item.eval_result, replace_log=True)
+            output.show_profile(item.profile)
+            chat.show(conversation(item.transcript))
+        else:
+            self.query_one(KernelPane).show("", "no iterations yet")
+            output.show_result(None, replace_log=True)
+            chat.show([])
+        if self.mode == LIVE and (self._live_chat or self._live_log):
+            output.append_build(self._live_log)
+            for message in self._live_chat:
+                chat.finish_reply(message)
+        output.show_chart([(it.number, it.status, it.speedup) for it in self.history])
+        self._fill_timeline()
+        self._fill_status()
+        if item is not None:
+            self.app.post_message(IterationShown(self.branch, item.number))
+
+    def _fill_timeline(self) -> None:
+        branches: dict[str, list[TimelineItem]] = {}
+        names = [self.branch] + [b for b in self.repo.branches() if b != self.branch]
+        for name in names:
+            branches[name] = [
+                TimelineItem(it.number, it.sha, it.phase, it.status, it.speedup)
+                for it in self.repo.history(name)
+            ]
+        best = self.repo.best(self.branch)
+        current = NodeRef(self.branch, self.shown.number) if self.shown is not None else None
+        self.query_one(Timeline).show(branches, best.sha if best else None, current)
+
+    def _fill_status(self) -> None:
+        status = self.query_one(StatusLine)
+        upto = self.history[: self.index + 1] if self.mode != LIVE else self.history
+        correct = [it.speedup for it in upto if it.correct and it.speedup is not None]
+        status.best = max(correct) if correct else None
+        status.tokens = sum(it.tokens for it in upto)
+        status.cost = sum(it.cost_usd or 0.0 for it in upto)
+        status.round = self.shown.number if self.shown is not None else 0
+        total = len(self.history)
+        playing = " ▶" if self._player is not None else ""
+        status.mode = f"{self.mode} {self.index + 1 if total else 0}/{total}{playing} · {self.branch}"
+
+    def show_index(self, index: int) -> None:
+        if not self.history:
+            return
+        self.index = max(0, min(len(self.history) - 1, index))
+        self._fill()
+
+    # ------------------------------------------------------------------ which actions apply
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in LIVE_ONLY and self.mode != LIVE:
+            return False
+        if action in BROWSE_ONLY and self.mode == LIVE:
+            return False
+        editing = self.is_mounted and self.query_one(KernelPane).editing
+        if action in ("save_edit", "cancel_edit"):
+            return editing
+        if action == "back":
+            return not editing
+        if action == "edit_kernel":
+            return not self.adapter.busy and not editing
+        if action == "show_approval":
+            return self.pending_approval is not None
+        return True
+
+    # ------------------------------------------------------------------ replay
+
+    def action_next(self) -> None:
+        self.show_index(self.index + 1)
+
+    def action_previous(self) -> None:
+        self.show_index(self.index - 1)
+
+    def action_play(self) -> None:
+        if self._player is not None:
+            self._player.stop()
+            self._player = None
+        else:
+            if self.index >= len(self.history) - 1:
+                self.index = -1
+            self._player = self.set_interval(PLAY_INTERVAL_S, self._play_tick)
+            self._play_tick()
+        self._fill_status()
+
+    def _play_tick(self) -> None:
+        if self.index >= len(self.history) - 1:
+            if self._player is not None:
+                self._player.stop()
+                self._player = None
+            self._fill_status()
+            return
+        self.show_index(self.index + 1)
+
+    def action_branch(self) -> None:
+        item = self.shown
+        if item is None:
+            return
+        try:
+            name = self.repo.branch_from(item.number, branch=self.branch)
+        except SessionError as error:
+            self.notify(f"cannot branch: {error}", severity="error")
+            return
+        self.app.post_message(BranchCreated(name, item.number))
+        self._fill_timeline()
+        continue_live = getattr(self.app, "continue_on_branch", None)
+        if not (callable(continue_live) and continue_live(self.repo, name)):
+            self.notify(
+                f"Branch {name} created at iteration {item.number}; continue it with `cudaforge open`."
+            )
+
+    def action_diff(self) -> None:
+        if not self.history:
+            return
+        sources = {it.number: it.kernel_source for it in self.history}
+        new = self.shown.number
+        old = self.history[max(0, self.index - 1)].number
+        self.app.push_screen(DiffScreen(sources, old, new))
+
+    def action_toggle_cuda(self) -> None:
+        self.query_one(KernelPane).toggle_view()
+
+    def action_focus_timeline(self) -> None:
+        if self._narrow:
+            self.query_one("#narrow", TabbedContent).active = "pane-timeline"
+        self.query_one(Timeline).focus()
+
+    def action_back(self) -> None:
+        """Back to the session browser (built now when the app started on this session)."""
+        from tui.screens.browser import BrowserScreen
+
+        if any(isinstance(s, BrowserScreen) for s in self.app.screen_stack):
+            self.app.pop_screen()
+        else:
+            self.app.switch_screen(BrowserScreen(getattr(self.app, "sessions_root", self.repo.path.parent)))
+
+    @on(Tree.NodeSelected)
+    def _node_selected(self, event: Tree.NodeSelected[NodeRef]) -> None:
+        ref = event.node.data
+        if ref is None:
+            return
+        if ref.branch != self.branch:
+            self.branch = ref.branch
+            self._load_history()
+        for k, item in enumerate(self.history):
+            if item.number == ref.number:
+                self.show_index(k)
+                return
+
+    # ------------------------------------------------------------------ live: commands
+
+    def action_step(self) -> None:
+        self.adapter.call("step")
+
+    def action_run(self) -> None:
+        self.adapter.call("run")
+
+    def action_pause(self) -> None:
+        self.adapter.call("pause")
+
+    def action_edit_kernel(self) -> None:
+        self.query_one(KernelPane).begin_edit()
+        self.refresh_bindings()
+
+    def action_save_edit(self) -> None:
+        source = self.query_one(KernelPane).end_edit(keep=True)
+        self.refresh_bindings()
+        if source is not None:
+            self._hand_kernel(source)
+
+    def action_cancel_edit(self) -> None:
+        self.query_one(KernelPane).end_edit(keep=False)
+        self.refresh_bindings()
+
+    def _hand_kernel(self, source: str) -> None:
+        self.app.post_message(KernelEdited(source))
+        self.adapter.call("edit_kernel", source)
+
+    def action_external_editor(self) -> None:
+        """Edit the shown kernel in ``$VISUAL``/``$EDITOR`` with the app suspended, then hand it over."""
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        pane = self.query_one(KernelPane)
+        with tempfile.TemporaryDirectory(prefix="cudaforge-edit-") as folder:
+            path = Path(folder) / "kernel.py"
+            path.write_text(pane.source, encoding="utf-8")
+            command = [*shlex.split(editor), str(path)]
+            try:
+                with self.app.suspend():
+                    completed = subprocess.run(command, check=False)
+            except SuspendNotSupported:  # headless (tests, --serve): the editor must not need the tty
+                completed = subprocess.run(command, check=False, stdin=subprocess.DEVNULL)
+            except OSError as error:
+                self.notify(f"cannot run {editor}: {error}", severity="error")
+                return
+            edited = path.read_text(encoding="utf-8")
+        if completed.returncode != 0:
+            self.notify(f"{editor} exited with {completed.returncode}; kernel unchanged", severity="warning")
+        elif edited != pane.source:
+            pane.show(edited, f"{pane.label} + human edit")
+            self._hand_kernel(edited)
+
+    def action_show_approval(self) -> None:
+        if self.pending_approval is not None:
+            self._ask_approval(self.pending_approval)
+
+    # ------------------------------------------------------------------ live: events
+
+    @on(EngineEvent)
+    def _engine_event(self, message: EngineEvent) -> None:
+        event = message.event
+        status = self.query_one(StatusLine)
+        output = self.query_one(OutputPane)
+        if isinstance(event, ev.StageStarted):
+            status.start_stage(event.stage, event.round)
+            if event.stage in ("evaluate", "build"):
+                self._live_log.clear()
+                output.clear_build()
+        elif isinstance(event, ev.BuildLog):
+            self._live_log.append(event.line)
+            output.append_build([event.line])
+        elif isinstance(event, ev.LLMToken):
+            self.query_one(ConversationPane).stream_token(event.role, event.text)
+        elif isinstance(event, ev.LLMReply):
+            chat = ChatMessage(
+                event.role, event.model, event.text, event.input_tokens + event.output_tokens, event.cost_usd
+            )
+            self._live_chat.append(chat)
+            self.query_one(ConversationPane).finish_reply(chat)
+            status.tokens += chat.tokens
+            status.cost += event.cost_usd or 0.0
+        elif isinstance(event, ev.EvalFinished):
+            self._live_result = event.result
+            output.show_result(event.result, replace_log=False)
+        elif isinstance(event, ev.ProfileFinished):
+            self._live_profile = event.profile
+            output.show_profile(event.profile)
+        elif isinstance(event, ev.AwaitingApproval):
+            self.pending_approval = event
+            self.refresh_bindings()
+            self._apply_policy(event)
+        elif isinstance(event, ev.IterationCommitted):
+            self._live_chat.clear()
+            self._live_log.clear()
+            self._load_history()
+            self.index = len(self.history) - 1
+            self._fill()
+            status.stop("committed")
+        elif isinstance(event, ev.LoopFinished):
+            status.stop(f"finished: {event.reason}")
+            self.notify(f"Loop finished ({event.reason}).")
+        elif isinstance(event, ev.LoopError):
+            status.stop(f"error in {event.stage}")
+            self.notify(f"{event.stage}: {event.message}", severity="error", timeout=10)
+
+    def _apply_policy(self, event: ev.AwaitingApproval) -> None:
+        policy = getattr(self.app, "approval_policy", "ask")
+        if policy == "auto" or (policy == "ask-if-flagged" and not event.flagged):
+            self._decide(Approval("approve", dict(event.suggestion)), by=f"policy:{policy}")
+        else:
+            self._ask_approval(event)
+
+    def _ask_approval(self, event: ev.AwaitingApproval) -> None:
+        def done(result: Approval | None) -> None:
+            if result is not None:
+                self._decide(result, by="human")
+
+        self.app.push_screen(ApprovalScreen(dict(event.suggestion), event.flagged), done)
+
+    def _decide(self, approval: Approval, by: str) -> None:
+        self.pending_approval = None
+        self.refresh_bindings()
+        self.app.post_message(ApprovalDecided(approval.decision, approval.suggestion, approval.note, by))
+        if approval.decision == "reject":
+            self.adapter.call("reject", approval.note)
+        else:
+            self.adapter.call("approve", approval.suggestion)

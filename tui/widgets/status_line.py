@@ -1,0 +1,79 @@
+"""The status line: stage (with elapsed seconds while it runs), round, best speedup, tokens, dollars.
+
+The progress indicator is a ticking elapsed-time counter rather than a spinner: it tells the user
+the stage is alive without relying on animation, which is off or choppy over slow SSH links.
+"""
+
+from __future__ import annotations
+
+import time
+
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from tui.model import format_speedup
+
+
+class StatusLine(Static):
+    DEFAULT_CSS = """
+    StatusLine { height: 1; background: $panel; padding: 0 1; }
+    StatusLine.-busy { background: $primary 30%; }
+    """
+
+    stage: reactive[str] = reactive("idle")
+    round: reactive[int] = reactive(0)
+    best: reactive[float | None] = reactive(None)
+    tokens: reactive[int] = reactive(0)
+    cost: reactive[float] = reactive(0.0)
+    mode: reactive[str] = reactive("")
+    busy: reactive[bool] = reactive(False)
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        self._started = time.monotonic()
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0, self._tick)
+        self._redraw()
+
+    def start_stage(self, stage: str, round_: int | None = None) -> None:
+        self._started = time.monotonic()
+        self.stage = stage
+        self.busy = True
+        if round_ is not None:
+            self.round = round_
+
+    def stop(self, label: str = "idle") -> None:
+        self.busy = False
+        self.stage = label
+
+    def _tick(self) -> None:
+        if self.busy:
+            self._redraw()
+
+    def watch_busy(self, busy: bool) -> None:
+        self.set_class(busy, "-busy")
+
+    def _watch_any(self) -> None:
+        if self.is_mounted:
+            self._redraw()
+
+    watch_stage = watch_round = watch_best = watch_tokens = watch_cost = watch_mode = _watch_any
+
+    def text(self) -> str:
+        stage = self.stage
+        if self.busy:
+            stage = f"⏳ {stage} {int(time.monotonic() - self._started)}s"
+        parts = [
+            stage,
+            f"round {self.round}",
+            f"best {format_speedup(self.best)}",
+            f"{self.tokens} tok",
+            f"${self.cost:.4f}",
+        ]
+        if self.mode:
+            parts.append(self.mode)
+        return " │ ".join(parts)
+
+    def _redraw(self) -> None:
+        self.update(self.text())

@@ -1,0 +1,32 @@
+"""The task pane: the reference source with the input shapes and dtypes above it."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static, TextArea
+
+from tui.highlight import language_for
+from tui.model import task_facts
+
+
+class TaskPane(Vertical):
+    DEFAULT_CSS = """
+    TaskPane { height: 1fr; }
+    TaskPane > #task-facts { height: auto; max-height: 4; padding: 0 1; color: $text-muted; }
+    TaskPane > TextArea { height: 1fr; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="task-facts")
+        area = TextArea("", read_only=True, id="task-source", show_line_numbers=False)
+        yield area
+
+    def show(self, name: str, source: str) -> None:
+        facts = task_facts(source)
+        inputs = "; ".join(facts.inputs) or "—"
+        init = "; ".join(facts.init_inputs) or "—"
+        self.query_one("#task-facts", Static).update(f"task {name}\ninputs: {inputs}\ninit: {init}")
+        area = self.query_one("#task-source", TextArea)
+        area.language = language_for("python", area)
+        area.load_text(source)
