@@ -28,10 +28,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine.pch import HeaderStore, first_include, header_key
 from engine.result import ExtensionBuild
 
 TORCH_LOCK_NAME = "lock"
 OUR_LOCK_NAME = ".cudaforge-build.lock"
+PCH_FLAG = (
+    "-Winvalid-pch"  # added to builds that use cudaforge's precompiled header; g++ says when it is not used
+)
 _TORCH_HEADER = re.compile(r"#\s*include\s*[<\"](torch/|ATen/|c10/)")
 
 
@@ -100,11 +104,12 @@ class BuildRecorder:
         self,
         cache_root: Path,
         on_build_dir: Callable[[str], None] | None = None,
-        use_pch: bool | None = None,
+        use_pch: bool = True,
     ) -> None:
         self.root = extensions_root(cache_root)
         self.on_build_dir = on_build_dir
         self.use_pch = use_pch
+        self.headers = HeaderStore(cache_root)
         self.builds: list[ExtensionBuild] = []
         self.notices: list[str] = []
         self._original: Callable[..., Any] | None = None
@@ -131,20 +136,25 @@ class BuildRecorder:
         kwargs = dict(kwargs)
         kwargs.pop("build_directory", None)  # ours, so that builds are isolated by content
         kwargs["verbose"] = True  # the full ninja/nvcc/g++ output goes to the log
-        if self.use_pch is not None:
-            kwargs["use_pch"] = self.use_pch
-        call = {
-            "name": name,
-            "cpp": _as_text(cpp_sources),
-            "cuda": _as_text(cuda_sources),
-            "args": args,
-            "kwargs": kwargs,
-        }
+        # torch's own precompiled header lives in its install tree and any build without it deletes
+        # it; cudaforge keeps its own per flag set instead (engine.pch).
+        kwargs["use_pch"] = False
+        cpp_text, cuda_text = _as_text(cpp_sources), _as_text(cuda_sources)
+        call = {"name": name, "cpp": cpp_text, "cuda": cuda_text, "args": args, "kwargs": kwargs}
         build_dir = self.root / f"{name}-{build_key(call)}"
         build_dir.mkdir(parents=True, exist_ok=True)
         if self.on_build_dir:
             self.on_build_dir(str(build_dir))
         path = classify_build_path(cuda_sources, bool(kwargs.get("no_implicit_headers")))
+        header = None
+        if (
+            self.use_pch
+            and first_include(cpp_text, not kwargs.get("no_implicit_headers")) == "torch/extension.h"
+        ):
+            header = header_key(kwargs, bool(cuda_text.strip()))
+        record = ExtensionBuild(
+            name=name, build_dir=str(build_dir), cached=False, seconds=0.0, path=path, ok=False
+        )
         started = time.monotonic()
         with open(build_dir / OUR_LOCK_NAME, "w") as guard:
             fcntl.flock(
@@ -153,18 +163,33 @@ class BuildRecorder:
             if remove_stale_torch_lock(build_dir):
                 self.notices.append(f"removed a stale build lock left by a killed build in {build_dir}")
             before = _library_mtimes(build_dir)
-            record = ExtensionBuild(
-                name=name, build_dir=str(build_dir), cached=False, seconds=0.0, path=path, ok=False
-            )
+            # A finished build keeps the flags it was made with, so that re-evaluating it stays a cache hit.
+            if header and self.headers.ready(header) and (not before or _built_with_pch(build_dir)):
+                kwargs["extra_include_paths"] = [
+                    str(self.headers.folder(header)),
+                    *(kwargs.get("extra_include_paths") or []),
+                ]
+                kwargs["extra_cflags"] = [*(kwargs.get("extra_cflags") or []), PCH_FLAG]
+                record.pch = "used"
             self.builds.append(record)
-            print(f"[cudaforge] building extension {name!r} ({path} path) in {build_dir}", flush=True)
+            note = ", precompiled header" if record.pch else ""
+            print(f"[cudaforge] building extension {name!r} ({path} path{note}) in {build_dir}", flush=True)
             module = self._original(
                 name, cpp_sources, cuda_sources, *args, build_directory=str(build_dir), **kwargs
             )
             record.seconds = time.monotonic() - started
             record.ok = True
             record.cached = bool(before) and _library_mtimes(build_dir) == before
+        if header and not record.pch and self.headers.queue(header, build_dir):
+            record.pch = "queued"
         return module
+
+
+def _built_with_pch(build_dir: Path) -> bool:
+    try:
+        return PCH_FLAG in (build_dir / "build.ninja").read_text()
+    except OSError:
+        return False
 
 
 def _library_mtimes(build_dir: Path) -> dict[str, int]:

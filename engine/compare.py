@@ -12,15 +12,7 @@ from typing import Any
 
 import torch
 
-# Default absolute and relative tolerance per dtype (DESIGN §3); integers and bools compare exactly.
-DEFAULT_TOLERANCES: dict[str, float] = {
-    "float32": 1e-4,
-    "float64": 1e-4,
-    "float16": 1e-2,
-    "bfloat16": 1e-2,
-    "float8_e4m3fn": 1e-1,
-    "float8_e5m2": 1e-1,
-}
+from engine.tolerances import DEFAULT_TOLERANCES
 
 
 @dataclass

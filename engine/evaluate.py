@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from engine.build import default_cache_root, remove_stale_torch_lock
-from engine.compare import DEFAULT_TOLERANCES
 from engine.profile.kernels import kernel_names_from_source
 from engine.result import (
     REJECTED,
@@ -39,6 +38,7 @@ from engine.result import (
     TrialResult,
 )
 from engine.timing import TimingPlan
+from engine.tolerances import DEFAULT_TOLERANCES
 from engine.worker import VERDICT_FD_ENV
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +72,7 @@ class EvalOptions:
     do_timing: bool = True
     timeouts: StageTimeouts = field(default_factory=StageTimeouts)
     cache_root: Path | None = None
-    use_pch: bool | None = None
+    use_pch: bool = True  # cudaforge's precompiled torch header for the C++ binding (engine.pch)
     gpu_index: int | None = None
     guards: bool = True  # off only to measure their cost; relax single rules with ``relax`` instead
     relax: tuple[str, ...] = ()  # guard rule ids (static or runtime) to report but not enforce

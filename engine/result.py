@@ -108,6 +108,7 @@ class ExtensionBuild:
     seconds: float
     path: str  # "fast" (torch-free CUDA source), "stock" (torch headers in the .cu) or "cpp" (no CUDA)
     ok: bool = True
+    pch: str = ""  # "used": the binding compiled against cudaforge's precompiled torch header; "queued": one is being made
 
 
 @dataclass

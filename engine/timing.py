@@ -13,10 +13,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from engine.result import Timing, TimingStats
+
+if TYPE_CHECKING:
+    import torch
 
 CUDA_FLUSH_BYTES = 256 * 1024 * 1024
 CPU_FLUSH_BYTES = 32 * 1024 * 1024
@@ -41,6 +43,8 @@ def time_models(
     plan: TimingPlan,
 ) -> Timing:
     """Time two zero-argument callables; returns medians, spread and the host-clock medians."""
+    import torch  # noqa: F401  (the timers need it; importing this module alone must not)
+
     timer = _CudaTimer(device) if device.type == "cuda" else _CpuTimer()
     fns = {"candidate": candidate, "reference": reference}
     for fn in fns.values():
@@ -92,6 +96,8 @@ class _CudaTimer:
     method = "cuda-events"
 
     def __init__(self, device: torch.device) -> None:
+        import torch
+
         self.device = device
         self.flush_bytes = CUDA_FLUSH_BYTES
         self.cache = torch.empty(CUDA_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
@@ -99,9 +105,13 @@ class _CudaTimer:
         self.end = torch.cuda.Event(enable_timing=True)
 
     def sync(self) -> None:
+        import torch
+
         torch.cuda.synchronize(self.device)
 
     def time_once(self, fn: Callable[[], object]) -> float:
+        import torch
+
         self.cache.zero_()
         self.start.record()
         fn()
@@ -110,6 +120,8 @@ class _CudaTimer:
         return float(self.start.elapsed_time(self.end))
 
     def host_time_once(self, fn: Callable[[], object]) -> float:
+        import torch
+
         torch.cuda.synchronize(self.device)
         t0 = time.perf_counter()
         fn()
@@ -121,6 +133,8 @@ class _CpuTimer:
     method = "cpu-perf-counter"
 
     def __init__(self) -> None:
+        import torch
+
         self.flush_bytes = CPU_FLUSH_BYTES
         self.cache = torch.empty(CPU_FLUSH_BYTES // 4, dtype=torch.int32)
 

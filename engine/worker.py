@@ -144,7 +144,7 @@ class Evaluation:
         recorder = BuildRecorder(
             Path(self.job["cache_root"]),
             on_build_dir=lambda d: self.channel.send("build_dir", path=d),
-            use_pch=self.job.get("use_pch"),
+            use_pch=bool(self.job.get("use_pch", True)),
         )
         recorder.install()
         started = time.monotonic()
@@ -402,7 +402,7 @@ class Evaluation:
         if not recheck.passed:
             self.finish(INCORRECT, f"after timing, on fresh inputs: {recheck.message}")
             return False
-        message = timing_disagreement(
+        message = self.device.type == "cuda" and timing_disagreement(
             timing.candidate.median_ms,
             timing.candidate.host_median_ms,
             timing.reference.median_ms,

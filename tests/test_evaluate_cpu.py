@@ -182,10 +182,12 @@ def test_task_with_constructor_arguments_and_parameters(ext_cache: Path) -> None
 
 
 def test_stale_build_lock_is_taken_over(ext_cache: Path) -> None:
-    first = run(RELU_KERNEL.read_text(), ext_cache, do_timing=False)
+    # an extension name no other test builds, so no concurrent test takes the planted lock over first
+    source = relu_variant('name="cf_relu_cpu"', 'name="cf_relu_cpu_stale_lock"')
+    first = run(source, ext_cache, do_timing=False)
     build_dir = Path(first.build.extensions[0].build_dir)
     (build_dir / "lock").write_text("")  # what a build killed mid-way leaves behind
-    result = run(RELU_KERNEL.read_text(), ext_cache, do_timing=False, timeouts=StageTimeouts(build=60.0))
+    result = run(source, ext_cache, do_timing=False, timeouts=StageTimeouts(build=60.0))
     assert result.status == "correct"
     assert any("stale build lock" in m for m in result.messages)
     assert not (build_dir / "lock").exists()

@@ -39,8 +39,10 @@ class CudaforgeApp(App[int]):
         session: SessionRepo | None = None,
         mode: str = REPLAY,
         loop_factory: LoopFactory | None = None,
+        notice: str | None = None,
     ) -> None:
         super().__init__()
+        self.notice = notice  # shown for as long as the app runs (the demo says it is scripted)
         self.sessions_root = Path(sessions_root) if sessions_root else default_sessions_root()
         self.session = session
         self.start_mode = mode
@@ -60,6 +62,9 @@ class CudaforgeApp(App[int]):
             self.set_keymap(self.settings.keymap)
         for problem in self.settings.problems:
             self.notify(problem, severity="warning")
+        if self.notice:
+            self.title = f"cudaforge · {self.notice.split(':')[0].lower()}"
+            self.notify(self.notice, title="cudaforge demo", timeout=24 * 3600)
         if self.session is not None:  # straight to the workbench: the browser is built only if asked for
             self.push_screen(
                 WorkbenchScreen(self.session, mode=self.start_mode, loop_factory=self.loop_factory)
@@ -155,6 +160,18 @@ class CudaforgeApp(App[int]):
         factory = self.loop_factory or (default_loop_factory if loop_available() else None)
         if factory is None:
             return False
+        try:  # make the loop before leaving replay: a missing key or a bad config keeps the user here
+            loop = factory(repo, lambda event: None)
+        except Exception as error:
+            self.notify(f"The loop could not start ({error}).", severity="warning")
+            return False
+        if loop is None:
+            return False
         repo.switch_branch(branch)
-        self.push_screen(WorkbenchScreen(repo, mode="live", branch=branch, loop_factory=factory))
+
+        def reuse(_repo: SessionRepo, on_event: Any) -> Any:
+            loop.on_event = on_event  # the workbench's adapter receives its events from now on
+            return loop
+
+        self.push_screen(WorkbenchScreen(repo, mode="live", branch=branch, loop_factory=reuse))
         return True

@@ -45,6 +45,10 @@ def register(subparsers: Any) -> None:
     add_common_options(replay)
     replay.set_defaults(func=run_replay)
 
+    demo = subparsers.add_parser("demo", help="replay the bundled demo session (no GPU or API key needed)")
+    demo.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (slow SSH links)")
+    demo.set_defaults(func=run_demo, serve=False, sessions_dir=None)
+
 
 def _serve(argv: Sequence[str]) -> int:
     try:
@@ -120,5 +124,25 @@ def run_new(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         return _run_app(args, CudaforgeApp(sessions_root=args.sessions_dir, session=repo, mode="live"))
+    finally:
+        repo.close()
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """Unpack the bundled session into a fresh folder and replay it, saying that it is a demo."""
+    from sessions.repo import SessionRepo
+    from tui.app import CudaforgeApp
+    from tui.demo import NOTICE, DemoError, unpack
+
+    try:
+        path = unpack()
+    except DemoError as error:
+        print(f"cudaforge: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    repo = SessionRepo.open(path)
+    try:
+        return _run_app(
+            args, CudaforgeApp(sessions_root=path.parent, session=repo, mode="replay", notice=NOTICE)
+        )
     finally:
         repo.close()

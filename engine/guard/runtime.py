@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 RUNTIME_RULES: dict[str, str] = {
     "input-mutated": "refuse",
@@ -43,6 +44,8 @@ DISAGREEMENT_REL = 0.5
 
 def flatten_tensors(value: Any) -> list[Any]:
     """Every tensor-like leaf of a (nested) output or input list, in order."""
+    import torch
+
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
@@ -58,6 +61,8 @@ def _storage_ptr(tensor: torch.Tensor) -> int:
 
 def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bitwise-style equality that treats NaN as equal to NaN (inputs may legitimately hold NaN)."""
+    import torch
+
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     if a.is_floating_point() or a.is_complex():
@@ -67,6 +72,8 @@ def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def mutated_inputs(pristine: list[Any], after: list[Any]) -> list[int]:
     """Positions of tensor inputs whose values changed during a call."""
+    import torch
+
     changed = []
     for index, (before, now) in enumerate(zip(pristine, after, strict=True)):
         if (
@@ -96,6 +103,8 @@ def reused_outputs(outputs: Any, earlier_outputs: Iterable[Any]) -> list[int]:
 
 def non_tensor_outputs(outputs: Any) -> list[str]:
     """Type names of outputs posing as tensors: subclasses of ``torch.Tensor`` (exact type required)."""
+    import torch
+
     return [type(t).__name__ for t in flatten_tensors(outputs) if type(t) is not torch.Tensor]
 
 
@@ -127,6 +136,7 @@ def timing_disagreement(
 
 def launched_kernels(call: Callable[[], object]) -> list[str]:
     """Names of the CUDA kernels one call launches, from the PyTorch profiler (CUPTI)."""
+    import torch
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:

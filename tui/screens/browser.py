@@ -64,7 +64,7 @@ class BrowserScreen(Screen[None]):
             )
         if not self.sessions:
             self.query_one("#browser-title", Static).update(
-                f"no sessions in {self.root} yet — press n to start one from a task file"
+                f"no sessions yet — press n to start one from a task file (sessions root: {self.root})"
             )
 
     def selected(self) -> SessionSummary | None:

@@ -145,12 +145,14 @@ class WorkbenchScreen(Screen[None]):
 
     def on_mount(self) -> None:
         if self.mode == LIVE:
-            loop = self.loop_factory(self.repo, self.adapter.on_event)
+            try:
+                loop = self.loop_factory(self.repo, self.adapter.on_event)
+                problem = "the loop is not available here"
+            except Exception as error:  # a missing API key, a bad config: say so, keep the session usable
+                loop, problem = None, f"the loop could not start ({error})"
             if loop is None:
                 self.mode = VIEW
-                self.notify(
-                    "The loop is not available here: the session opens read-only.", severity="warning"
-                )
+                self.notify(f"{problem.capitalize()}: the session opens read-only.", severity="warning")
             else:
                 self.adapter.attach(loop)
         self.call_after_refresh(self.set_focus, None)  # keys reach the screen's bindings first
