@@ -73,7 +73,7 @@ class Coder(_Agent):
     def seed(
         self, reference: str, *, on_token: TokenCallback | None = None, cancel: threading.Event | None = None
     ) -> CoderTurn:
-        return self._run(prompts.coder_seed(reference, self.backend), on_token, cancel)
+        return self.ask(prompts.coder_seed(reference, self.backend), on_token, cancel)
 
     def repair(
         self,
@@ -84,7 +84,7 @@ class Coder(_Agent):
         on_token: TokenCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> CoderTurn:
-        return self._run(prompts.coder_repair(reference, kernel, suggestion, self.backend), on_token, cancel)
+        return self.ask(prompts.coder_repair(reference, kernel, suggestion, self.backend), on_token, cancel)
 
     def optimize(
         self,
@@ -97,11 +97,12 @@ class Coder(_Agent):
         cancel: threading.Event | None = None,
     ) -> CoderTurn:
         prompt = prompts.coder_optimize(reference, kernel, suggestion, self.backend, timing)
-        return self._run(prompt, on_token, cancel)
+        return self.ask(prompt, on_token, cancel)
 
-    def _run(
+    def ask(
         self, prompt: Prompt, on_token: TokenCallback | None, cancel: threading.Event | None
     ) -> CoderTurn:
+        """Send any Coder prompt (the loop's follow-ups with a note use this) and extract the kernel."""
         reply, started = self._call(prompt, on_token, cancel)
         extraction = extract_kernel(reply.text)
         if reply.truncated:
@@ -130,7 +131,7 @@ class Judge(_Agent):
         on_token: TokenCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> JudgeTurn:
-        return self._run(prompts.judge_repair(reference, kernel, error_log, self.backend), on_token, cancel)
+        return self.ask(prompts.judge_repair(reference, kernel, error_log, self.backend), on_token, cancel)
 
     def optimize(
         self,
@@ -147,11 +148,12 @@ class Judge(_Agent):
         prompt = prompts.judge_optimize(
             reference, kernel, gpu_spec, metrics, feedback_kind, self.backend, timing
         )
-        return self._run(prompt, on_token, cancel)
+        return self.ask(prompt, on_token, cancel)
 
-    def _run(
+    def ask(
         self, prompt: Prompt, on_token: TokenCallback | None, cancel: threading.Event | None
     ) -> JudgeTurn:
+        """Send any Judge prompt (e.g. asked again with the human's note) and parse the suggestion."""
         reply, started = self._call(prompt, on_token, cancel)
         suggestion = parse_suggestion(reply.text, prompt.kind)  # type: ignore[arg-type]
         outcome = "json" if suggestion.parsed else "text"

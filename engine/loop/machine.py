@@ -383,7 +383,7 @@ class Loop:
                 )
             )
         prompt = dataclasses.replace(prompt, messages=messages)
-        turn = self.judge._run(prompt, self._token("judge"), self._cancel)
+        turn = self.judge.ask(prompt, self._token("judge"), self._cancel)
         self._reply_event("judge", turn.record)
         return turn
 
@@ -444,7 +444,7 @@ class Loop:
                     "file defining class ModelNew, in one ```python block.",
                 ),
             ]
-            turn = self.coder._run(
+            turn = self.coder.ask(
                 dataclasses.replace(turn.prompt, messages=messages), self._token("coder"), self._cancel
             )
             self._reply_event("coder", turn.record)
