@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from engine.cli_args import int_at_least, positive_float
 from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, StageTimeouts, evaluate_files
 from engine.result import EvalResult
 from engine.tasks import TaskError, load_task
@@ -33,36 +34,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--device", choices=("auto", "cpu", "cuda"), default="auto", help="default: cuda when available"
     )
     parser.add_argument("--json", action="store_true", help="print the EvalResult as JSON on stdout")
-    parser.add_argument("--trials", type=_positive_int, default=5, help="correctness trials (default 5)")
+    parser.add_argument("--trials", type=int_at_least(1), default=5, help="correctness trials (default 5)")
     parser.add_argument(
-        "--timing-trials", type=_positive_int, default=100, help="timed calls per model (default 100)"
+        "--timing-trials", type=int_at_least(1), default=100, help="timed calls per model (default 100)"
     )
-    parser.add_argument(
-        "--timeout", type=_positive_float, default=None, help="seconds allowed for each stage"
-    )
+    parser.add_argument("--timeout", type=positive_float, default=None, help="seconds allowed for each stage")
     parser.add_argument("--no-timing", action="store_true", help="check correctness only")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument(
-        "--atol-fp32", type=_positive_float, default=None, help="tolerance for float32 outputs"
+        "--atol-fp32", type=positive_float, default=None, help="tolerance for float32 outputs"
     )
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="stream the build log and stage changes to stderr"
     )
     parser.set_defaults(func=run_eval)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be positive")
-    return value
 
 
 def run_eval(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from engine.cli_args import int_at_least
 from engine.config import ConfigError, load_config
 from engine.evaluate import EvaluationError
 from engine.events import (
@@ -62,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session", help="continue this session (a name under the sessions dir, or a path)")
     parser.add_argument("--branch", help="with --session: continue on this branch")
     parser.add_argument("--headless", action="store_true", help="run without the TUI, printing progress")
-    parser.add_argument("--rounds", type=_non_negative, help="rounds after the seed (default 10)")
+    parser.add_argument("--rounds", type=int_at_least(0), help="rounds after the seed (default 10)")
     parser.add_argument("--coder", help="provider/model of the Coder (e.g. openai/o3, scripted/DIR)")
     parser.add_argument("--judge", help="provider/model of the Judge")
     parser.add_argument("--auto-approve", action="store_true", help="approve every Judge suggestion")
@@ -72,13 +73,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="also print build logs and streamed tokens"
     )
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be >= 0")
-    return value
 
 
 def _usage(message: str) -> int:

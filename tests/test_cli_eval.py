@@ -1,0 +1,71 @@
+"""``cudaforge eval`` and ``cudaforge doctor`` through the real entry point, in subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, REPO
+
+TASK = EXAMPLES / "tasks" / "relu.py"
+KERNEL = EXAMPLES / "kernels" / "relu_cpu.py"
+
+
+def cudaforge(
+    *args: str, cache: Path | None = None, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(extra_env or {})}
+    if cache is not None:
+        env["CUDAFORGE_CACHE_DIR"] = str(cache)
+    return subprocess.run(
+        [sys.executable, "-m", "tui.cli", *args], capture_output=True, text=True, env=env, timeout=600
+    )
+
+
+@pytest.mark.slow
+def test_correct_kernel_exits_0_and_json_is_the_eval_result(ext_cache: Path) -> None:
+    done = cudaforge(
+        "eval", str(TASK), str(KERNEL), "--device", "cpu", "--timing-trials", "10", "--json", cache=ext_cache
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "correct" and result["speedup"] > 0
+    readable = cudaforge("eval", str(TASK), str(KERNEL), "--device", "cpu", "--no-timing", cache=ext_cache)
+    assert readable.returncode == 0
+    assert "CORRECT" in readable.stdout and "5/5 trials passed" in readable.stdout
+
+
+@pytest.mark.slow
+def test_incorrect_kernel_exits_1(ext_cache: Path, tmp_path: Path) -> None:
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(KERNEL.read_text().replace("return ext.relu(x)", "return ext.leaky_relu_bug(x)"))
+    done = cudaforge("eval", str(TASK), str(wrong), "--device", "cpu", "--no-timing", cache=ext_cache)
+    assert done.returncode == 1
+    assert "INCORRECT" in done.stdout and "mismatch at index" in done.stdout
+
+
+def test_usage_errors_exit_2_and_name_the_problem(tmp_path: Path) -> None:
+    missing = cudaforge("eval", str(tmp_path / "nope.py"), str(KERNEL), "--device", "cpu")
+    assert missing.returncode == 2 and "no such task file" in missing.stderr
+    broken = tmp_path / "task.py"
+    broken.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_init_inputs():\n    return []\n"
+    )
+    done = cudaforge("eval", str(broken), str(KERNEL), "--device", "cpu")
+    assert done.returncode == 2 and "get_inputs" in done.stderr
+    assert cudaforge("eval", str(TASK), str(KERNEL), "--trials", "0").returncode == 2
+
+
+def test_doctor_reports_keys_as_set_never_their_values() -> None:
+    secret = "sk-test-doctor-0123456789abcdef"
+    done = cudaforge("doctor", extra_env={"OPENAI_API_KEY": secret})
+    assert done.returncode == 0
+    assert "torch" in done.stdout and "OPENAI_API_KEY" in done.stdout
+    assert secret not in done.stdout + done.stderr
+    as_json = json.loads(cudaforge("doctor", "--json", extra_env={"OPENAI_API_KEY": secret}).stdout)
+    assert {c["name"]: c["detail"] for c in as_json}["OPENAI_API_KEY"] == "set"
