@@ -77,6 +77,9 @@ class EvalOptions:
     guards: bool = True  # off only to measure their cost; relax single rules with ``relax`` instead
     relax: tuple[str, ...] = ()  # guard rule ids (static or runtime) to report but not enforce
     flag_speedup_above: float = 10.0  # a larger speedup is flagged for human review
+    # PyTorch's CPU reference runs on one thread by default: its thread pool slows by up to ~80x when
+    # other work takes the cores (seen on the 2-core CI machine), which would fake a large speedup.
+    cpu_threads: int = 1
 
     def settings(self) -> dict[str, Any]:
         """What the result records about how it was obtained."""
@@ -89,6 +92,7 @@ class EvalOptions:
             "guards": self.guards,
             "relax": list(self.relax),
             "flag_speedup_above": self.flag_speedup_above,
+            "cpu_threads": self.cpu_threads,
         }
 
 
@@ -263,6 +267,7 @@ class _WorkerRun:
             "guards": self.options.guards,
             "relax_runtime": self.runtime_relax,
             "kernel_names": self.kernel_names,
+            "cpu_threads": self.options.cpu_threads,
         }
         path = self.job_dir / "job.json"
         path.write_text(json.dumps(job))

@@ -107,6 +107,10 @@ class Evaluation:
         from engine import envinfo
         from engine.tasks import import_module_from_source
 
+        if self.device.type == "cpu" and self.job.get("cpu_threads"):
+            import torch
+
+            torch.set_num_threads(int(self.job["cpu_threads"]))
         self.result.env = envinfo.collect(self.job["device"])
         try:
             task = import_module_from_source(Path(self.job["task_path"]).read_text(), self.job["task_path"])

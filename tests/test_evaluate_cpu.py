@@ -218,3 +218,14 @@ def test_concurrent_evaluations_of_one_new_source_do_not_collide(tmp_path: Path)
         thread.join()
     assert [r.status for r in results] == ["correct", "correct"]
     assert len({r.build.extensions[0].build_dir for r in results}) == 1
+
+
+def test_cpu_reference_runs_on_the_configured_thread_count(ext_cache: Path) -> None:
+    # the reference itself asserts how many threads PyTorch gives it in the worker
+    task = RELU_TASK.read_text().replace(
+        "        return torch.relu(x)",
+        "        assert torch.get_num_threads() == 1, torch.get_num_threads()\n        return torch.relu(x)",
+    )
+    result = evaluate(task, RELU_KERNEL.read_text(), options(ext_cache, do_timing=False), task_name="relu")
+    assert result.status == "correct", result.messages
+    assert result.settings["cpu_threads"] == 1
