@@ -242,7 +242,12 @@ class Printer:
             return f"{prefix}   {event.stage}" if self.verbose else None
         if isinstance(event, EvalFinished):
             r = event.result
-            return f"{prefix}   → {r.get('status')} · {format_speedup(r.get('speedup'))}"
+            line = f"{prefix}   → {r.get('status')} · {format_speedup(r.get('speedup'))}"
+            notes = [
+                *(r.get("flags") or []),
+                *(m for m in (r.get("messages") or []) if m.startswith("refused")),
+            ]
+            return "\n".join([line, *(f"{prefix}   ! {note}" for note in notes)])
         if isinstance(event, SuggestionReady):
             return f"{prefix}   judge: {_headline(event.suggestion)}"
         if isinstance(event, AwaitingApproval):

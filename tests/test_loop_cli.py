@@ -177,3 +177,23 @@ def test_ctrl_c_stops_cleanly_and_a_branch_continues(tmp_path: Path, ext_cache: 
         assert [it.number for it in session.history("alt")] == [0, 1]
         assert [it.number for it in session.history("main")] == [0, 1]
         assert session.history("alt")[1].sha != session.history("main")[1].sha
+
+
+def test_headless_output_shows_flags_and_refusals() -> None:
+    import io
+
+    from engine.cli_run import Printer
+    from engine.events import EvalFinished
+
+    out = io.StringIO()
+    result = {
+        "status": "correct",
+        "speedup": 27.5,
+        "flags": ["speedup 27.50x is above the 10x review threshold"],
+        "messages": ["refused by the runtime guard [x]: y", "kernels launched by one forward: k"],
+    }
+    Printer(out)(EvalFinished(iteration=1, result=result))
+    text = out.getvalue()
+    assert "→ correct · 27.50x" in text
+    assert "! speedup 27.50x is above the 10x review threshold" in text
+    assert "! refused by the runtime guard [x]: y" in text and "kernels launched" not in text
