@@ -155,6 +155,7 @@ def evaluate(
     static_relax, runtime_relax = split_relaxations(options.relax)
     started = time.monotonic()
     findings = static_findings(kernel_source, device, static_relax) if options.guards else []
+    guard_seconds = time.monotonic() - started
     refusals = [
         f
         for f in findings
@@ -165,20 +166,18 @@ def evaluate(
         result.messages = [
             f"refused by the static guard [{f['rule']}] at line {f['line']}: {f['message']}" for f in refusals
         ]
-        result.durations = {"guard": time.monotonic() - started}
     else:
         cache_root = (Path(options.cache_root) if options.cache_root else default_cache_root()).resolve()
         cache_root.mkdir(parents=True, exist_ok=True)
         job_dir = Path(tempfile.mkdtemp(prefix="cudaforge-eval-"))
         try:
-            run = _WorkerRun(job_dir, device, options, cache_root, on_event)
-            run.runtime_relax = runtime_relax
-            run.kernel_names = kernel_names_from_source(kernel_source) if device == "cuda" else []
+            kernel_names = kernel_names_from_source(kernel_source) if device == "cuda" else []
+            run = _WorkerRun(job_dir, device, options, cache_root, on_event, runtime_relax, kernel_names)
             result = run.execute(task_source, kernel_source, task_name)
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
         result.findings = [*findings, *result.findings]
-    result.durations.setdefault("guard", 0.0)
+    result.durations["guard"] = guard_seconds
     result.relaxed_rules = sorted(
         set(options.relax) | {f["rule"] for f in result.findings if f.get("relaxed")}
     )
@@ -225,8 +224,12 @@ class _WorkerRun:
         options: EvalOptions,
         cache_root: Path,
         on_event: Callable[[EvalEvent], None] | None,
+        runtime_relax: list[str] | None = None,
+        kernel_names: list[str] | None = None,
     ) -> None:
         self.job_dir = job_dir
+        self.runtime_relax = list(runtime_relax or [])  # runtime guard rules to report but not enforce
+        self.kernel_names = list(kernel_names or [])  # the source's __global__ names, for the launch check
         self.device = device
         self.options = options
         self.cache_root = cache_root
@@ -242,8 +245,6 @@ class _WorkerRun:
         self.final: dict[str, Any] | None = None
         self._log_offset = 0
         self._pending = b""
-        self.runtime_relax: list[str] = []
-        self.kernel_names: list[str] = []
 
     def _emit(self, event: EvalEvent) -> None:
         if self.on_event:

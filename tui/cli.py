@@ -17,6 +17,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "engine.cli_eval",
     "engine.doctor",
     "engine.cli_run",
+    "engine.cli_bench",
     "tui.commands",
     "sessions.cli",
 )

@@ -1,0 +1,91 @@
+"""Read a task's outcome back from its session repo (and the runner's status file).
+
+The session is the source of truth, so a bench that was killed and rerun reports every
+iteration, whichever run made it. Per task: the best correct kernel of the session's current
+branch, the rounds reached (the last iteration number), tokens and cost summed over the
+branch's iterations, and minutes = the loop's own stage timings (``loop.json``), so time spent
+killed or waiting for a worker is not counted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from engine.bench.summary import TaskRow
+from engine.bench.tasks import BenchTask
+from sessions.errors import SessionError
+from sessions.paths import is_session_dir
+from sessions.repo import SessionRepo
+
+DONE, UNFINISHED, ERROR, PENDING = "done", "unfinished", "error", "pending"
+
+
+def session_dir(out: Path, task: BenchTask) -> Path:
+    return out / "sessions" / task.name
+
+
+def status_file(out: Path, task: BenchTask) -> Path:
+    return out / "status" / f"{task.name}.json"
+
+
+def read_status(out: Path, task: BenchTask) -> dict[str, Any]:
+    """What the runner recorded about the task's last attempt (``{}`` when none finished)."""
+    try:
+        return json.loads(status_file(out, task).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def write_status(out: Path, task: BenchTask, data: dict[str, Any]) -> None:
+    path = status_file(out, task)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def stored_rounds(session: SessionRepo) -> int | None:
+    rounds = session.settings().get("settings", {}).get("loop", {}).get("rounds")
+    return rounds if isinstance(rounds, int) else None
+
+
+def task_row(out: Path, task: BenchTask, rounds: int | None = None) -> TaskRow:
+    """The task's row; ``rounds`` (the bench's ``--rounds``) beats the session's stored rounds."""
+    path = session_dir(out, task)
+    if not is_session_dir(path):
+        failed = read_status(out, task).get("exit_code") not in (None, 0, 130)
+        return TaskRow(task.name, ERROR if failed else PENDING, False, None, None, 0, None, 0.0, session="")
+    try:
+        with SessionRepo.open(path) as session:
+            history = session.history()
+            best = session.best()
+            target = rounds if rounds is not None else stored_rounds(session)
+            settings = session.settings().get("settings", {})
+            seconds = 0.0
+            for item in history:
+                if "loop.json" in item.files():
+                    seconds += sum(item.read_json("loop.json").get("stage_seconds", {}).values())
+    except SessionError:
+        return TaskRow(task.name, ERROR, False, None, None, 0, None, 0.0, session=str(path))
+    reached = history[-1].number if history else None
+    if reached is not None and target is not None and reached >= target:
+        status = DONE
+    elif read_status(out, task).get("exit_code") not in (None, 0, 130):
+        status = ERROR
+    else:
+        status = UNFINISHED
+    costs = [it.cost_usd for it in history]
+    return TaskRow(
+        task=task.name,
+        status=status,
+        correct=best is not None,
+        best_speedup=best.speedup if best is not None else None,
+        rounds=reached,
+        tokens=sum(it.tokens for it in history),
+        cost_usd=None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 6),
+        minutes=round(seconds / 60.0, 4),
+        device=str(settings.get("eval", {}).get("device", "cpu")),
+        session=str(path),
+    )

@@ -1,0 +1,139 @@
+"""Per-task rows and set-wide statistics of a bench run, plus the CSV/JSON writers.
+
+Everything here is a pure function of :class:`TaskRow` values so the numbers can be checked by
+hand. Conventions (documented because papers differ):
+
+* **correct %** and **fast_p** use *every* task as the denominator, as KernelBench defines
+  fast_p: the fraction of all tasks that are correct *and* faster than ``p`` × the reference.
+  A task that failed, errored or never ran counts against the set, never out of it.
+* **mean / median / geometric-mean speedup** are taken over the *correct* tasks only: a wrong
+  kernel has no meaningful speedup, and counting it as 0 would make the geometric mean 0. Read
+  them together with correct %.
+* A correct task without a measured speedup counts as correct but never as ``> p``.
+* Totals add what is known; ``cost_unknown_tasks`` says how many tasks had an unpriced model.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+FAST_P_THRESHOLDS: tuple[float, ...] = (0.0, 1.0, 1.2, 1.5, 2.0)
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One task's outcome: its best correct kernel and what reaching it cost.
+
+    ``status`` is ``done`` (rounds finished), ``unfinished`` (a session that can be continued),
+    ``error`` (the last attempt exited with an error) or ``pending`` (never started).
+    """
+
+    task: str
+    status: str
+    correct: bool
+    best_speedup: float | None
+    rounds: int | None
+    tokens: int
+    cost_usd: float | None
+    minutes: float
+    device: str = "cpu"
+    session: str = ""
+
+
+def fast_p(rows: Sequence[TaskRow], p: float) -> float:
+    """KernelBench's fast_p: correct tasks with speedup > p, over ALL tasks (0.0 for an empty set)."""
+    if not rows:
+        return 0.0
+    hits = sum(1 for r in rows if r.correct and r.best_speedup is not None and r.best_speedup > p)
+    return hits / len(rows)
+
+
+def _fast_key(p: float) -> str:
+    return f"fast_{p:.1f}"
+
+
+def set_statistics(rows: Sequence[TaskRow]) -> dict[str, Any]:
+    """The set-wide numbers of the summary (see the module docstring for the conventions)."""
+    speedups = [r.best_speedup for r in rows if r.correct and r.best_speedup is not None]
+    positive = [s for s in speedups if s > 0]
+    n_correct = sum(1 for r in rows if r.correct)
+    known_costs = [r.cost_usd for r in rows if r.cost_usd is not None]
+    gpu_minutes = sum(r.minutes for r in rows if r.device == "cuda")
+    return {
+        "tasks": len(rows),
+        "correct": n_correct,
+        "correct_pct": 100.0 * n_correct / len(rows) if rows else 0.0,
+        "mean_speedup": statistics.fmean(speedups) if speedups else None,
+        "median_speedup": statistics.median(speedups) if speedups else None,
+        "geomean_speedup": (math.exp(statistics.fmean(math.log(s) for s in positive)) if positive else None),
+        **{_fast_key(p): fast_p(rows, p) for p in FAST_P_THRESHOLDS},
+        "total_tokens": sum(r.tokens for r in rows),
+        "total_cost_usd": sum(known_costs),
+        "cost_unknown_tasks": sum(1 for r in rows if r.cost_usd is None and r.status != "pending"),
+        "total_minutes": sum(r.minutes for r in rows),
+        "gpu_hours": gpu_minutes / 60.0,
+    }
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(TaskRow))
+
+
+def write_csv(rows: Iterable[TaskRow], path: Path) -> None:
+    """One line per task; empty cells for unknown values."""
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(COLUMNS))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ("" if v is None else v) for k, v in asdict(row).items()})
+
+
+def write_json(rows: Sequence[TaskRow], path: Path) -> None:
+    """``{"tasks": [...], "set": {...}}``, written atomically (a rerun may read it while it changes)."""
+    payload = {"tasks": [asdict(r) for r in rows], "set": set_statistics(rows)}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def format_table(rows: Sequence[TaskRow]) -> str:
+    """The per-task table and the set's statistics, as printed at the end of a bench."""
+    header = ["task", "status", "best", "rounds", "tokens", "cost", "min"]
+    table = [header]
+    for r in rows:
+        table.append(
+            [
+                r.task,
+                r.status if r.correct or r.status != "done" else "done (no correct kernel)",
+                _num(r.best_speedup, ".2f") + ("x" if r.best_speedup is not None else ""),
+                "-" if r.rounds is None else str(r.rounds),
+                str(r.tokens),
+                "unknown" if r.cost_usd is None else f"${r.cost_usd:.4f}",
+                f"{r.minutes:.1f}",
+            ]
+        )
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in table]
+    s = set_statistics(rows)
+    fast = "  ".join(f"{_fast_key(p)}={s[_fast_key(p)]:.2f}" for p in FAST_P_THRESHOLDS)
+    lines += [
+        "",
+        f"correct {s['correct']}/{s['tasks']} ({s['correct_pct']:.1f}%) · speedup over correct tasks: "
+        f"mean {_num(s['mean_speedup'], '.2f')} · median {_num(s['median_speedup'], '.2f')} · "
+        f"geomean {_num(s['geomean_speedup'], '.2f')}",
+        fast,
+        f"tokens {s['total_tokens']} · ${s['total_cost_usd']:.4f}"
+        + (f" (+{s['cost_unknown_tasks']} task(s) unpriced)" if s["cost_unknown_tasks"] else "")
+        + f" · GPU-hours {s['gpu_hours']:.3f}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,124 @@
+"""``cudaforge bench TASKS… --out DIR``: one headless session per task, then a summary of the set.
+
+TASKS are task files or folders of them (a KernelBench level folder works as is). Sessions live
+under ``OUT/sessions``; a rerun with the same ``--out`` skips finished tasks and continues the
+others, with the ``--rounds`` and models of the first run unless flags change them
+(``OUT/bench.json``). At the end ``OUT/summary.csv`` and ``OUT/summary.json`` are written and a table printed
+(statistics as defined in :mod:`engine.bench.summary`).
+
+Concurrency: on CUDA one worker per GPU of ``--gpus`` (default: every visible GPU), on CPU
+``--workers N`` (default 1). Not here yet: ``--ray``, ``--compile-baseline`` and plots.
+
+Exit codes: 0 every task ran without error, 1 some task's run failed, 2 usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from engine.bench.results import task_row
+from engine.bench.runner import Bench, BenchOptions
+from engine.bench.settings import merged_settings
+from engine.bench.summary import format_table, write_csv, write_json
+from engine.bench.tasks import BenchError, discover
+from engine.cli_args import int_at_least
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="run the loop headless on every task of a set and summarise (resumable)",
+        description="One auto-approved headless session per task, run concurrently; CSV/JSON summary.",
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=bench_command)
+
+
+def _gpu_list(text: str) -> list[str]:
+    gpus = [g.strip() for g in text.split(",") if g.strip()]
+    if not gpus or not all(g.isdigit() for g in gpus):
+        raise argparse.ArgumentTypeError("a comma-separated list of GPU indices, e.g. 0,1")
+    return gpus
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("tasks", nargs="+", type=Path, help="task files or folders of them")
+    parser.add_argument("--out", type=Path, required=True, help="where sessions and the summary go")
+    parser.add_argument("--rounds", type=int_at_least(0), help="rounds after the seed, per task")
+    parser.add_argument("--coder", help="provider/model of the Coder")
+    parser.add_argument("--judge", help="provider/model of the Judge")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="where kernels run")
+    parser.add_argument("--gpus", type=_gpu_list, help="CUDA: one worker per listed GPU (default: all)")
+    parser.add_argument(
+        "--workers", type=int_at_least(1), default=1, help="CPU: tasks run at once (default 1)"
+    )
+
+
+def _usage(message: str) -> int:
+    print(f"cudaforge bench: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _gpus(device: str, requested: list[str] | None) -> tuple[str, list[str] | None]:
+    """The device the children use and, on CUDA, the GPU of each worker."""
+    from engine.evaluate import resolve_device
+
+    resolved = resolve_device(device)
+    if resolved != "cuda":
+        return resolved, None
+    if requested:
+        return resolved, requested
+    import torch
+
+    return resolved, [str(i) for i in range(torch.cuda.device_count())]
+
+
+def bench_command(args: argparse.Namespace) -> int:
+    from engine.evaluate import EvaluationError
+
+    if args.gpus and args.device == "cpu":
+        return _usage("--gpus needs a CUDA device (not --device cpu)")
+    try:
+        tasks, notes = discover(args.tasks)
+        device, gpus = _gpus(args.device, args.gpus)
+    except (BenchError, EvaluationError) as error:
+        return _usage(str(error))
+    for note in notes:
+        print(note, flush=True)
+    out: Path = args.out.resolve()
+    stored = merged_settings(out, {"rounds": args.rounds, "coder": args.coder, "judge": args.judge})
+    options = BenchOptions(
+        out=out,
+        rounds=stored["rounds"],
+        coder=stored["coder"],
+        judge=stored["judge"],
+        device=device,
+        workers=args.workers,
+        gpus=gpus,
+    )
+    workers = len(gpus) if gpus else args.workers
+    print(f"bench: {len(tasks)} task(s) · {workers} worker(s) on {device} · {out}", flush=True)
+    failures = Bench(tasks, options, sys.stdout).run()
+    rows = [task_row(out, task, options.rounds) for task in tasks]
+    write_csv(rows, out / "summary.csv")
+    write_json(rows, out / "summary.json")
+    print("", flush=True)
+    print(format_table(rows), flush=True)
+    print(f"\nsummary: {out / 'summary.csv'} · {out / 'summary.json'}", flush=True)
+    return EXIT_ERROR if failures else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m engine.cli_bench …``: the bench command alone."""
+    parser = argparse.ArgumentParser(prog="cudaforge bench")
+    add_arguments(parser)
+    return bench_command(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

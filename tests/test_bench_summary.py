@@ -1,0 +1,97 @@
+"""The bench's set statistics on a hand-built set, every number worked out by hand below."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from engine.bench.summary import TaskRow, fast_p, format_table, set_statistics, write_csv, write_json
+
+
+def row(
+    task: str,
+    status: str,
+    correct: bool,
+    speedup: float | None,
+    tokens: int,
+    cost: float | None,
+    minutes: float,
+    device: str,
+) -> TaskRow:
+    return TaskRow(task, status, correct, speedup, 3, tokens, cost, minutes, device)
+
+
+# Six tasks: four correct (2.0x, 1.0x, 4.0x, 1.25x), one finished without a correct kernel, one never run.
+ROWS = [
+    row("a", "done", True, 2.0, 100, 0.10, 6.0, "cuda"),
+    row("b", "done", True, 1.0, 200, 0.20, 12.0, "cuda"),
+    row("c", "done", True, 4.0, 300, None, 30.0, "cpu"),
+    row("d", "done", False, None, 50, 0.05, 30.0, "cpu"),
+    row("e", "pending", False, None, 0, None, 0.0, "cpu"),
+    row("f", "unfinished", True, 1.25, 400, 0.30, 30.0, "cpu"),
+]
+
+
+def test_hand_checked_statistics() -> None:
+    s = set_statistics(ROWS)
+    assert s["tasks"] == 6 and s["correct"] == 4
+    assert s["correct_pct"] == pytest.approx(100 * 4 / 6)  # 66.67 %: the denominator is every task
+    # over the correct tasks only: (2 + 1 + 4 + 1.25) / 4 = 8.25 / 4
+    assert s["mean_speedup"] == pytest.approx(2.0625)
+    # sorted 1.0, 1.25, 2.0, 4.0 → middle pair (1.25 + 2.0) / 2
+    assert s["median_speedup"] == pytest.approx(1.625)
+    # (2 · 1 · 4 · 1.25) ** (1/4) = 10 ** 0.25
+    assert s["geomean_speedup"] == pytest.approx(10**0.25)
+    # KernelBench fast_p: correct AND speedup > p, over all 6 tasks (strictly greater)
+    assert s["fast_0.0"] == pytest.approx(4 / 6)  # a, b, c, f
+    assert s["fast_1.0"] == pytest.approx(3 / 6)  # b's 1.0x is not > 1.0
+    assert s["fast_1.2"] == pytest.approx(3 / 6)  # f's 1.25x still counts
+    assert s["fast_1.5"] == pytest.approx(2 / 6)  # a, c
+    assert s["fast_2.0"] == pytest.approx(1 / 6)  # only c: a's 2.0x is not > 2.0
+    assert s["total_tokens"] == 1050  # 100 + 200 + 300 + 50 + 0 + 400
+    assert s["total_cost_usd"] == pytest.approx(0.65)  # 0.10 + 0.20 + 0.05 + 0.30 (c unpriced)
+    assert s["cost_unknown_tasks"] == 1  # c; e never ran, so it has no cost to miss
+    assert s["gpu_hours"] == pytest.approx(0.3)  # (6 + 12) cuda minutes / 60
+    assert s["total_minutes"] == pytest.approx(108.0)
+
+
+def test_fast_p_never_counts_wrong_or_unmeasured_kernels() -> None:
+    rows = [row("w", "done", False, 9.0, 0, 0.0, 0, "cpu"), row("u", "done", True, None, 0, 0.0, 0, "cpu")]
+    assert fast_p(rows, 0.0) == 0.0  # a wrong 9x kernel and a correct one without a timing
+    assert set_statistics(rows)["correct_pct"] == 50.0
+
+
+def test_empty_and_all_wrong_sets_have_no_speedup_statistics() -> None:
+    assert set_statistics([])["correct_pct"] == 0.0
+    s = set_statistics([row("d", "done", False, None, 5, 0.0, 1.0, "cpu")])
+    assert s["mean_speedup"] is None and s["median_speedup"] is None and s["geomean_speedup"] is None
+    assert s["fast_0.0"] == 0.0
+
+
+def test_csv_and_json_hold_every_task_and_the_set(tmp_path: Path) -> None:
+    write_csv(ROWS, tmp_path / "summary.csv")
+    write_json(ROWS, tmp_path / "summary.json")
+    with (tmp_path / "summary.csv").open() as handle:
+        lines = list(csv.DictReader(handle))
+    assert [r["task"] for r in lines] == ["a", "b", "c", "d", "e", "f"]
+    assert lines[2]["cost_usd"] == "" and lines[3]["best_speedup"] == ""  # unknowns are empty cells
+    assert float(lines[5]["best_speedup"]) == 1.25
+    data = json.loads((tmp_path / "summary.json").read_text())
+    assert [t["task"] for t in data["tasks"]] == ["a", "b", "c", "d", "e", "f"]
+    assert data["tasks"][2]["cost_usd"] is None
+    assert math.isclose(data["set"]["fast_1.5"], 2 / 6)
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_table_shows_rows_and_set_line() -> None:
+    text = format_table(ROWS)
+    lines = text.splitlines()
+    assert lines[0].split() == ["task", "status", "best", "rounds", "tokens", "cost", "min"]
+    assert lines[1].split()[:3] == ["a", "done", "2.00x"]
+    assert "done (no correct kernel)" in lines[4]
+    assert "correct 4/6 (66.7%)" in text and "geomean 1.78" in text
+    assert "fast_2.0=0.17" in text and "(+1 task(s) unpriced)" in text and "GPU-hours 0.300" in text
