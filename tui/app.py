@@ -21,7 +21,6 @@ from themes.catalog import DEFAULT_THEME, THEME_NAMES, THEMES
 from tui import settings as tui_settings
 from tui.live import LoopFactory, default_loop_factory, loop_available
 from tui.messages import SettingChanged
-from tui.screens.browser import BrowserScreen
 from tui.screens.dialogs import ConfirmScreen, HelpScreen
 from tui.screens.workbench import REPLAY, WorkbenchScreen
 
@@ -70,6 +69,8 @@ class CudaforgeApp(App[int]):
                 WorkbenchScreen(self.session, mode=self.start_mode, loop_factory=self.loop_factory)
             )
         else:
+            from tui.screens.browser import BrowserScreen  # only when no session was named: faster start
+
             self.push_screen(BrowserScreen(self.sessions_root))
         self._remember_theme = True
 
