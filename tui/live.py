@@ -82,21 +82,28 @@ class LoopAdapter:
     def attach(self, loop: LoopLike) -> None:
         self.loop = loop
 
-    def call(self, method: str, *args: Any) -> bool:
-        """Start ``loop.method(*args)`` in a thread worker; False when there is no loop to call."""
+    def call(self, method: str, *args: Any, then: str | None = None) -> bool:
+        """Start ``loop.method(*args)`` in a thread worker; False when there is no loop to call.
+
+        ``then`` names a loop method to call next in the same worker (e.g. ``run`` after ``approve``):
+        the loop's ``run`` returns when it needs a decision, so a decision must restart it, in order.
+        """
         if method not in LOOP_METHODS:
             raise ValueError(f"not a loop method: {method}")
         if self.loop is None:
             return False
         self.target.app.post_message(LoopCommand(method, args[0] if args else None))
         function = getattr(self.loop, method)
-        blocking = method in BLOCKING_METHODS
+        follow = getattr(self.loop, then) if then else None
+        blocking = method in BLOCKING_METHODS or then in BLOCKING_METHODS
 
         def work() -> None:
             if blocking:
                 self.busy = True
             try:
                 function(*args)
+                if follow is not None:
+                    follow()
             except Exception as error:  # report, never kill the UI
                 self.on_event(LoopError(stage=method, message=f"{type(error).__name__}: {error}"))
             finally:

@@ -93,6 +93,7 @@ class WorkbenchScreen(Screen[None]):
         self.mode = mode
         self.branch = branch or repo.current_branch
         self.loop_factory = loop_factory or default_loop_factory
+        self.running = False  # True after `r`: an approval or rejection continues the rounds
         self.adapter = LoopAdapter(self)
         self.history: list[Any] = []
         self.index = 0
@@ -334,12 +335,15 @@ class WorkbenchScreen(Screen[None]):
     # ------------------------------------------------------------------ live: commands
 
     def action_step(self) -> None:
+        self.running = False
         self.adapter.call("step")
 
     def action_run(self) -> None:
+        self.running = True  # decisions made while running continue the rounds
         self.adapter.call("run")
 
     def action_pause(self) -> None:
+        self.running = False
         self.adapter.call("pause")
 
     def action_edit_kernel(self) -> None:
@@ -454,7 +458,8 @@ class WorkbenchScreen(Screen[None]):
         self.pending_approval = None
         self.refresh_bindings()
         self.app.post_message(ApprovalDecided(approval.decision, approval.suggestion, approval.note, by))
+        then = "run" if self.running else None
         if approval.decision == "reject":
-            self.adapter.call("reject", approval.note)
+            self.adapter.call("reject", approval.note, then=then)
         else:
-            self.adapter.call("approve", approval.suggestion)
+            self.adapter.call("approve", approval.suggestion, then=then)

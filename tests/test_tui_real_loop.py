@@ -1,0 +1,57 @@
+"""The workbench driving the real loop (engine.loop.create_loop) on CPU with scripted agents.
+
+Everything is real here: the config file, the loop, the evaluator's worker and C++ build (cached by
+content), the session repo; only the agents' replies are scripted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from sessions.repo import SessionRepo
+from tests.conftest import EXAMPLES, REPO
+from tui.app import CudaforgeApp
+from tui.screens.approval import ApprovalScreen
+from tui.screens.workbench import WorkbenchScreen
+from tui.widgets.timeline import Timeline
+
+STEADY = REPO / "tests" / "fixtures" / "scripted" / "steady"
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+
+
+async def test_r_runs_a_round_of_the_real_loop_and_the_timeline_shows_it(
+    tmp_path: Path, ext_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "cudaforge.toml").write_text(
+        f'[models]\ncoder = "scripted/{STEADY}/coder"\njudge = "scripted/{STEADY}/judge"\n'
+        '[loop]\nrounds = 1\n[eval]\ndevice = "cpu"\ntiming_trials = 10\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUDAFORGE_CACHE_DIR", str(ext_cache))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    repo = SessionRepo.create(tmp_path / "sessions", EXAMPLES / "tasks" / "relu.py")
+    app = CudaforgeApp(sessions_root=tmp_path / "sessions", session=repo, mode="live")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, WorkbenchScreen) and app.screen.mode == "live"
+        await pilot.press("r")
+        approved = False
+        deadline = time.monotonic() + 300
+        while len(repo.history()) < 2 and time.monotonic() < deadline:
+            if isinstance(app.screen, ApprovalScreen):  # the TUI's default policy asks the human
+                await pilot.press("a")
+                approved = True
+            await asyncio.sleep(0.3)
+        await pilot.pause(0.5)
+        history = repo.history()
+        assert [it.number for it in history] == [0, 1] and all(it.status == "correct" for it in history)
+        assert approved
+        labels = " ".join(app.screen.query_one(Timeline).labels())
+        assert "#1" in labels
+    repo.close()
