@@ -7,7 +7,11 @@ others, with the ``--rounds`` and models of the first run unless flags change th
 (statistics as defined in :mod:`engine.bench.summary`).
 
 Concurrency: on CUDA one worker per GPU of ``--gpus`` (default: every visible GPU), on CPU
-``--workers N`` (default 1). Not here yet: ``--ray``, ``--compile-baseline`` and plots.
+``--workers N`` (default 1); or ``--ray ADDRESS`` (``auto``: a local instance), where every task is
+a Ray task asking for one GPU (one CPU on CPU). ``--compile-baseline`` also times
+``torch.compile`` of each reference and reports speedups against it. Plots (PNG) go next to the
+summary when matplotlib is installed. Progress: a live bar with one line per running task on a
+terminal, plain lines otherwise (``--progress``); every task's full output is in ``OUT/logs``.
 
 Exit codes: 0 every task ran without error, 1 some task's run failed, 2 usage errors.
 """
@@ -19,6 +23,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from engine.bench.plots import INSTALL_HINT as PLOTS_HINT
+from engine.bench.plots import write_plots
+from engine.bench.progress import make_progress
+from engine.bench.ray_backend import INSTALL_HINT
 from engine.bench.results import task_row
 from engine.bench.runner import Bench, BenchOptions
 from engine.bench.settings import merged_settings
@@ -57,6 +65,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers", type=int_at_least(1), default=1, help="CPU: tasks run at once (default 1)"
     )
+    parser.add_argument(
+        "--ray", metavar="ADDRESS", help="run tasks as Ray tasks, one GPU each ('auto': a local Ray instance)"
+    )
+    parser.add_argument(
+        "--compile-baseline", action="store_true", help="also time torch.compile of each reference"
+    )
+    parser.add_argument(
+        "--progress", choices=("auto", "bar", "lines"), default="auto",
+        help="a live bar (terminal) or one line per event (default: bar on a terminal)",
+    )  # fmt: skip
 
 
 def _usage(message: str) -> int:
@@ -78,14 +96,29 @@ def _gpus(device: str, requested: list[str] | None) -> tuple[str, list[str] | No
     return resolved, [str(i) for i in range(torch.cuda.device_count())]
 
 
+def _ray_device(device: str) -> str:
+    """With Ray the GPUs are on the cluster, not necessarily here: ``auto`` means CUDA when this host
+    sees a GPU, otherwise CPU; say ``--device cuda`` to use a cluster's GPUs from a CPU-only head."""
+    from engine.evaluate import resolve_device
+
+    return "cuda" if device == "cuda" else resolve_device(device)
+
+
 def bench_command(args: argparse.Namespace) -> int:
     from engine.evaluate import EvaluationError
 
     if args.gpus and args.device == "cpu":
         return _usage("--gpus needs a CUDA device (not --device cpu)")
+    if args.gpus and args.ray:
+        return _usage("--gpus and --ray do not mix: Ray gives each task its GPU")
+    if args.ray:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            return _usage(INSTALL_HINT)
     try:
         tasks, notes = discover(args.tasks)
-        device, gpus = _gpus(args.device, args.gpus)
+        device, gpus = _gpus(args.device, args.gpus) if not args.ray else (_ray_device(args.device), None)
     except (BenchError, EvaluationError) as error:
         return _usage(str(error))
     for note in notes:
@@ -100,16 +133,30 @@ def bench_command(args: argparse.Namespace) -> int:
         device=device,
         workers=args.workers,
         gpus=gpus,
+        compile_baseline=args.compile_baseline,
+        ray=args.ray,
     )
-    workers = len(gpus) if gpus else args.workers
-    print(f"bench: {len(tasks)} task(s) · {workers} worker(s) on {device} · {out}", flush=True)
-    failures = Bench(tasks, options, sys.stdout).run()
+    workers = f"Ray at {args.ray}" if args.ray else f"{len(gpus) if gpus else args.workers} worker(s)"
+    print(f"bench: {len(tasks)} task(s) · {workers} on {device} · {out}", flush=True)
+    progress = make_progress(args.progress, len(tasks), sys.stdout, options.rounds)
+    try:
+        failures = Bench(tasks, options, progress).run()
+    except BenchError as error:
+        print(f"cudaforge bench: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        progress.close()
     rows = [task_row(out, task, options.rounds) for task in tasks]
     write_csv(rows, out / "summary.csv")
     write_json(rows, out / "summary.json")
     print("", flush=True)
     print(format_table(rows), flush=True)
     print(f"\nsummary: {out / 'summary.csv'} · {out / 'summary.json'}", flush=True)
+    try:
+        plots = write_plots(rows, out)
+        print("plots: " + " · ".join(str(p) for p in plots), flush=True)
+    except ImportError:
+        print(f"plots: skipped ({PLOTS_HINT})", flush=True)
     return EXIT_ERROR if failures else EXIT_OK
 
 

@@ -154,3 +154,55 @@ def test_a_task_whose_run_fails_is_an_error_in_the_summary(tmp_path: Path, ext_c
         ("relu_small", "error", False),
     ]
     assert data["set"]["correct_pct"] == 0.0 and data["set"]["mean_speedup"] is None
+
+
+def test_ray_runs_the_set_with_the_compile_baseline_and_a_rerun_skips_both(
+    tmp_path: Path, ext_cache: Path
+) -> None:
+    pytest.importorskip("ray")
+    cwd, env = setup(tmp_path, ext_cache)
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "inductor")
+    out = tmp_path / "out"
+    cmd = bench_cmd(out, "--rounds", "1", "--workers", "2", "--ray", "auto", "--compile-baseline")
+    done = run(cmd, cwd, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("bench: 2 task(s) · Ray at auto on cpu") for line in lines)
+    # both Ray tasks ran at once on the local instance (2 CPUs, one each)
+    first_done = next(i for i, line in enumerate(lines) if line.startswith("[1/2 done]"))
+    starts = [line for line in lines[:first_done] if " starting on " in line]
+    assert {line.split("]")[0] for line in starts} == {"[relu", "[relu_small"}
+    data = json.loads((out / "summary.json").read_text())
+    for task in data["tasks"]:
+        assert task["status"] == "done" and task["rounds"] == 1 and task["correct"] is True
+        baseline = json.loads((out / "baseline" / f"{task['task']}.json").read_text())
+        assert baseline["compiled_matches"] is True and baseline["device"] == "cpu"
+        ratio = baseline["eager_ms"] / baseline["compiled_ms"]
+        assert task["compile_speedup"] == pytest.approx(ratio)
+        assert task["speedup_vs_compile"] == pytest.approx(task["best_speedup"] / ratio)
+        assert task["best_by_round"][-1] == pytest.approx(task["best_speedup"])
+        log = (out / "logs" / f"{task['task']}.log").read_text()
+        assert log.startswith("$ ") and "compile baseline: eager" in log  # the driver kept each log
+    assert data["set"]["vs_compile_tasks"] == 2
+    assert "against torch.compile (2 task(s))" in done.stdout
+    for png in ("speedup_distribution.png", "best_by_round.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+
+    measured = (out / "baseline" / "relu.json").read_text()
+    again = run(bench_cmd(out, "--compile-baseline"), cwd, env)  # no Ray this time: same out, same result
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "[1/2 done] relu: already done, skipped" in again.stdout
+    assert "[2/2 done] relu_small: already done, skipped" in again.stdout
+    assert (out / "baseline" / "relu.json").read_text() == measured  # not measured twice
+
+
+def test_ray_without_ray_installed_is_a_usage_error(tmp_path: Path, ext_cache: Path) -> None:
+    cwd, env = setup(tmp_path, ext_cache)
+    blocker = tmp_path / "no_ray"
+    (blocker / "ray").mkdir(parents=True)
+    (blocker / "ray" / "__init__.py").write_text("raise ImportError('ray is blocked for this test')\n")
+    env["PYTHONPATH"] = f"{blocker}{os.pathsep}{env['PYTHONPATH']}"
+    done = run(bench_cmd(tmp_path / "o", "--ray", "auto"), cwd, env)
+    assert done.returncode == 2 and "pip install 'cudaforge[ray]'" in done.stderr
+    assert not (tmp_path / "o").exists()

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import collections
 import csv
+import dataclasses
 import json
 import math
 from pathlib import Path
 
 import pytest
 
+from engine.bench.compile_baseline import speedup_vs_compile
+from engine.bench.results import best_by_round
 from engine.bench.summary import TaskRow, fast_p, format_table, set_statistics, write_csv, write_json
 
 
@@ -95,3 +99,54 @@ def test_table_shows_rows_and_set_line() -> None:
     assert "done (no correct kernel)" in lines[4]
     assert "correct 4/6 (66.7%)" in text and "geomean 1.78" in text
     assert "fast_2.0=0.17" in text and "(+1 task(s) unpriced)" in text and "GPU-hours 0.300" in text
+
+
+def with_compile(r: TaskRow, compile_speedup: float | None, vs: float | None) -> TaskRow:
+    return dataclasses.replace(r, compile_speedup=compile_speedup, speedup_vs_compile=vs)
+
+
+def test_speedups_against_torch_compile_are_over_every_task_like_fast_p() -> None:
+    # a: kernel 2x eager, compile 4x eager → 0.5x vs compile; b: 1x eager, compile 0.5x → 2x; c: 4x, 1x → 4x;
+    # d (no correct kernel) and e (never ran) have none; f's compile baseline failed (None).
+    rows = [
+        with_compile(ROWS[0], 4.0, 0.5),
+        with_compile(ROWS[1], 0.5, 2.0),
+        with_compile(ROWS[2], 1.0, 4.0),
+        with_compile(ROWS[3], 2.0, None),
+        ROWS[4],
+        ROWS[5],
+    ]
+    s = set_statistics(rows)
+    assert s["vs_compile_tasks"] == 3
+    assert s["vs_compile_mean"] == pytest.approx(6.5 / 3)
+    assert s["vs_compile_median"] == pytest.approx(2.0)
+    assert s["vs_compile_geomean"] == pytest.approx(4.0 ** (1 / 3))  # (0.5 · 2 · 4) ** (1/3)
+    assert s["vs_compile_fast_1.0"] == pytest.approx(2 / 6)  # b and c, over all six tasks
+    text = format_table(rows)
+    assert text.splitlines()[0].split()[-3:] == ["compile", "vs", "compile"]
+    assert "against torch.compile (3 task(s)): mean 2.17 · median 2.00 · geomean 1.59 · fast_1.0 0.33" in text
+    assert "vs_compile_mean" not in set_statistics(ROWS)  # no baseline measured: no such keys
+
+
+def test_speedup_vs_compile_multiplies_the_two_side_by_side_ratios() -> None:
+    baseline = {"eager_ms": 2.0, "compiled_ms": 0.5, "compiled_matches": True}
+    # the kernel is 3x eager; compiled is 4x eager; so the kernel is 3 · 0.5 / 2 = 0.75x compiled
+    assert speedup_vs_compile(3.0, baseline) == pytest.approx(0.75)
+    assert speedup_vs_compile(None, baseline) is None
+    assert speedup_vs_compile(3.0, {**baseline, "compiled_matches": False}) is None  # a wrong baseline
+    assert speedup_vs_compile(3.0, None) is None
+
+
+def test_best_by_round_carries_the_best_so_far() -> None:
+    Item = collections.namedtuple("Item", "number correct speedup")
+    history = [Item(0, False, None), Item(1, True, 1.5), Item(2, True, 1.2), Item(4, True, 2.5)]
+    assert best_by_round(history) == (None, 1.5, 1.5, 1.5, 2.5)  # round 3 is missing: carried forward
+    assert best_by_round([]) == ()
+
+
+def test_csv_leaves_the_per_round_curve_to_the_json(tmp_path: Path) -> None:
+    rows = [dataclasses.replace(ROWS[0], best_by_round=(None, 1.5, 2.0))]
+    write_csv(rows, tmp_path / "s.csv")
+    write_json(rows, tmp_path / "s.json")
+    assert "best_by_round" not in (tmp_path / "s.csv").read_text().splitlines()[0]
+    assert json.loads((tmp_path / "s.json").read_text())["tasks"][0]["best_by_round"] == [None, 1.5, 2.0]

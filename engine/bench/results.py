@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engine.bench.compile_baseline import read_baseline, speedup_vs_compile
 from engine.bench.summary import TaskRow
 from engine.bench.tasks import BenchTask
 from sessions.errors import SessionError
@@ -51,6 +52,26 @@ def stored_rounds(session: SessionRepo) -> int | None:
     return rounds if isinstance(rounds, int) else None
 
 
+def best_by_round(history: list) -> tuple[float | None, ...]:
+    """Best correct speedup reached by each round 0..last (an iteration's number is its round).
+
+    A round with no iteration (a branch that skipped numbers) carries the best so far forward.
+    """
+    if not history:
+        return ()
+    by_number: dict[int, float] = {}
+    for item in history:
+        if item.correct and item.speedup is not None:
+            by_number[item.number] = max(by_number.get(item.number, 0.0), item.speedup)
+    curve: list[float | None] = []
+    best: float | None = None
+    for number in range(history[-1].number + 1):
+        if number in by_number:
+            best = by_number[number] if best is None else max(best, by_number[number])
+        curve.append(best)
+    return tuple(curve)
+
+
 def task_row(out: Path, task: BenchTask, rounds: int | None = None) -> TaskRow:
     """The task's row; ``rounds`` (the bench's ``--rounds``) beats the session's stored rounds."""
     path = session_dir(out, task)
@@ -77,15 +98,23 @@ def task_row(out: Path, task: BenchTask, rounds: int | None = None) -> TaskRow:
     else:
         status = UNFINISHED
     costs = [it.cost_usd for it in history]
+    baseline = read_baseline(out, task)
+    best_speedup = best.speedup if best is not None else None
+    compile_speedup = None
+    if baseline and baseline.get("compiled_matches") and baseline.get("compiled_ms"):
+        compile_speedup = baseline["eager_ms"] / baseline["compiled_ms"]
     return TaskRow(
         task=task.name,
         status=status,
         correct=best is not None,
-        best_speedup=best.speedup if best is not None else None,
+        best_speedup=best_speedup,
         rounds=reached,
         tokens=sum(it.tokens for it in history),
         cost_usd=None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 6),
         minutes=round(seconds / 60.0, 4),
         device=str(settings.get("eval", {}).get("device", "cpu")),
         session=str(path),
+        compile_speedup=compile_speedup,
+        speedup_vs_compile=speedup_vs_compile(best_speedup, baseline),
+        best_by_round=best_by_round(history),
     )

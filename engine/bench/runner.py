@@ -11,32 +11,39 @@ whose session exists is continued with ``--session`` (the loop redoes only the s
 interrupted), and one without a session starts fresh. A killed bench therefore loses at most the
 stage each running task was in.
 
-Progress goes to one stream, a line per event: ``[task] <stage line of the loop>``, and
-``[k/N done] task: …`` when a task ends.
+Where tasks run: local worker slots (this module), or Ray tasks that each ask for one GPU (or one
+CPU) when ``--ray`` is given (:mod:`engine.bench.ray_backend`). Both run the same commands through
+:func:`execute`, and the bench process alone writes statuses and prints progress
+(:mod:`engine.bench.progress`); every child line is also kept in ``OUT/logs/<task>.log``.
+
+With ``--compile-baseline`` a task's commands are its session run and then, once, the
+``torch.compile`` baseline worker (:mod:`engine.bench.compile_baseline`) in the same slot, so the
+baseline is timed on the task's own GPU with nothing else running there.
 """
 
 from __future__ import annotations
 
 import os
 import queue
-import re
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from engine.bench.compile_baseline import baseline_command, read_baseline
+from engine.bench.progress import LineProgress
 from engine.bench.results import DONE, read_status, session_dir, task_row, write_status
 from engine.bench.tasks import BenchTask
 from sessions.paths import is_session_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-_BEST = re.compile(r"→ correct · ([0-9.]+)x")
-_STAGE_LINE = re.compile(r"^iter \d+ ·")
+INTERRUPTED = 130
 
 
 @dataclass
@@ -52,6 +59,8 @@ class BenchOptions:
     gpus: list[str] | None = None
     cwd: Path = field(default_factory=Path.cwd)
     python: str = sys.executable
+    compile_baseline: bool = False
+    ray: str | None = None  # a Ray address, or "auto" for a local instance
 
 
 def task_command(task: BenchTask, options: BenchOptions) -> list[str]:
@@ -81,30 +90,110 @@ def child_env(gpu: str | None) -> dict[str, str]:
     return env
 
 
-class Bench:
-    """Runs the unfinished tasks of a set and reports progress to ``out``."""
+def execute(
+    commands: Sequence[Sequence[str]],
+    cwd: Path | None,
+    env: dict[str, str],
+    on_line: Callable[[str], None],
+    log_path: Path | None = None,
+    on_command: Callable[[str], None] | None = None,
+) -> list[int]:
+    """Run ``commands`` one after the other, each line of output to ``on_line``; their exit codes.
 
-    def __init__(self, tasks: Sequence[BenchTask], options: BenchOptions, out: TextIO) -> None:
+    Stops after a command that was interrupted (exit 130, or a KeyboardInterrupt here, which is
+    passed on to the child as SIGINT so it can finish its stage and leave the session resumable).
+    """
+    codes: list[int] = []
+    log = None
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = log_path.open("a", encoding="utf-8")
+    try:
+        for cmd in commands:
+            if log is not None:
+                log.write(f"$ {' '.join(cmd)}\n")
+            if on_command is not None:
+                on_command(" ".join(cmd))
+            proc = subprocess.Popen(
+                list(cmd),
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+            )
+            assert proc.stdout is not None
+            try:
+                for raw in proc.stdout:
+                    line = raw.rstrip("\n")
+                    if log is not None:
+                        log.write(line + "\n")
+                        log.flush()
+                    if line.strip():
+                        on_line(line)
+                code = proc.wait()
+            except KeyboardInterrupt:
+                proc.send_signal(signal.SIGINT)
+                code = proc.wait()
+                codes.append(code if code else INTERRUPTED)
+                break
+            codes.append(code)
+            if code == INTERRUPTED or code < 0:
+                break
+    finally:
+        if log is not None:
+            log.close()
+    return codes
+
+
+class Bench:
+    """Runs the unfinished tasks of a set, reporting to a progress view."""
+
+    def __init__(
+        self, tasks: Sequence[BenchTask], options: BenchOptions, progress: LineProgress | TextIO
+    ) -> None:
         self.tasks = list(tasks)
         self.options = options
-        self.stream = out
-        self.lock = threading.Lock()
-        self.finished = 0
+        if not isinstance(progress, LineProgress):  # a plain stream: one line per event
+            progress = LineProgress(len(self.tasks), progress, options.rounds)
+        self.progress = progress
         self.stopping = threading.Event()
 
-    def say(self, line: str) -> None:
-        with self.lock:
-            print(line, file=self.stream, flush=True)
+    def needs_baseline(self, task: BenchTask) -> bool:
+        return self.options.compile_baseline and read_baseline(self.options.out, task) is None
+
+    def commands(self, task: BenchTask) -> tuple[list[list[str]], bool]:
+        """The commands still to run for ``task`` and whether its session is being continued."""
+        commands: list[list[str]] = []
+        resumed = is_session_dir(session_dir(self.options.out, task))
+        if task_row(self.options.out, task, self.options.rounds).status != DONE:
+            commands.append(task_command(task, self.options))
+        if self.needs_baseline(task):
+            device = "cuda" if self.options.device == "cuda" else "cpu"
+            commands.append(baseline_command(task, self.options.out, device, self.options.python))
+        return commands, resumed
+
+    def log_path(self, task: BenchTask) -> Path:
+        return self.options.out / "logs" / f"{task.name}.log"
 
     def run(self) -> int:
         """Run every task that is not done; the number of tasks whose run exited with an error."""
         todo = []
         for task in self.tasks:
-            if task_row(self.options.out, task, self.options.rounds).status == DONE:
-                self.finished += 1
-                self.say(f"[{self.finished}/{len(self.tasks)} done] {task.name}: already done, skipped")
-            else:
+            if self.commands(task)[0]:
                 todo.append(task)
+            else:
+                self.progress.skipped(task.name, "already done, skipped")
+        self.options.out.mkdir(parents=True, exist_ok=True)
+        if self.options.ray:
+            from engine.bench.ray_backend import run_on_ray
+
+            return run_on_ray(self, todo)
+        return self._run_locally(todo)
+
+    def _run_locally(self, todo: list[BenchTask]) -> int:
         slots: queue.Queue[str | None] = queue.Queue()
         for slot in self.options.gpus or [None] * max(1, self.options.workers):
             slots.put(slot)
@@ -126,55 +215,48 @@ class Bench:
         try:
             if self.stopping.is_set():
                 return 0
-            return self._run_task(task, slot)
+            commands, resumed = self.commands(task)
+            self.progress.started(task.name, f"GPU {slot}" if slot is not None else "", resumed)
+            started = time.monotonic()
+            codes = execute(
+                commands,
+                self.options.cwd,
+                child_env(slot),
+                lambda line: self.progress.line(task.name, line),
+                self.log_path(task),
+            )
+            return self.record(task, commands, codes, time.monotonic() - started)
         finally:
             slots.put(slot)
 
-    def _run_task(self, task: BenchTask, gpu: str | None) -> int:
-        cmd = task_command(task, self.options)
-        resumed = "--session" in cmd
-        where = f" on GPU {gpu}" if gpu is not None else ""
-        self.say(f"[{task.name}] {'continuing' if resumed else 'starting'}{where}")
-        self.options.out.mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
-        best: float | None = None
-        proc = subprocess.Popen(
-            cmd,
-            cwd=self.options.cwd,
-            env=child_env(gpu),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            bufsize=1,
-        )
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            line = raw.rstrip("\n")
-            match = _BEST.search(line)
-            if match:
-                speedup = float(match.group(1))
-                best = speedup if best is None else max(best, speedup)
-            if line.strip():
-                suffix = f"  (best {best:.2f}x)" if best is not None and _STAGE_LINE.match(line) else ""
-                self.say(f"[{task.name}] {line}{suffix}")
-        code = proc.wait()
+    def record(self, task: BenchTask, commands: list[list[str]], codes: list[int], seconds: float) -> int:
+        """Store the attempt in the task's status file and report it; 1 when the session run failed."""
+        ran_session = bool(commands) and "engine.cli_run" in commands[0]
+        session_code = codes[0] if ran_session and codes else None
+        baseline_code = None
+        if self.options.compile_baseline and len(codes) > (1 if ran_session else 0):
+            baseline_code = codes[-1]
         previous = read_status(self.options.out, task)
-        write_status(
-            self.options.out,
-            task,
-            {
-                "exit_code": code,
-                "attempts": int(previous.get("attempts", 0)) + 1,
-                "wall_seconds": round(
-                    float(previous.get("wall_seconds", 0.0)) + time.monotonic() - started, 3
-                ),
-            },
-        )
+        status = dict(previous)
+        status["attempts"] = int(previous.get("attempts", 0)) + (1 if ran_session else 0)
+        status["wall_seconds"] = round(float(previous.get("wall_seconds", 0.0)) + seconds, 3)
+        if session_code is not None:
+            status["exit_code"] = session_code
+        if baseline_code is not None:
+            status["baseline_exit_code"] = baseline_code
+        write_status(self.options.out, task, status)
         row = task_row(self.options.out, task, self.options.rounds)
-        with self.lock:
-            self.finished += 1
-            done = f"[{self.finished}/{len(self.tasks)} done]"
-        best_text = f"{row.best_speedup:.2f}x" if row.best_speedup is not None else "no correct kernel"
-        self.say(f"{done} {task.name}: {row.status} · exit {code} · rounds {row.rounds} · best {best_text}")
-        return 0 if code == 0 else 1
+        best = f"{row.best_speedup:.2f}x" if row.best_speedup is not None else "no correct kernel"
+        code_text = f"exit {session_code}" if session_code is not None else "session already done"
+        extra = ""
+        if baseline_code is not None:
+            baseline = read_baseline(self.options.out, task)
+            extra = " · compile baseline " + (
+                f"{baseline['eager_ms'] / baseline['compiled_ms']:.2f}x over eager"
+                if baseline
+                else f"failed (exit {baseline_code}, see {self.log_path(task)})"
+            )
+        self.progress.finished(
+            task.name, f"{row.status} · {code_text} · rounds {row.rounds} · best {best}{extra}"
+        )
+        return 1 if session_code not in (None, 0) else 0

@@ -11,6 +11,9 @@ hand. Conventions (documented because papers differ):
   them together with correct %.
 * A correct task without a measured speedup counts as correct but never as ``> p``.
 * Totals add what is known; ``cost_unknown_tasks`` says how many tasks had an unpriced model.
+* With ``--compile-baseline``, ``speedup_vs_compile`` is the best kernel against ``torch.compile`` of
+  the reference (see :mod:`engine.bench.compile_baseline`); the set gets the same mean / median /
+  geomean over the tasks that have one, and ``vs_compile_fast_1.0`` over *all* tasks, as fast_p.
 """
 
 from __future__ import annotations
@@ -45,6 +48,11 @@ class TaskRow:
     minutes: float
     device: str = "cpu"
     session: str = ""
+    # with --compile-baseline: eager ÷ compiled reference, and the best kernel over the compiled one
+    compile_speedup: float | None = None
+    speedup_vs_compile: float | None = None
+    # best correct speedup so far after each round 0..rounds (None before the first correct one)
+    best_by_round: tuple[float | None, ...] = ()
 
 
 def fast_p(rows: Sequence[TaskRow], p: float) -> float:
@@ -59,10 +67,20 @@ def _fast_key(p: float) -> str:
     return f"fast_{p:.1f}"
 
 
+def _averages(speedups: Sequence[float]) -> tuple[float | None, float | None, float | None]:
+    """Mean, median and geometric mean (over the positive values) of ``speedups``."""
+    positive = [s for s in speedups if s > 0]
+    return (
+        statistics.fmean(speedups) if speedups else None,
+        statistics.median(speedups) if speedups else None,
+        math.exp(statistics.fmean(math.log(s) for s in positive)) if positive else None,
+    )
+
+
 def set_statistics(rows: Sequence[TaskRow]) -> dict[str, Any]:
     """The set-wide numbers of the summary (see the module docstring for the conventions)."""
     speedups = [r.best_speedup for r in rows if r.correct and r.best_speedup is not None]
-    positive = [s for s in speedups if s > 0]
+    mean, median, geomean = _averages(speedups)
     n_correct = sum(1 for r in rows if r.correct)
     known_costs = [r.cost_usd for r in rows if r.cost_usd is not None]
     gpu_minutes = sum(r.minutes for r in rows if r.device == "cuda")
@@ -70,19 +88,35 @@ def set_statistics(rows: Sequence[TaskRow]) -> dict[str, Any]:
         "tasks": len(rows),
         "correct": n_correct,
         "correct_pct": 100.0 * n_correct / len(rows) if rows else 0.0,
-        "mean_speedup": statistics.fmean(speedups) if speedups else None,
-        "median_speedup": statistics.median(speedups) if speedups else None,
-        "geomean_speedup": (math.exp(statistics.fmean(math.log(s) for s in positive)) if positive else None),
+        "mean_speedup": mean,
+        "median_speedup": median,
+        "geomean_speedup": geomean,
         **{_fast_key(p): fast_p(rows, p) for p in FAST_P_THRESHOLDS},
         "total_tokens": sum(r.tokens for r in rows),
         "total_cost_usd": sum(known_costs),
         "cost_unknown_tasks": sum(1 for r in rows if r.cost_usd is None and r.status != "pending"),
         "total_minutes": sum(r.minutes for r in rows),
         "gpu_hours": gpu_minutes / 60.0,
+        **_compile_statistics(rows),
     }
 
 
-COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(TaskRow))
+def _compile_statistics(rows: Sequence[TaskRow]) -> dict[str, Any]:
+    """Speedups against ``torch.compile``; empty when no task has a compile baseline."""
+    vs = [r.speedup_vs_compile for r in rows if r.speedup_vs_compile is not None]
+    if not vs and all(r.compile_speedup is None for r in rows):
+        return {}
+    mean, median, geomean = _averages(vs)
+    return {
+        "vs_compile_tasks": len(vs),
+        "vs_compile_mean": mean,
+        "vs_compile_median": median,
+        "vs_compile_geomean": geomean,
+        "vs_compile_fast_1.0": sum(1 for v in vs if v > 1.0) / len(rows) if rows else 0.0,
+    }
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(TaskRow) if f.name != "best_by_round")
 
 
 def write_csv(rows: Iterable[TaskRow], path: Path) -> None:
@@ -91,7 +125,8 @@ def write_csv(rows: Iterable[TaskRow], path: Path) -> None:
         writer = csv.DictWriter(handle, fieldnames=list(COLUMNS))
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: ("" if v is None else v) for k, v in asdict(row).items()})
+            cells = {k: v for k, v in asdict(row).items() if k in COLUMNS}
+            writer.writerow({k: ("" if v is None else v) for k, v in cells.items()})
 
 
 def write_json(rows: Sequence[TaskRow], path: Path) -> None:
@@ -108,9 +143,16 @@ def _num(value: float | None, fmt: str) -> str:
 
 def format_table(rows: Sequence[TaskRow]) -> str:
     """The per-task table and the set's statistics, as printed at the end of a bench."""
+    with_compile = any(r.compile_speedup is not None for r in rows)
     header = ["task", "status", "best", "rounds", "tokens", "cost", "min"]
+    if with_compile:
+        header += ["compile", "vs compile"]
     table = [header]
     for r in rows:
+        compile_cells = [
+            _num(r.compile_speedup, ".2f") + ("x" if r.compile_speedup is not None else ""),
+            _num(r.speedup_vs_compile, ".2f") + ("x" if r.speedup_vs_compile is not None else ""),
+        ]
         table.append(
             [
                 r.task,
@@ -120,6 +162,7 @@ def format_table(rows: Sequence[TaskRow]) -> str:
                 str(r.tokens),
                 "unknown" if r.cost_usd is None else f"${r.cost_usd:.4f}",
                 f"{r.minutes:.1f}",
+                *(compile_cells if with_compile else []),
             ]
         )
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
@@ -136,4 +179,10 @@ def format_table(rows: Sequence[TaskRow]) -> str:
         + (f" (+{s['cost_unknown_tasks']} task(s) unpriced)" if s["cost_unknown_tasks"] else "")
         + f" · GPU-hours {s['gpu_hours']:.3f}",
     ]
+    if with_compile:
+        lines.append(
+            f"against torch.compile ({s['vs_compile_tasks']} task(s)): mean {_num(s['vs_compile_mean'], '.2f')} · "
+            f"median {_num(s['vs_compile_median'], '.2f')} · geomean {_num(s['vs_compile_geomean'], '.2f')} · "
+            f"fast_1.0 {s['vs_compile_fast_1.0']:.2f}"
+        )
     return "\n".join(lines)

@@ -1,0 +1,149 @@
+"""``--compile-baseline``: how fast ``torch.compile`` makes the reference, measured next to eager.
+
+A kernel that beats eager PyTorch may still lose to ``torch.compile``, which is what a user would
+otherwise reach for. For each task a fresh worker (``python -m engine.bench.compile_baseline``)
+builds the reference ``Model`` exactly as the evaluator does (same seed, ``get_init_inputs``,
+inputs made on the device), compiles it, checks the compiled output against eager, and times the
+two *interleaved in the same process* with the evaluator's own timer (:func:`engine.timing.time_models`:
+CUDA events and an L2 flush on GPU, one thread on CPU).
+
+The speedup of the task's best kernel over the compiled reference is then::
+
+    speedup_vs_compile = best_speedup × compiled_ms / eager_ms
+
+``best_speedup`` (eager ÷ kernel) comes from the session's own evaluation and the ratio
+compiled ÷ eager from this run, so each ratio is between two things timed side by side; only the
+eager reference links them. That is a deliberate choice over dividing absolute times taken in
+different processes (what a stored baseline-times file would do).
+
+The result is cached in ``OUT/baseline/<task>.json``; a rerun of the bench skips tasks that have one.
+Exit codes of the worker: 0 measured (the JSON says whether compiled matched eager), 1 failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from engine.bench.tasks import BenchTask
+
+SCHEMA = 1
+
+
+def baseline_file(out: Path, task: BenchTask) -> Path:
+    return out / "baseline" / f"{task.name}.json"
+
+
+def read_baseline(out: Path, task: BenchTask) -> dict[str, Any] | None:
+    """The measured baseline of ``task`` (``None`` when none was measured or it is unreadable)."""
+    try:
+        data = json.loads(baseline_file(out, task).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
+
+
+def baseline_command(task: BenchTask, out: Path, device: str, python: str = sys.executable) -> list[str]:
+    """The worker's command line; it writes ``baseline_file(out, task)`` itself."""
+    return [python, "-m", "engine.bench.compile_baseline", str(task.path), "--device", device,
+            "--json", str(baseline_file(out, task))]  # fmt: skip
+
+
+def speedup_vs_compile(best_speedup: float | None, baseline: dict[str, Any] | None) -> float | None:
+    """The best kernel's speedup over the compiled reference (see the module docstring)."""
+    if best_speedup is None or not baseline or not baseline.get("compiled_matches"):
+        return None
+    eager, compiled = baseline.get("eager_ms"), baseline.get("compiled_ms")
+    if not eager or not compiled:
+        return None
+    return best_speedup * compiled / eager
+
+
+def _measure(task_path: Path, device_name: str, trials: int, budget_s: float, seed: int) -> dict[str, Any]:
+    import torch
+
+    from engine.compare import compare_outputs
+    from engine.tasks import import_module_from_source
+    from engine.timing import TimingPlan, time_models
+
+    device = torch.device("cuda" if device_name == "cuda" else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(1)  # as the evaluator times the reference (EvalOptions.cpu_threads)
+    task = import_module_from_source(task_path.read_text(encoding="utf-8"), str(task_path))
+    torch.manual_seed(seed)
+    init_inputs = list(task.get_init_inputs())
+    torch.manual_seed(seed)
+    with torch.device(device):
+        eager = task.Model(*init_inputs).to(device)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    compiled = torch.compile(eager)
+    started = time.monotonic()
+    with torch.no_grad():
+        first = compiled(*inputs)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        compile_s = time.monotonic() - started
+        check = compare_outputs(eager(*inputs), first, {})
+        timing = time_models(
+            lambda: compiled(*inputs), lambda: eager(*inputs), device, TimingPlan(trials, budget_s)
+        )
+    return {
+        "schema": SCHEMA,
+        "task": str(task_path),
+        "device": device.type,
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "torch": torch.__version__,
+        "compile_seconds": round(compile_s, 3),
+        "compiled_matches": check.passed,
+        "mismatch": None if check.passed else check.message,
+        "eager_ms": timing.reference.median_ms,
+        "compiled_ms": timing.candidate.median_ms,
+        "method": timing.method,
+        "trials": timing.candidate.n,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.bench.compile_baseline")
+    parser.add_argument("task", type=Path)
+    parser.add_argument("--device", choices=("cpu", "cuda"), required=True)
+    parser.add_argument("--json", type=Path, required=True, help="where the result goes")
+    args = parser.parse_args(argv)
+    from engine.config import ConfigError, load_config
+
+    try:
+        config = load_config()  # the project's cudaforge.toml: the same timing budget as the sessions
+    except ConfigError as error:
+        print(f"compile baseline: {error}", file=sys.stderr)
+        return 1
+    try:
+        data = _measure(
+            args.task, args.device, config.eval.timing_trials, config.eval.timing_budget_s, config.eval.seed
+        )
+    except Exception as error:  # torch.compile can fail on any task; the bench goes on without it
+        traceback.print_exc()
+        print(f"compile baseline failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.json.with_name(args.json.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(args.json)
+    verdict = "matches eager" if data["compiled_matches"] else "DIFFERS from eager"
+    print(
+        f"compile baseline: eager {data['eager_ms']:.4f} ms · compiled {data['compiled_ms']:.4f} ms "
+        f"({data['eager_ms'] / data['compiled_ms']:.2f}x) · compiled output {verdict} · "
+        f"compile {data['compile_seconds']:.1f} s",
+        flush=True,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
