@@ -21,6 +21,7 @@ from engine.build import default_cache_root
 from engine.profile.availability import ProfileUnavailable
 from engine.profile.fallback import summarize_torch_profiler
 from engine.profile.kernels import kernel_names_from_source
+from engine.profile.ncu import RULE_SECTIONS
 from engine.profile.result import ProfileResult
 from engine.profile.runner import profile_with_ncu
 from engine.profile.specs import GpuSpec, spec_for_device
@@ -37,6 +38,7 @@ class ProfileOptions:
     use_ncu: bool = True
     cache_root: Path | None = None
     gpu_index: int = 0
+    sections: tuple[str, ...] = RULE_SECTIONS  # ncu sections whose rules feed the summary
 
 
 def _env() -> dict[str, str]:
@@ -78,6 +80,7 @@ def profile_candidate(
                 timeout_s=options.timeout_s,
                 duration_ms=duration_ms,
                 env=_env(),
+                sections=options.sections,
             )
         spec = _spec(work / "report.json")
         if result is not None and result.kind == "ncu":

@@ -37,6 +37,8 @@ class ProfileResult:
     duration_s: float | None = None
     command: list[str] = field(default_factory=list)
     launches: dict[str, int] = field(default_factory=dict)
+    # seconds per phase ("ncu": the profiled run, "import": reading the report back), for benchmarks
+    phases: dict[str, float] = field(default_factory=dict)
 
     def feedback_kind_line(self) -> str:
         """The sentence the Judge prompt starts its hardware section with."""
@@ -64,6 +66,7 @@ class ProfileResult:
             "duration_s": self.duration_s,
             "command": list(self.command),
             "launches": dict(self.launches),
+            "phases": dict(self.phases),
         }
 
     def to_json(self) -> str:
@@ -84,6 +87,7 @@ class ProfileResult:
             duration_s=data.get("duration_s"),
             command=list(data.get("command", [])),
             launches=dict(data.get("launches", {})),
+            phases={k: float(v) for k, v in data.get("phases", {}).items()},
         )
 
     @classmethod
