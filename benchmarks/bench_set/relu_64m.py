@@ -1,0 +1,24 @@
+"""ReLU over 64 M floats (memory-bound, 256 MB each way). One of the four tasks of the 2-GPU bench run (benchmarks/gpu_session5.sh)."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+
+batch_size = 8192
+dim = 8192
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
