@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Static, TextArea
 
-from tui.highlight import CUDA, PYTHON, language_for
+from tui.highlight import CUDA, PYTHON, language_for, load_code
 from tui.model import cuda_sources
 
 
@@ -50,8 +50,7 @@ class KernelPane(Vertical):
         area = self.text_area
         text = self.source if self.view == PYTHON or self.editing else cuda_sources(self.source)
         language = language_for(PYTHON if self.editing else self.view, area)
-        area.language = language
-        area.load_text(text or "// no CUDA source in this kernel")
+        load_code(area, text or "// no CUDA source in this kernel", language)
         area.read_only = not self.editing
         mode = "EDITING (ctrl+s hands it to the loop, escape cancels)" if self.editing else "read-only"
         shown = "cuda" if self.view == CUDA and not self.editing else "python"

@@ -6,7 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static, TextArea
 
-from tui.highlight import language_for
+from tui.highlight import language_for, load_code
 from tui.model import task_facts
 
 
@@ -28,5 +28,4 @@ class TaskPane(Vertical):
         init = "; ".join(facts.init_inputs) or "—"
         self.query_one("#task-facts", Static).update(f"task {name}\ninputs: {inputs}\ninit: {init}")
         area = self.query_one("#task-source", TextArea)
-        area.language = language_for("python", area)
-        area.load_text(source)
+        load_code(area, source, language_for("python", area))
