@@ -9,7 +9,7 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from sessions.errors import SessionError
 from sessions.listing import SessionSummary, list_sessions
@@ -17,6 +17,7 @@ from sessions.repo import SessionRepo
 from tui.model import format_speedup
 from tui.screens.dialogs import PromptScreen
 from tui.screens.workbench import LIVE, REPLAY, WorkbenchScreen
+from tui.widgets.footer import KeyFooter
 
 
 class BrowserScreen(Screen[None]):
@@ -40,7 +41,7 @@ class BrowserScreen(Screen[None]):
         yield Static(f"sessions in {self.root}", id="browser-title")
         table: DataTable[str] = DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
         yield table
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
