@@ -21,7 +21,6 @@ from themes.catalog import DEFAULT_THEME, THEME_NAMES, THEMES
 from tui import settings as tui_settings
 from tui.live import LoopFactory, default_loop_factory, loop_available
 from tui.messages import SettingChanged
-from tui.screens.dialogs import ConfirmScreen, HelpScreen
 from tui.screens.workbench import REPLAY, WorkbenchScreen
 
 
@@ -134,6 +133,8 @@ class CudaforgeApp(App[int]):
             )
 
     def action_help(self) -> None:
+        from tui.screens.dialogs import HelpScreen
+
         self.push_screen(HelpScreen(self.binding_rows()))
 
     def engine_busy(self) -> bool:
@@ -143,6 +144,8 @@ class CudaforgeApp(App[int]):
         if not self.engine_busy():
             self.exit(0)
             return
+
+        from tui.screens.dialogs import ConfirmScreen
 
         def answer(yes: bool | None) -> None:
             if yes:

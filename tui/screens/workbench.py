@@ -15,30 +15,34 @@ import shlex
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import on
 from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.events import Resize
+from textual.geometry import Size
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, TabbedContent, TabPane, Tree
+from textual.widget import AwaitMount
+from textual.widgets import TabbedContent, TabPane, Tree
 
 from engine import events as ev
 from sessions.errors import SessionError
 from tui.live import LoopAdapter, LoopFactory, default_loop_factory
 from tui.messages import ApprovalDecided, BranchCreated, EngineEvent, IterationShown, KernelEdited
 from tui.model import ChatMessage, conversation
-from tui.screens.approval import Approval, ApprovalScreen
-from tui.screens.dialogs import DiffScreen
 from tui.widgets.conversation import ConversationPane
+from tui.widgets.footer import KeyFooter
 from tui.widgets.kernel_pane import KernelPane
 from tui.widgets.output_pane import OutputPane
 from tui.widgets.status_line import StatusLine
 from tui.widgets.task_pane import TaskPane
 from tui.widgets.timeline import NodeRef, Timeline, TimelineItem
+
+if TYPE_CHECKING:  # the modal screens are imported when first opened: not needed for the first frame
+    from tui.screens.approval import Approval
 
 NARROW_WIDTH = 110
 PLAY_INTERVAL_S = 1.0
@@ -59,7 +63,7 @@ class WorkbenchScreen(Screen[None]):
     WorkbenchScreen #narrow { height: 1fr; }
     """
 
-    AUTO_FOCUS = None  # keys go to the screen first; Tab moves into a pane
+    AUTO_FOCUS = ""  # nothing focused: keys (arrows too) go to the screen first; Tab moves into a pane
 
     BINDINGS = [
         Binding("n,right", "next", "Next iteration", id="workbench.next"),
@@ -99,6 +103,7 @@ class WorkbenchScreen(Screen[None]):
         self.index = 0
         self._start_iteration = iteration
         self._narrow: bool | None = None
+        self._laid_out_size: Size | None = None
         self._player: Timer | None = None
         self.pending_approval: ev.AwaitingApproval | None = None
         self._live_chat: list[ChatMessage] = []
@@ -134,9 +139,15 @@ class WorkbenchScreen(Screen[None]):
                     yield ConversationPane()
                     yield Timeline()
         yield StatusLine()
-        yield Footer()
+        yield KeyFooter()
 
     async def on_resize(self, event: Resize) -> None:
+        if event.size == self._laid_out_size:
+            # Textual posts the terminal's first size to the screen once more when the app goes
+            # idle; laying out and painting every pane again for it cost ~0.1 s of the first frame.
+            event.prevent_default()
+            return
+        self._laid_out_size = event.size
         narrow = event.size.width < NARROW_WIDTH
         if self._narrow is not None and narrow != self._narrow:
             self._narrow = narrow
@@ -144,7 +155,7 @@ class WorkbenchScreen(Screen[None]):
             self._fill()
             self.set_focus(None)
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         if self.mode == LIVE:
             try:
                 loop = self.loop_factory(self.repo, self.adapter.on_event)
@@ -156,7 +167,6 @@ class WorkbenchScreen(Screen[None]):
                 self.notify(f"{problem.capitalize()}: the session opens read-only.", severity="warning")
             else:
                 self.adapter.attach(loop)
-        self.call_after_refresh(self.set_focus, None)  # keys reach the screen's bindings first
         self._load_history()
         if self._start_iteration is not None:
             for k, item in enumerate(self.history):
@@ -164,7 +174,9 @@ class WorkbenchScreen(Screen[None]):
                     self.index = k
         elif self.history:
             self.index = len(self.history) - 1 if self.mode != REPLAY else 0
-        self._fill()
+        # Awaiting the chat's mount lets the first frame paint it: laying out the screen a second
+        # time for messages that arrived after the first paint cost ~0.1 s of start-up.
+        await self._fill()
 
     # ------------------------------------------------------------------ filling the panes
 
@@ -176,8 +188,11 @@ class WorkbenchScreen(Screen[None]):
     def shown(self) -> Any | None:
         return self.history[self.index] if self.history else None
 
-    def _fill(self) -> None:
-        """Fill every pane from the shown iteration (and, live, from what streamed since)."""
+    def _fill(self) -> AwaitMount:
+        """Fill every pane from the shown iteration (and, live, from what streamed since).
+
+        Returns the conversation's mount; callers other than the first fill need not await it.
+        """
         self.query_one(TaskPane).show(self.repo.task_name, self.repo.task_source)
         item = self.shown
         output = self.query_one(OutputPane)
@@ -186,11 +201,11 @@ class WorkbenchScreen(Screen[None]):
             self.query_one(KernelPane).show(item.kernel_source, f"iter {item.number} ({self.branch})")
             output.show_result(item.eval_result, replace_log=True)
             output.show_profile(item.profile)
-            chat.show(conversation(item.transcript))
+            mounted = chat.show(conversation(item.transcript))
         else:
             self.query_one(KernelPane).show("", "no iterations yet")
             output.show_result(None, replace_log=True)
-            chat.show([])
+            mounted = chat.show([])
         if self.mode == LIVE and (self._live_chat or self._live_log):
             output.append_build(self._live_log)
             for message in self._live_chat:
@@ -200,6 +215,7 @@ class WorkbenchScreen(Screen[None]):
         self._fill_status()
         if item is not None:
             self.app.post_message(IterationShown(self.branch, item.number))
+        return mounted
 
     def _fill_timeline(self) -> None:
         branches: dict[str, list[TimelineItem]] = {}
@@ -238,16 +254,21 @@ class WorkbenchScreen(Screen[None]):
             return False
         if action in BROWSE_ONLY and self.mode == LIVE:
             return False
-        editing = self.is_mounted and self.query_one(KernelPane).editing
         if action in ("save_edit", "cancel_edit"):
-            return editing
+            return self._editing()
         if action == "back":
-            return not editing
+            return not self._editing()
         if action == "edit_kernel":
-            return not self.adapter.busy and not editing
+            return not self.adapter.busy and not self._editing()
         if action == "show_approval":
             return self.pending_approval is not None
         return True
+
+    def _editing(self) -> bool:
+        """Whether the kernel pane is in edit mode (asked only by the actions it changes: a DOM query
+        per binding each time the footer reads the keys added up at start-up)."""
+        panes = self.query(KernelPane)  # none for a moment while the screen recomposes (width change)
+        return bool(panes) and panes.first().editing
 
     # ------------------------------------------------------------------ replay
 
@@ -297,6 +318,8 @@ class WorkbenchScreen(Screen[None]):
     def action_diff(self) -> None:
         if not self.history:
             return
+        from tui.screens.dialogs import DiffScreen
+
         sources = {it.number: it.kernel_source for it in self.history}
         new = self.shown.number
         old = self.history[max(0, self.index - 1)].number
@@ -441,6 +464,8 @@ class WorkbenchScreen(Screen[None]):
             self.notify(f"{event.stage}: {event.message}", severity="error", timeout=10)
 
     def _apply_policy(self, event: ev.AwaitingApproval) -> None:
+        from tui.screens.approval import Approval
+
         policy = getattr(self.app, "approval_policy", "ask")
         if policy == "auto" or (policy == "ask-if-flagged" and not event.flagged):
             self._decide(Approval("approve", dict(event.suggestion)), by=f"policy:{policy}")
@@ -448,6 +473,8 @@ class WorkbenchScreen(Screen[None]):
             self._ask_approval(event)
 
     def _ask_approval(self, event: ev.AwaitingApproval) -> None:
+        from tui.screens.approval import ApprovalScreen
+
         def done(result: Approval | None) -> None:
             if result is not None:
                 self._decide(result, by="human")
