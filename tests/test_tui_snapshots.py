@@ -1,0 +1,72 @@
+"""Screenshots of the TUI compared with accepted SVGs (pytest-textual-snapshot), at 80×24 and 120×40.
+
+Regenerate after an intended change with ``pytest tests/test_tui_snapshots.py --snapshot-update``
+and look at the SVGs in ``tests/__snapshots__/test_tui_snapshots/`` before committing them.
+
+Nothing machine- or run-specific may reach a screenshot: the session is made with a fixed clock in
+UTC (the browser shows its creation time), the browser is given a relative sessions root (its title
+shows the root), and settings and state live in the test's folder.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessions.repo import SessionRepo
+from tests.test_tui_fixtures import SUGGESTION, make_session, tui_env  # noqa: F401
+from tui.app import CudaforgeApp
+from tui.screens.approval import ApprovalScreen
+
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
+CREATED = 1796040000.0  # 2026-11-30 12:00 UTC
+
+
+@pytest.fixture
+def fixed_root(tui_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:  # noqa: F811
+    """``sessions`` (relative) under the test's folder, holding the fixture session made at CREATED."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    monkeypatch.chdir(tui_env)
+    with monkeypatch.context() as clock:
+        clock.setattr(time, "time", lambda: CREATED)  # the commits' timestamps, nothing else
+        make_session(Path("sessions"))
+    yield Path("sessions")
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.fixture
+def replay_app(fixed_root: Path) -> Iterator[CudaforgeApp]:
+    repo = SessionRepo.open("relu-demo", fixed_root)
+    yield CudaforgeApp(sessions_root=fixed_root, session=repo, mode="replay")
+    repo.close()
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_session_browser(snap_compare: Any, fixed_root: Path, size: tuple[int, int]) -> None:
+    assert snap_compare(CudaforgeApp(sessions_root=fixed_root), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_workbench_replaying_a_session(
+    snap_compare: Any, replay_app: CudaforgeApp, size: tuple[int, int]
+) -> None:
+    """Iteration 2 of main (the best, 1.80x): task, kernel, build log, chat, timeline, status, keys."""
+    assert snap_compare(replay_app, press=["n", "n"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_approval_modal_over_the_workbench(
+    snap_compare: Any, replay_app: CudaforgeApp, size: tuple[int, int]
+) -> None:
+    """The Judge's suggestion as the workbench shows it when the loop waits for a decision, flagged."""
+
+    def ask(pilot: Any) -> None:
+        pilot.app.push_screen(ApprovalScreen(SUGGESTION, flagged=True))
+
+    assert snap_compare(replay_app, run_before=ask, terminal_size=size)
