@@ -1,10 +1,11 @@
 """The TUI's subcommands: ``new TASK.py``, ``open SESSION``, ``replay SESSION``, and the bare
-``cudaforge`` (the session browser, through :func:`launch_browser`).
+``cudaforge`` (the session browser, through :func:`launch_browser`), and ``demo``.
 
 Textual is imported only when a command runs, so ``cudaforge --help`` and the engine commands
-stay fast. ``--serve`` re-runs the same command line (without ``--serve``) inside textual-serve,
-an optional extra; every browser connection gets its own process, which is fine because all
-state lives in the session repository.
+stay fast. ``--serve`` re-runs the same command line (without ``--serve`` and ``--port``) inside
+textual-serve, an optional extra, on ``http://localhost:PORT`` (``--port``, default 8000; a test
+or a second user on the machine picks another); every browser connection gets its own process,
+which is fine because all state lives in the session repository.
 """
 
 from __future__ import annotations
@@ -20,13 +21,32 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 SERVE_HOST, SERVE_PORT = "localhost", 8000
 
 
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 1–65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port: {text!r}")
+    return port
+
+
+def add_serve_options(parser: argparse.ArgumentParser) -> None:
+    """``--no-mouse``, ``--serve`` and ``--port``: how the TUI is shown (terminal or browser)."""
+    parser.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (slow SSH links)")
+    parser.add_argument(
+        "--serve", action="store_true", help=f"serve the TUI to a browser on http://{SERVE_HOST}:PORT"
+    )
+    parser.add_argument(
+        "--port", type=port_number, default=SERVE_PORT, help=f"port for --serve (default {SERVE_PORT})"
+    )
+
+
 def add_common_options(parser: argparse.ArgumentParser) -> None:
     """The options every TUI entry point takes (also used by the bare ``cudaforge``)."""
     parser.add_argument("--sessions-dir", type=Path, default=None, help="where sessions live")
-    parser.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (slow SSH links)")
-    parser.add_argument(
-        "--serve", action="store_true", help=f"serve the TUI to a browser on http://{SERVE_HOST}:{SERVE_PORT}"
-    )
+    add_serve_options(parser)
 
 
 def register(subparsers: Any) -> None:
@@ -46,18 +66,19 @@ def register(subparsers: Any) -> None:
     replay.set_defaults(func=run_replay)
 
     demo = subparsers.add_parser("demo", help="replay the bundled demo session (no GPU or API key needed)")
-    demo.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (slow SSH links)")
-    demo.set_defaults(func=run_demo, serve=False, sessions_dir=None)
+    add_serve_options(demo)
+    demo.set_defaults(func=run_demo, sessions_dir=None)
 
 
-def _serve(argv: Sequence[str]) -> int:
+def _serve(argv: Sequence[str], port: int = SERVE_PORT) -> int:
+    """Serve ``cudaforge ARGV`` to browsers until interrupted (Ctrl-C or SIGTERM end it cleanly)."""
     try:
         from textual_serve.server import Server
     except ImportError:
         print("cudaforge: --serve needs textual-serve: pip install 'textual-serve'", file=sys.stderr)
         return EXIT_ERROR
     command = shlex.join([sys.executable, "-m", "tui.cli", *[a for a in argv if a != "--serve"]])
-    Server(command, host=SERVE_HOST, port=SERVE_PORT, title="cudaforge").serve()
+    Server(command, host=SERVE_HOST, port=port, title="cudaforge").serve()
     return EXIT_OK
 
 
@@ -78,7 +99,7 @@ def _run_app(args: argparse.Namespace, app: Any) -> int:
 def launch_browser(args: argparse.Namespace) -> int:
     """The bare ``cudaforge``: the session browser."""
     if getattr(args, "serve", False):
-        return _serve(_argv_for(args))
+        return _serve(_argv_for(args), args.port)
     from tui.app import CudaforgeApp
 
     return _run_app(args, CudaforgeApp(sessions_root=getattr(args, "sessions_dir", None)))
@@ -86,7 +107,7 @@ def launch_browser(args: argparse.Namespace) -> int:
 
 def _open_session(args: argparse.Namespace, mode: str) -> int:
     if args.serve:
-        return _serve(_argv_for(args, "replay" if mode == "replay" else "open", args.session))
+        return _serve(_argv_for(args, "replay" if mode == "replay" else "open", args.session), args.port)
     from sessions.errors import SessionError
     from sessions.repo import SessionRepo
     from tui.app import CudaforgeApp
@@ -112,7 +133,7 @@ def run_replay(args: argparse.Namespace) -> int:
 
 def run_new(args: argparse.Namespace) -> int:
     if args.serve:
-        return _serve(_argv_for(args, "new", str(args.task)))
+        return _serve(_argv_for(args, "new", str(args.task)), args.port)
     from sessions.errors import SessionError
     from sessions.repo import SessionRepo
     from tui.app import CudaforgeApp
@@ -130,6 +151,8 @@ def run_new(args: argparse.Namespace) -> int:
 
 def run_demo(args: argparse.Namespace) -> int:
     """Unpack the bundled session into a fresh folder and replay it, saying that it is a demo."""
+    if args.serve:  # each browser connection unpacks its own copy
+        return _serve(_argv_for(args, "demo"), args.port)
     from sessions.repo import SessionRepo
     from tui.app import CudaforgeApp
     from tui.demo import NOTICE, DemoError, unpack
