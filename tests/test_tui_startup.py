@@ -145,3 +145,31 @@ def test_startup_benchmark_measures_a_complete_first_frame(tmp_path: Path) -> No
     assert done.returncode in (0, 1), done.stdout + done.stderr  # 1: over budget on this machine now
     assert "to first full screen (torch imported: False)" in done.stdout
     assert "median" in done.stdout
+
+
+@pytest.mark.asyncio
+async def test_pane_tabs_switch_by_click_and_by_arrows_when_focused(session_root) -> None:  # noqa: F811
+    from tui.widgets.tabs import PaneTabs, TabStrip
+
+    app, repo = _app(session_root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        output = app.screen.query_one(OutputPane)
+        strip = output.query_one(TabStrip)
+        assert output.active == "tab-build" and "ninja: build compile_error" in _text(app)
+        checks = next(start for start, _, tab in strip.spans() if tab == "tab-checks")
+        await pilot.click(TabStrip, offset=(checks + 1, 0))  # on " Checks "
+        await pilot.pause()
+        assert output.active == "tab-checks" and "verdict" in _text(app)
+        strip.focus()
+        await pilot.press("right")  # the strip's own arrows, not the workbench's next/previous
+        await pilot.pause()
+        assert output.active == "tab-ncu" and "dram__throughput" not in _text(app)  # iteration 0: none
+        assert "not profiled" in _text(app)
+        await pilot.press("left", "left", "left")  # wraps round: ncu → checks → build → chart
+        await pilot.pause()
+        assert output.active == "tab-chart" and "#0" in _text(app)
+        with pytest.raises(ValueError):
+            output.query_one(PaneTabs).active = "tab-nope"
+        assert output.active == "tab-chart"  # refused, not half-applied
+    repo.close()

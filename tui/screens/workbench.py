@@ -26,7 +26,7 @@ from textual.geometry import Size
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import AwaitMount
-from textual.widgets import TabbedContent, TabPane, Tree
+from textual.widgets import Tree
 
 from engine import events as ev
 from sessions.errors import SessionError
@@ -38,6 +38,7 @@ from tui.widgets.footer import KeyFooter
 from tui.widgets.kernel_pane import KernelPane
 from tui.widgets.output_pane import OutputPane
 from tui.widgets.status_line import StatusLine
+from tui.widgets.tabs import Pane, PaneTabs
 from tui.widgets.task_pane import TaskPane
 from tui.widgets.timeline import NodeRef, Timeline, TimelineItem
 
@@ -117,16 +118,16 @@ class WorkbenchScreen(Screen[None]):
         narrow = self._narrow if self._narrow is not None else self.app.size.width < NARROW_WIDTH
         self._narrow = narrow
         if narrow:
-            with TabbedContent(id="narrow"):
-                with TabPane("Kernel", id="pane-kernel"):
+            with PaneTabs(id="narrow"):
+                with Pane("Kernel", id="pane-kernel"):
                     yield KernelPane()
-                with TabPane("Output", id="pane-output"):
+                with Pane("Output", id="pane-output"):
                     yield OutputPane()
-                with TabPane("Chat", id="pane-chat"):
+                with Pane("Chat", id="pane-chat"):
                     yield ConversationPane()
-                with TabPane("Task", id="pane-task"):
+                with Pane("Task", id="pane-task"):
                     yield TaskPane()
-                with TabPane("Timeline", id="pane-timeline"):
+                with Pane("Timeline", id="pane-timeline"):
                     yield Timeline()
         else:
             with Horizontal(id="wide"):
@@ -330,7 +331,7 @@ class WorkbenchScreen(Screen[None]):
 
     def action_focus_timeline(self) -> None:
         if self._narrow:
-            self.query_one("#narrow", TabbedContent).active = "pane-timeline"
+            self.query_one("#narrow", PaneTabs).active = "pane-timeline"
         self.query_one(Timeline).focus()
 
     def action_back(self) -> None:

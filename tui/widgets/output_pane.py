@@ -15,9 +15,10 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widget import Widget
-from textual.widgets import Log, Static, TabbedContent, TabPane
+from textual.widgets import Log, Static
 
 from tui.model import build_log_lines, check_rows, ncu_rows, speedup_chart
+from tui.widgets.tabs import Pane, PaneTabs
 
 if TYPE_CHECKING:  # imported with the first table shown
     from textual.widgets import DataTable
@@ -29,7 +30,7 @@ BUILD, CHECKS, NCU, CHART = "tab-build", "tab-checks", "tab-ncu", "tab-chart"
 class OutputPane(Vertical):
     DEFAULT_CSS = """
     OutputPane { height: 1fr; }
-    OutputPane > TabbedContent { height: 1fr; }
+    OutputPane > PaneTabs { height: 1fr; }
     OutputPane #speedup-chart { padding: 0 1; }
     """
 
@@ -41,22 +42,22 @@ class OutputPane(Vertical):
 
     @property
     def active(self) -> str:
-        return self.query_one(TabbedContent).active
+        return self.query_one(PaneTabs).active
 
     @active.setter
     def active(self, tab_id: str) -> None:
-        self.query_one(TabbedContent).active = tab_id
+        self.query_one(PaneTabs).active = tab_id
 
     def compose(self) -> ComposeResult:
-        with TabbedContent(initial=BUILD):
-            with TabPane("Build", id=BUILD):
+        with PaneTabs(initial=BUILD):
+            with Pane("Build", id=BUILD):
                 yield Log(max_lines=BUILD_LOG_MAX_LINES, id="build-log", auto_scroll=True)
-            yield TabPane("Checks", id=CHECKS)
-            yield TabPane("NCU", id=NCU)
-            yield TabPane("Chart", id=CHART)
+            yield Pane("Checks", id=CHECKS)
+            yield Pane("NCU", id=NCU)
+            yield Pane("Chart", id=CHART)
 
-    @on(TabbedContent.TabActivated)
-    async def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
+    @on(PaneTabs.TabActivated)
+    async def _tab_shown(self, event: PaneTabs.TabActivated) -> None:
         pane = event.pane
         if pane.id in (CHECKS, NCU, CHART) and not pane.children:
             await pane.mount(self._build(pane.id))

@@ -1,0 +1,182 @@
+"""Tabs over panes, drawn by one strip widget and a content switcher.
+
+Textual's ``TabbedContent`` builds about a dozen widgets for a row of tabs (scroll container,
+rows, a widget per tab, an animated underline) and highlights the active tab after a refresh: the
+output pane's four tabs were over a quarter of the work before the workbench's first frame on a
+2-core machine. :class:`TabStrip` draws the same two lines — the titles, then a bar with the
+active title's span lit — as one renderable; clicks and, when focused, ←/→ switch tabs.
+:class:`PaneTabs` pairs it with a ``ContentSwitcher`` of :class:`Pane` children and keeps the
+``active`` / ``TabActivated`` interface of ``TabbedContent``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Group
+from rich.style import Style
+from rich.text import Text
+from textual import events, on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.reactive import reactive
+from textual.renderables.bar import Bar
+from textual.widget import Widget
+from textual.widgets import ContentSwitcher
+
+
+class Pane(Vertical):
+    """One pane of a :class:`PaneTabs`, titled."""
+
+    DEFAULT_CSS = """
+    Pane { height: auto; }
+    """
+
+    def __init__(self, title: str, *children: Widget, id: str) -> None:
+        super().__init__(*children, id=id)
+        self.title = title
+
+
+class TabStrip(Widget, can_focus=True):
+    """Tab titles on one line and a bar under them with the active title's span highlighted."""
+
+    ALLOW_SELECT = False
+    COMPONENT_CLASSES = {"tab-strip--tab", "tab-strip--active", "tab-strip--bar"}
+    DEFAULT_CSS = """
+    TabStrip {
+        width: 1fr;
+        height: 2;
+        & > .tab-strip--tab { color: $foreground 50%; }
+        & > .tab-strip--active { color: $foreground; }
+        & > .tab-strip--bar { color: $block-cursor-background; background: $foreground 10%; }
+        &:ansi {
+            & > .tab-strip--tab { text-style: dim; }
+            & > .tab-strip--active { text-style: not dim bold; }
+            & > .tab-strip--bar { color: $block-cursor-background; background: $border-blurred; }
+        }
+        &:focus {
+            & > .tab-strip--bar { background: $foreground 30%; }
+            & > .tab-strip--active {
+                text-style: $block-cursor-text-style;
+                color: $block-cursor-foreground;
+                background: $block-cursor-background;
+            }
+        }
+    }
+    """
+    BINDINGS = [
+        Binding("left", "step(-1)", "Previous tab", show=False),
+        Binding("right", "step(1)", "Next tab", show=False),
+    ]
+
+    active: reactive[str] = reactive("")
+
+    class Clicked(Message):
+        """A tab title was clicked (or chosen with the arrows): show its pane."""
+
+        def __init__(self, tab_id: str) -> None:
+            super().__init__()
+            self.tab_id = tab_id
+
+    def __init__(self, tabs: Sequence[tuple[str, str]], active: str, **kwargs: object) -> None:
+        """``tabs``: (id, title) pairs, in order."""
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.tabs = list(tabs)
+        self.set_reactive(TabStrip.active, active)
+
+    def spans(self) -> list[tuple[int, int, str]]:
+        """(first cell, end cell, tab id) of each title with its one-cell padding."""
+        found, start = [], 0
+        for tab_id, title in self.tabs:
+            width = Text(title).cell_len + 2
+            found.append((start, start + width, tab_id))
+            start += width
+        return found
+
+    def render(self) -> Group:
+        normal = self.get_component_rich_style("tab-strip--tab")
+        active = self.get_component_rich_style("tab-strip--active")
+        bar = self.get_component_rich_style("tab-strip--bar")
+        titles = Text(no_wrap=True, overflow="crop")
+        lit = (0, 0)
+        for (start, end, tab_id), (_, title) in zip(self.spans(), self.tabs, strict=True):
+            titles.append(f" {title} ", active if tab_id == self.active else normal)
+            if tab_id == self.active:
+                lit = (start + 1, end - 1)  # the title, not its padding, as Textual's tabs do
+        underline = Bar(
+            highlight_range=lit,
+            highlight_style=Style.from_color(bar.color),
+            background_style=Style.from_color(bar.bgcolor),
+        )
+        return Group(titles, underline)
+
+    def on_click(self, event: events.Click) -> None:
+        for start, end, tab_id in self.spans():
+            if start <= event.x < end:
+                self.post_message(self.Clicked(tab_id))
+                return
+
+    def action_step(self, step: int) -> None:
+        ids = [tab_id for tab_id, _ in self.tabs]
+        here = ids.index(self.active) if self.active in ids else 0
+        self.post_message(self.Clicked(ids[(here + step) % len(ids)]))
+
+
+class PaneTabs(Vertical):
+    """:class:`Pane` children, one shown at a time, under a :class:`TabStrip` of their titles."""
+
+    DEFAULT_CSS = """
+    PaneTabs { height: auto; }
+    PaneTabs > TabStrip { dock: top; }
+    PaneTabs > ContentSwitcher { height: auto; }
+    """
+
+    active: reactive[str] = reactive("", init=False)
+
+    class TabActivated(Message):
+        """A pane became the shown one."""
+
+        def __init__(self, pane_tabs: PaneTabs, pane: Pane) -> None:
+            super().__init__()
+            self.pane_tabs = pane_tabs
+            self.pane = pane
+
+        @property
+        def control(self) -> PaneTabs:
+            return self.pane_tabs
+
+    def __init__(self, initial: str = "", **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._initial = initial
+        self._panes: list[Pane] = []
+
+    def compose_add_child(self, widget: Widget) -> None:
+        if not isinstance(widget, Pane):
+            raise TypeError(f"PaneTabs holds Pane children, not {type(widget).__name__}")
+        self._panes.append(widget)
+
+    def compose(self) -> ComposeResult:
+        first = self._initial or (self._panes[0].id if self._panes else "")
+        self.set_reactive(PaneTabs.active, first or "")
+        tabs = [(pane.id or "", pane.title) for pane in self._panes]
+        yield TabStrip(tabs, self.active)
+        yield ContentSwitcher(*self._panes, initial=first or None)
+
+    def validate_active(self, active: str) -> str:
+        ids = [pane.id for pane in self._panes]
+        if active not in ids:
+            raise ValueError(f"no tab {active!r} here (tabs: {ids})")
+        return active
+
+    def watch_active(self, active: str) -> None:
+        ids = [pane.id for pane in self._panes]
+        self.query_one(ContentSwitcher).current = active
+        self.query_one(TabStrip).active = active
+        self.post_message(self.TabActivated(self, self._panes[ids.index(active)]))
+
+    @on(TabStrip.Clicked)
+    def _clicked(self, event: TabStrip.Clicked) -> None:
+        event.stop()
+        self.active = event.tab_id
