@@ -68,3 +68,32 @@ def test_importing_the_app_does_not_import_torch() -> None:
     code = "import sys, tui.app, tui.commands; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_a_tui_command_line_is_parsed_without_importing_the_engine_commands() -> None:
+    from tui import cli
+
+    assert (
+        cli.modules_for([])
+        == cli.modules_for(["demo"])
+        == cli.modules_for(["replay", "s"])
+        == ("tui.commands",)
+    )
+    assert cli.modules_for(["eval", "t.py", "k.py"]) == cli.COMMAND_MODULES
+    assert cli.modules_for(["--sessions-dir", "d"]) == cli.COMMAND_MODULES  # options first: parse it all
+    code = (
+        "import sys; from tui import cli; p = cli.build_parser(cli.modules_for(['demo', '--serve']));"
+        "a = p.parse_args(['demo', '--serve', '--port', '8123']);"
+        "print(a.func.__name__, a.port, sorted(m for m in ('engine.loop', 'engine.evaluate') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "run_demo 8123 []", done.stderr
+
+
+def test_the_full_help_still_lists_every_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "--help"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0
+    for command in ("eval", "doctor", "run", "demo", "replay", "sessions"):
+        assert command in done.stdout
