@@ -2,7 +2,7 @@
 
 Only the build log exists from the start. The checks table, the NCU table and the chart are built
 the first time their tab is shown, from the last result, profile and history handed to the pane:
-two tables and a chart nobody is looking at were ~10 % of the work before the workbench's first
+two tables and a chart nobody is looking at were ~6 % of the work before the workbench's first
 frame, and many sessions are browsed without ever opening those tabs.
 """
 
