@@ -26,7 +26,7 @@ from pathlib import Path
 from engine.bench.plots import INSTALL_HINT as PLOTS_HINT
 from engine.bench.plots import write_plots
 from engine.bench.progress import make_progress
-from engine.bench.ray_backend import INSTALL_HINT
+from engine.bench.ray_backend import import_ray
 from engine.bench.results import task_row
 from engine.bench.runner import Bench, BenchOptions
 from engine.bench.settings import merged_settings
@@ -111,12 +111,9 @@ def bench_command(args: argparse.Namespace) -> int:
         return _usage("--gpus needs a CUDA device (not --device cpu)")
     if args.gpus and args.ray:
         return _usage("--gpus and --ray do not mix: Ray gives each task its GPU")
-    if args.ray:
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            return _usage(INSTALL_HINT)
     try:
+        if args.ray:
+            import_ray()
         tasks, notes = discover(args.tasks)
         device, gpus = _gpus(args.device, args.gpus) if not args.ray else (_ray_device(args.device), None)
     except (BenchError, EvaluationError) as error:
@@ -141,9 +138,6 @@ def bench_command(args: argparse.Namespace) -> int:
     progress = make_progress(args.progress, len(tasks), sys.stdout, options.rounds)
     try:
         failures = Bench(tasks, options, progress).run()
-    except BenchError as error:
-        print(f"cudaforge bench: {error}", file=sys.stderr)
-        return EXIT_ERROR
     finally:
         progress.close()
     rows = [task_row(out, task, options.rounds) for task in tasks]

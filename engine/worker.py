@@ -58,13 +58,14 @@ def _error_info(error: BaseException) -> dict[str, str]:
     }
 
 
-def _to_device(value: Any, device: Any) -> Any:
+def to_device(value: Any, device: Any) -> Any:
+    """Tensors anywhere in nested lists/tuples moved to ``device``; anything else as it is."""
     import torch
 
     if isinstance(value, torch.Tensor):
         return value.to(device)
     if isinstance(value, (list, tuple)):
-        return type(value)(_to_device(v, device) for v in value)
+        return type(value)(to_device(v, device) for v in value)
     return value
 
 
@@ -213,7 +214,7 @@ class Evaluation:
 
         torch.manual_seed(seed)
         with torch.device(self.device):
-            return list(_to_device(list(task.get_inputs()), self.device))
+            return list(to_device(list(task.get_inputs()), self.device))
 
     def sync(self) -> None:
         import torch

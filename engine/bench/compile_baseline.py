@@ -54,14 +54,18 @@ def baseline_command(task: BenchTask, out: Path, device: str, python: str = sys.
             "--json", str(baseline_file(out, task))]  # fmt: skip
 
 
-def speedup_vs_compile(best_speedup: float | None, baseline: dict[str, Any] | None) -> float | None:
-    """The best kernel's speedup over the compiled reference (see the module docstring)."""
-    if best_speedup is None or not baseline or not baseline.get("compiled_matches"):
+def compile_speedup(baseline: dict[str, Any] | None) -> float | None:
+    """eager ÷ compiled reference; ``None`` without a baseline, or when compiled did not match eager."""
+    if not baseline or not baseline.get("compiled_matches"):
         return None
     eager, compiled = baseline.get("eager_ms"), baseline.get("compiled_ms")
-    if not eager or not compiled:
-        return None
-    return best_speedup * compiled / eager
+    return eager / compiled if eager and compiled else None
+
+
+def speedup_vs_compile(best_speedup: float | None, baseline: dict[str, Any] | None) -> float | None:
+    """The best kernel's speedup over the compiled reference (see the module docstring)."""
+    ratio = compile_speedup(baseline)
+    return None if best_speedup is None or ratio is None else best_speedup / ratio
 
 
 def _measure(task_path: Path, device_name: str, trials: int, budget_s: float, seed: int) -> dict[str, Any]:
@@ -70,6 +74,7 @@ def _measure(task_path: Path, device_name: str, trials: int, budget_s: float, se
     from engine.compare import compare_outputs
     from engine.tasks import import_module_from_source
     from engine.timing import TimingPlan, time_models
+    from engine.worker import to_device
 
     device = torch.device("cuda" if device_name == "cuda" else "cpu")
     if device.type == "cpu":
@@ -82,7 +87,7 @@ def _measure(task_path: Path, device_name: str, trials: int, budget_s: float, se
         eager = task.Model(*init_inputs).to(device)
     torch.manual_seed(seed)
     with torch.device(device):
-        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+        inputs = list(to_device(list(task.get_inputs()), device))
     compiled = torch.compile(eager)
     started = time.monotonic()
     with torch.no_grad():

@@ -95,7 +95,7 @@ class LineProgress:
             state = self.running.setdefault(name, TaskState(name))
             state.update(text)
             suffix = ""
-            if state.best is not None and _STAGE.match(text) and "→" not in text:
+            if state.best is not None and _STAGE.match(text):
                 suffix = f"  (best {state.best:.2f}x)"
             self._print(f"[{name}] {text}{suffix}")
 

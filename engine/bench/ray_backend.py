@@ -28,13 +28,14 @@ from typing import TYPE_CHECKING, Any
 from engine.bench.tasks import BenchError
 
 if TYPE_CHECKING:
-    from engine.bench.runner import Bench
+    from engine.bench.runner import Bench, TaskPlan
     from engine.bench.tasks import BenchTask
 
 INSTALL_HINT = "--ray needs Ray: pip install 'cudaforge[ray]'"
 
 
-def _import_ray() -> Any:
+def import_ray() -> Any:
+    """The ``ray`` module, or a BenchError that says how to install it."""
     try:
         import ray
     except ImportError:
@@ -43,12 +44,11 @@ def _import_ray() -> Any:
 
 
 def run_remote_task(name: str, commands: list[list[str]], cwd: str, lines: Any) -> dict[str, Any]:
-    """The body of one Ray task: run the commands here, lines to the driver; codes and where it ran."""
+    """The body of one Ray task: run the commands here, lines to the driver; their codes and seconds."""
     from engine.bench.runner import child_env, execute
 
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES")  # set by Ray for a task with num_gpus=1
-    where = f"{socket.gethostname()}" + (f" GPU {gpu}" if gpu else "")
-    lines.put((name, "\x00start", where))
+    lines.put((name, "\x00start", socket.gethostname() + (f" GPU {gpu}" if gpu else "")))
     started = time.monotonic()
     codes = execute(
         commands,
@@ -58,7 +58,7 @@ def run_remote_task(name: str, commands: list[list[str]], cwd: str, lines: Any) 
         None,  # the driver keeps the log
         lambda command: lines.put((name, "\x00command", command)),
     )
-    return {"codes": codes, "seconds": time.monotonic() - started, "where": where}
+    return {"codes": codes, "seconds": time.monotonic() - started}
 
 
 def connect(ray: Any, address: str, workers: int, device: str) -> None:
@@ -72,11 +72,11 @@ def connect(ray: Any, address: str, workers: int, device: str) -> None:
         ray.init(address=None if address == "auto" else address, **common)
 
 
-def run_on_ray(bench: Bench, todo: list[BenchTask]) -> int:
+def run_on_ray(bench: Bench, todo: list[tuple[BenchTask, TaskPlan]]) -> int:
     """Run ``todo`` as Ray tasks; the number of tasks whose session run failed."""
     if not todo:
         return 0
-    ray = _import_ray()
+    ray = import_ray()
     from ray.util.queue import Empty, Queue
 
     options = bench.options
@@ -89,16 +89,15 @@ def run_on_ray(bench: Bench, todo: list[BenchTask]) -> int:
         extra["runtime_env"] = {"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}}
     remote = ray.remote(run_remote_task).options(max_retries=0, **extra, **resources)
     lines = Queue()
-    pending: dict[Any, tuple[BenchTask, list[list[str]]]] = {}
+    pending: dict[Any, tuple[BenchTask, TaskPlan]] = {}
     logs: dict[str, Path] = {}
     resumed_names: set[str] = set()
     try:
-        for task in todo:
-            commands, resumed = bench.commands(task)
-            if resumed:
+        for task, plan in todo:
+            if plan.resumed:
                 resumed_names.add(task.name)
-            ref = remote.remote(task.name, commands, str(options.cwd), lines)
-            pending[ref] = (task, commands)
+            ref = remote.remote(task.name, plan.commands, str(options.cwd), lines)
+            pending[ref] = (task, plan)
             logs[task.name] = bench.log_path(task)
             logs[task.name].parent.mkdir(parents=True, exist_ok=True)
         failures = 0
@@ -108,14 +107,14 @@ def run_on_ray(bench: Bench, todo: list[BenchTask]) -> int:
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.2)
                 _drain(lines, bench, logs, resumed_names, Empty)
                 for ref in ready:
-                    task, commands = pending.pop(ref)
+                    task, plan = pending.pop(ref)
                     _drain(lines, bench, logs, resumed_names, Empty)  # lines sent before it returned
                     try:
                         outcome = ray.get(ref)
                     except Exception as error:  # the task itself died (node lost, worker crash)
                         bench.progress.say(f"[{task.name}] Ray task failed: {type(error).__name__}: {error}")
                         outcome = {"codes": [1], "seconds": 0.0}
-                    failures += bench.record(task, commands, outcome["codes"], outcome["seconds"])
+                    failures += bench.record(task, plan, outcome["codes"], outcome["seconds"])
             except KeyboardInterrupt:
                 if cancelled:
                     raise

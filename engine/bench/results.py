@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.bench.compile_baseline import read_baseline, speedup_vs_compile
+from engine.bench.compile_baseline import compile_speedup, read_baseline, speedup_vs_compile
 from engine.bench.summary import TaskRow
 from engine.bench.tasks import BenchTask
 from sessions.errors import SessionError
@@ -100,9 +100,6 @@ def task_row(out: Path, task: BenchTask, rounds: int | None = None) -> TaskRow:
     costs = [it.cost_usd for it in history]
     baseline = read_baseline(out, task)
     best_speedup = best.speedup if best is not None else None
-    compile_speedup = None
-    if baseline and baseline.get("compiled_matches") and baseline.get("compiled_ms"):
-        compile_speedup = baseline["eager_ms"] / baseline["compiled_ms"]
     return TaskRow(
         task=task.name,
         status=status,
@@ -114,7 +111,7 @@ def task_row(out: Path, task: BenchTask, rounds: int | None = None) -> TaskRow:
         minutes=round(seconds / 60.0, 4),
         device=str(settings.get("eval", {}).get("device", "cpu")),
         session=str(path),
-        compile_speedup=compile_speedup,
+        compile_speedup=compile_speedup(baseline),
         speedup_vs_compile=speedup_vs_compile(best_speedup, baseline),
         best_by_round=best_by_round(history),
     )

@@ -90,6 +90,16 @@ def child_env(gpu: str | None) -> dict[str, str]:
     return env
 
 
+@dataclass
+class TaskPlan:
+    """What is left to run for one task, decided once before it is queued."""
+
+    commands: list[list[str]]
+    resumed: bool  # its session exists and is continued
+    runs_session: bool  # commands[0] is the session run
+    runs_baseline: bool  # commands[-1] is the compile baseline
+
+
 def execute(
     commands: Sequence[Sequence[str]],
     cwd: Path | None,
@@ -161,19 +171,18 @@ class Bench:
         self.progress = progress
         self.stopping = threading.Event()
 
-    def needs_baseline(self, task: BenchTask) -> bool:
-        return self.options.compile_baseline and read_baseline(self.options.out, task) is None
-
-    def commands(self, task: BenchTask) -> tuple[list[list[str]], bool]:
-        """The commands still to run for ``task`` and whether its session is being continued."""
+    def plan(self, task: BenchTask) -> TaskPlan:
+        """What is left to run for ``task``: its session unless done, then the baseline unless measured."""
+        runs_session = task_row(self.options.out, task, self.options.rounds).status != DONE
+        runs_baseline = self.options.compile_baseline and read_baseline(self.options.out, task) is None
         commands: list[list[str]] = []
-        resumed = is_session_dir(session_dir(self.options.out, task))
-        if task_row(self.options.out, task, self.options.rounds).status != DONE:
+        if runs_session:
             commands.append(task_command(task, self.options))
-        if self.needs_baseline(task):
+        if runs_baseline:
             device = "cuda" if self.options.device == "cuda" else "cpu"
             commands.append(baseline_command(task, self.options.out, device, self.options.python))
-        return commands, resumed
+        resumed = is_session_dir(session_dir(self.options.out, task))
+        return TaskPlan(commands, resumed, runs_session, runs_baseline)
 
     def log_path(self, task: BenchTask) -> Path:
         return self.options.out / "logs" / f"{task.name}.log"
@@ -182,8 +191,9 @@ class Bench:
         """Run every task that is not done; the number of tasks whose run exited with an error."""
         todo = []
         for task in self.tasks:
-            if self.commands(task)[0]:
-                todo.append(task)
+            plan = self.plan(task)
+            if plan.commands:
+                todo.append((task, plan))
             else:
                 self.progress.skipped(task.name, "already done, skipped")
         self.options.out.mkdir(parents=True, exist_ok=True)
@@ -193,13 +203,13 @@ class Bench:
             return run_on_ray(self, todo)
         return self._run_locally(todo)
 
-    def _run_locally(self, todo: list[BenchTask]) -> int:
+    def _run_locally(self, todo: list[tuple[BenchTask, TaskPlan]]) -> int:
         slots: queue.Queue[str | None] = queue.Queue()
         for slot in self.options.gpus or [None] * max(1, self.options.workers):
             slots.put(slot)
         failures = 0
         with ThreadPoolExecutor(max_workers=max(1, slots.qsize())) as pool:
-            futures = [pool.submit(self._run_in_slot, task, slots) for task in todo]
+            futures = [pool.submit(self._run_in_slot, task, plan, slots) for task, plan in todo]
             for future in futures:
                 while True:
                     try:
@@ -210,35 +220,32 @@ class Bench:
                         self.stopping.set()
         return failures
 
-    def _run_in_slot(self, task: BenchTask, slots: queue.Queue[str | None]) -> int:
+    def _run_in_slot(self, task: BenchTask, plan: TaskPlan, slots: queue.Queue[str | None]) -> int:
         slot = slots.get()
         try:
             if self.stopping.is_set():
                 return 0
-            commands, resumed = self.commands(task)
-            self.progress.started(task.name, f"GPU {slot}" if slot is not None else "", resumed)
+            self.progress.started(task.name, f"GPU {slot}" if slot is not None else "", plan.resumed)
             started = time.monotonic()
             codes = execute(
-                commands,
+                plan.commands,
                 self.options.cwd,
                 child_env(slot),
                 lambda line: self.progress.line(task.name, line),
                 self.log_path(task),
             )
-            return self.record(task, commands, codes, time.monotonic() - started)
+            return self.record(task, plan, codes, time.monotonic() - started)
         finally:
             slots.put(slot)
 
-    def record(self, task: BenchTask, commands: list[list[str]], codes: list[int], seconds: float) -> int:
+    def record(self, task: BenchTask, plan: TaskPlan, codes: list[int], seconds: float) -> int:
         """Store the attempt in the task's status file and report it; 1 when the session run failed."""
-        ran_session = bool(commands) and "engine.cli_run" in commands[0]
-        session_code = codes[0] if ran_session and codes else None
-        baseline_code = None
-        if self.options.compile_baseline and len(codes) > (1 if ran_session else 0):
-            baseline_code = codes[-1]
+        session_code = codes[0] if plan.runs_session and codes else None
+        # the baseline ran only if no command before it was interrupted
+        baseline_code = codes[-1] if plan.runs_baseline and len(codes) == len(plan.commands) else None
         previous = read_status(self.options.out, task)
         status = dict(previous)
-        status["attempts"] = int(previous.get("attempts", 0)) + (1 if ran_session else 0)
+        status["attempts"] = int(previous.get("attempts", 0)) + (1 if plan.runs_session else 0)
         status["wall_seconds"] = round(float(previous.get("wall_seconds", 0.0)) + seconds, 3)
         if session_code is not None:
             status["exit_code"] = session_code
