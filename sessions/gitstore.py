@@ -28,6 +28,7 @@ from pathlib import Path
 import git
 from git.exc import GitCommandError
 from gitdb.base import IStream
+from gitdb.db.loose import LooseObjectDB
 
 from sessions.errors import ConcurrentUpdate
 from sessions.message import parse_trailer_lines
@@ -82,10 +83,22 @@ def isolate(repo: git.Repo) -> git.Repo:
     return repo
 
 
+def _store(repo: git.Repo, kind: bytes, data: bytes) -> str:
+    """Write one loose object in this process (temporary file, then rename); return its hex sha.
+
+    Not ``repo.odb.store``: GitPython's ``GitCmdObjectDB.store`` pipes the object into a
+    ``git hash-object -w --stdin --literally`` child. If this process is killed mid-pipe, that child
+    reads EOF and still writes what it got: a truncated, malformed object (``git fsck`` then reports
+    a "bogus commit object"). gitdb's own ``LooseObjectDB.store`` writes whole objects or nothing,
+    and spawns no process per object.
+    """
+    stream = LooseObjectDB.store(repo.odb, IStream(kind, len(data), io.BytesIO(data)))
+    return stream.hexsha.decode("ascii")
+
+
 def write_blob(repo: git.Repo, data: bytes) -> str:
     """Store ``data`` as a blob; return its hex sha."""
-    stream = repo.odb.store(IStream(b"blob", len(data), io.BytesIO(data)))
-    return stream.hexsha.decode("ascii")
+    return _store(repo, b"blob", data)
 
 
 def write_tree(repo: git.Repo, entries: dict[str, str]) -> str:
@@ -94,8 +107,7 @@ def write_tree(repo: git.Repo, entries: dict[str, str]) -> str:
         FILE_MODE + b" " + name.encode("utf-8") + b"\0" + bytes.fromhex(sha)
         for name, sha in sorted(entries.items(), key=lambda item: item[0].encode("utf-8"))
     )
-    stream = repo.odb.store(IStream(b"tree", len(body), io.BytesIO(body)))
-    return stream.hexsha.decode("ascii")
+    return _store(repo, b"tree", body)
 
 
 def write_commit(
@@ -107,8 +119,7 @@ def write_commit(
     ident = f"{IDENTITY_NAME} <{IDENTITY_EMAIL}> {stamp}"
     lines = [f"tree {tree}", *(f"parent {p}" for p in parents), f"author {ident}", f"committer {ident}"]
     body = ("\n".join(lines) + "\n\n" + message).encode("utf-8")
-    stream = repo.odb.store(IStream(b"commit", len(body), io.BytesIO(body)))
-    return stream.hexsha.decode("ascii")
+    return _store(repo, b"commit", body)
 
 
 def _utc_offset(when: float) -> str:

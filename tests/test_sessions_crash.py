@@ -8,7 +8,9 @@ the same write (each file carries the iteration's marker).
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
 import signal
 import subprocess
 import time
@@ -20,7 +22,7 @@ from sessions.listing import list_sessions
 from sessions.paths import is_session_dir
 from sessions.records import REQUIRED_FILES
 from sessions.repo import SessionRepo
-from tests.conftest_sessions import TASK_SOURCE, spawn_python, wait_for_line
+from tests.conftest_sessions import TASK_SOURCE, child_env, spawn_python, wait_for_line
 
 # Large files widen the window in which a kill lands in the middle of writing objects.
 WRITER = """
@@ -135,3 +137,38 @@ def test_kill_9_while_creating_sessions_leaves_only_whole_sessions(tmp_path: Pat
             assert repo.task_name == "crashy"
             assert repo.history() == []
             assert repo.task_source == "print('task')\n" * 3000
+
+
+RECORD_ONE = """
+import sys
+from sessions.repo import SessionRepo
+with SessionRepo.open(sys.argv[1]) as repo:
+    repo.record_iteration(
+        kernel_source="x = 1\\n", eval_result={"status": "correct", "speedup": 1.0}, phase="seed",
+        transcript=[], coder="scripted/coder", judge="scripted/judge", tokens=0, cost_usd=0.0,
+    )
+print("recorded", flush=True)
+"""
+
+
+def test_objects_are_written_in_process_so_no_git_child_outlives_a_killed_writer(tmp_path: Path) -> None:
+    """A writer must not hand an object's bytes to a ``git`` child: killed mid-pipe, that child still
+    writes what it got, a truncated object (this is how a kill once left a "bogus commit object").
+    Every git command the writer runs goes through a logging wrapper; none may be ``hash-object``."""
+    real_git = shutil.which("git")
+    assert real_git is not None
+    bin_dir, log = tmp_path / "bin", tmp_path / "git-calls.log"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "git"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{real_git}" "$@"\n')
+    wrapper.chmod(0o755)
+    with SessionRepo.create(tmp_path, task_source=TASK_SOURCE, task_name="add", name="s") as repo:
+        path = repo.path
+    env = child_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    writer = spawn_python(RECORD_ONE, str(path), env=env)
+    out, err = writer.communicate(timeout=120)
+    assert writer.returncode == 0 and "recorded" in out, err
+    calls = log.read_text().splitlines()
+    assert any(c.startswith("update-ref") for c in calls), calls  # the wrapper really saw the writer's git
+    assert not [c for c in calls if c.startswith("hash-object")], calls
+    assert_fsck_clean(path)
