@@ -171,3 +171,66 @@ def test_scripted_errors_and_cancel(tmp_path):
     with pytest.raises(E.LLMCancelled):
         ScriptedProvider(str(tmp_path)).complete(REQ, on_token=on_token, cancel=cancel)
     assert seen == ["one\n"]
+
+
+# --- the shared completion skeleton -------------------------------------------------------------
+
+
+def test_both_sdk_providers_use_the_one_completion_skeleton():
+    """The frame around a call (cancel, timing, error translation, pricing) is written once."""
+    from engine.llm.anthropic_provider import AnthropicProvider
+    from engine.llm.openai_provider import OpenAIProvider
+    from engine.llm.sdk_provider import SDKProvider
+
+    for provider in (OpenAIProvider, AnthropicProvider):
+        assert issubclass(provider, SDKProvider)
+        assert "complete" not in vars(provider)
+
+
+def test_a_provider_that_only_says_how_to_call_gets_pricing_and_error_translation(monkeypatch):
+    """A new SDK provider supplies its client, parameters and call; the skeleton does the rest."""
+    import openai
+
+    from engine.llm.sdk_provider import Completion, SDKProvider
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    outcomes: list[object] = []
+
+    class Probe(SDKProvider):
+        provider = "openai"
+        sdk = openai
+        sdk_error = openai.OpenAIError
+
+        def make_client(self, api_key):
+            return None
+
+        def build_params(self, request):
+            return {"model": self.model}
+
+        def summarize(self, params):
+            return dict(params)
+
+        def call(self, params, on_token, cancel):
+            outcome = outcomes.pop(0)
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome
+
+    prices = PriceTable.load({"openai/probe": {"input": 1.0, "output": 2.0}})
+    probe = Probe("probe", ProviderSettings(max_retries=0), prices)
+    outcomes.append(Completion("hi", "", Usage(input_tokens=1_000_000, output_tokens=500_000), "stop", None))
+    reply = probe.complete(REQ)
+    assert (reply.text, reply.model, reply.cost_usd, reply.raw_request_summary) == (
+        "hi",
+        "openai/probe",
+        2.0,
+        {"model": "probe"},
+    )
+    outcomes.append(openai.APIConnectionError(request=None))  # the SDK keeps the request only for show
+    with pytest.raises(E.LLMError) as info:
+        probe.complete(REQ)
+    assert "openai/probe" in str(info.value)
+    cancelled = threading.Event()
+    cancelled.set()
+    with pytest.raises(E.LLMCancelled):
+        probe.complete(REQ, cancel=cancelled)

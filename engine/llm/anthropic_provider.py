@@ -8,21 +8,16 @@ the SDK's own (``max_retries``; 408/409/429/5xx and timeouts, honouring ``retry-
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import anthropic
 
-from engine.llm.base import LLMReply, LLMRequest, Provider, TokenCallback, Usage, check_cancel
-from engine.llm.errors import ConfigError, LLMError, MalformedReplyError, ServerError
+from engine.llm.base import LLMRequest, TokenCallback, Usage
+from engine.llm.errors import ConfigError, MalformedReplyError, ServerError
 from engine.llm.prices import PriceTable
-from engine.llm.sdk_errors import CallContext, translate
-from engine.llm.settings import ProviderSettings, effective_base_url, key_env_name, resolve_api_key
+from engine.llm.sdk_provider import Completion, SDKProvider, as_int
+from engine.llm.settings import ProviderSettings
 from engine.llm.streaming import drain
-
-
-def _int(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) else 0
 
 
 def _usage(u: Any, output_tokens: int | None = None) -> Usage:
@@ -30,43 +25,35 @@ def _usage(u: Any, output_tokens: int | None = None) -> Usage:
     ``input_tokens`` is the whole prompt, as for OpenAI."""
     if u is None:
         return Usage(output_tokens=output_tokens or 0)
-    cache_read = _int(getattr(u, "cache_read_input_tokens", 0))
-    cache_write = _int(getattr(u, "cache_creation_input_tokens", 0))
+    cache_read = as_int(getattr(u, "cache_read_input_tokens", 0))
+    cache_write = as_int(getattr(u, "cache_creation_input_tokens", 0))
     return Usage(
-        input_tokens=_int(getattr(u, "input_tokens", 0)) + cache_read + cache_write,
-        output_tokens=_int(getattr(u, "output_tokens", 0)) if output_tokens is None else output_tokens,
+        input_tokens=as_int(getattr(u, "input_tokens", 0)) + cache_read + cache_write,
+        output_tokens=as_int(getattr(u, "output_tokens", 0)) if output_tokens is None else output_tokens,
         cached_tokens=cache_read,
     )
 
 
-class AnthropicProvider(Provider):
+class AnthropicProvider(SDKProvider):
     provider = "anthropic"
+    sdk = anthropic
+    sdk_error = anthropic.AnthropicError
 
     def __init__(self, model: str, settings: ProviderSettings, prices: PriceTable) -> None:
-        settings.validate()
         budget = settings.thinking_budget
         if isinstance(budget, int) and budget >= settings.max_output_tokens:
             raise ConfigError(
                 f"anthropic/{model}: thinking_budget ({budget}) must be below max_output_tokens "
                 f"({settings.max_output_tokens}), which includes the thinking"
             )
-        self.model = model
-        self.name = f"anthropic/{model}"
-        self.settings = settings
-        self.prices = prices
-        self.base_url = effective_base_url(settings, "anthropic")
-        self._ctx = CallContext(
-            self.name,
-            key_env_name(settings, "anthropic"),
-            settings.timeout_s,
-            settings.max_retries,
-            self.base_url,
-        )
-        self._client = anthropic.Anthropic(
-            api_key=resolve_api_key(settings, "anthropic", self.name),
-            base_url=settings.base_url or None,
-            timeout=settings.timeout_s,
-            max_retries=settings.max_retries,
+        super().__init__(model, settings, prices)
+
+    def make_client(self, api_key: str | None) -> anthropic.Anthropic:
+        return anthropic.Anthropic(
+            api_key=api_key,
+            base_url=self.settings.base_url or None,
+            timeout=self.settings.timeout_s,
+            max_retries=self.settings.max_retries,
         )
 
     def build_params(self, request: LLMRequest) -> dict[str, Any]:
@@ -102,47 +89,23 @@ class AnthropicProvider(Provider):
         )
         return summary
 
-    def complete(
-        self,
-        request: LLMRequest,
-        on_token: TokenCallback | None = None,
-        cancel: threading.Event | None = None,
-    ) -> LLMReply:
-        check_cancel(cancel, self.name)
-        params = self.build_params(request)
-        started = time.monotonic()
-        try:
-            out = self._stream(params, on_token, cancel) if params.get("stream") else self._plain(params)
-        except LLMError:
-            raise
-        except (anthropic.AnthropicError, ValueError) as exc:
-            raise translate(exc, anthropic, self._ctx) from exc
-        text, thinking, usage, stop_reason, served = out
-        return LLMReply(
-            text=text,
-            thinking=thinking,
-            model=self.name,
-            usage=usage,
-            latency_s=round(time.monotonic() - started, 4),
-            cost_usd=self.prices.cost(self.name, usage),
-            provider=self.provider,
-            raw_request_summary=self.summarize(params),
-            stop_reason=stop_reason,
-            served_model=served,
-        )
+    def call(
+        self, params: dict[str, Any], on_token: TokenCallback | None, cancel: threading.Event | None
+    ) -> Completion:
+        return self._stream(params, on_token, cancel) if params.get("stream") else self._plain(params)
 
-    def _plain(self, params: dict[str, Any]) -> tuple[str, str, Usage, str | None, str | None]:
+    def _plain(self, params: dict[str, Any]) -> Completion:
         resp = self._client.messages.create(**params)
         content = getattr(resp, "content", None)
         if not isinstance(content, list):
             raise MalformedReplyError(f"{self.name}: malformed reply from the server: no content list")
         text = "".join(b.text for b in content if getattr(b, "type", None) == "text")
         thinking = "".join(b.thinking for b in content if getattr(b, "type", None) == "thinking")
-        return text, thinking, _usage(resp.usage), resp.stop_reason, getattr(resp, "model", None)
+        return Completion(text, thinking, _usage(resp.usage), resp.stop_reason, getattr(resp, "model", None))
 
     def _stream(
         self, params: dict[str, Any], on_token: TokenCallback | None, cancel: threading.Event | None
-    ) -> tuple[str, str, Usage, str | None, str | None]:
+    ) -> Completion:
         text: list[str] = []
         thinking: list[str] = []
         state: dict[str, Any] = {
@@ -169,7 +132,7 @@ class AnthropicProvider(Provider):
             elif kind == "message_delta":
                 state["stop"] = getattr(event.delta, "stop_reason", None) or state["stop"]
                 if getattr(event, "usage", None) is not None:
-                    state["output"] = _int(event.usage.output_tokens)
+                    state["output"] = as_int(event.usage.output_tokens)
             elif kind == "message_stop":
                 state["done"] = True
             elif kind == "error":
@@ -181,4 +144,4 @@ class AnthropicProvider(Provider):
         if not state["done"] and state["stop"] is None:
             raise MalformedReplyError(f"{self.name}: the stream ended before the reply was complete")
         usage = _usage(state["start_usage"], state["output"])
-        return "".join(text), "".join(thinking), usage, state["stop"], state["model"]
+        return Completion("".join(text), "".join(thinking), usage, state["stop"], state["model"])

@@ -10,16 +10,13 @@ are the SDK's own, driven by ``max_retries``.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import openai
 
-from engine.llm.base import LLMReply, LLMRequest, Provider, TokenCallback, Usage, check_cancel
-from engine.llm.errors import LLMError, MalformedReplyError, ServerError
-from engine.llm.prices import PriceTable
-from engine.llm.sdk_errors import CallContext, translate
-from engine.llm.settings import ProviderSettings, effective_base_url, key_env_name, resolve_api_key
+from engine.llm.base import LLMRequest, TokenCallback, Usage
+from engine.llm.errors import MalformedReplyError, ServerError
+from engine.llm.sdk_provider import Completion, SDKProvider, as_int
 from engine.llm.streaming import drain
 
 REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
@@ -31,10 +28,6 @@ def is_reasoning_model(model: str) -> bool:
     return base.startswith(REASONING_PREFIXES)
 
 
-def _int(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) else 0
-
-
 def _extra(obj: Any, *names: str) -> str | None:
     """A non-standard string field some compatible servers add (``reasoning_content``, ``reasoning``)."""
     for name in names:
@@ -44,29 +37,21 @@ def _extra(obj: Any, *names: str) -> str | None:
     return None
 
 
-class OpenAIProvider(Provider):
+class OpenAIProvider(SDKProvider):
     provider = "openai"
+    sdk = openai
+    sdk_error = openai.OpenAIError
 
-    def __init__(self, model: str, settings: ProviderSettings, prices: PriceTable) -> None:
-        settings.validate()
-        self.model = model
-        self.name = f"openai/{model}"
-        self.settings = settings
-        self.prices = prices
-        self.base_url = effective_base_url(settings, "openai")
-        self.reasoning = is_reasoning_model(model)
-        self._ctx = CallContext(
-            self.name,
-            key_env_name(settings, "openai"),
-            settings.timeout_s,
-            settings.max_retries,
-            self.base_url,
-        )
-        self._client = openai.OpenAI(
-            api_key=resolve_api_key(settings, "openai", self.name),
-            base_url=settings.base_url or None,
-            timeout=settings.timeout_s,
-            max_retries=settings.max_retries,
+    @property
+    def reasoning(self) -> bool:
+        return is_reasoning_model(self.model)
+
+    def make_client(self, api_key: str | None) -> openai.OpenAI:
+        return openai.OpenAI(
+            api_key=api_key,
+            base_url=self.settings.base_url or None,
+            timeout=self.settings.timeout_s,
+            max_retries=self.settings.max_retries,
         )
 
     # -- request building ----------------------------------------------------------------------
@@ -117,45 +102,13 @@ class OpenAIProvider(Provider):
         return summary
 
     # -- calls -----------------------------------------------------------------------------------
-    def complete(
-        self,
-        request: LLMRequest,
-        on_token: TokenCallback | None = None,
-        cancel: threading.Event | None = None,
-    ) -> LLMReply:
-        check_cancel(cancel, self.name)
-        params = self.build_params(request)
-        started = time.monotonic()
-        try:
-            if self.settings.api == "chat":
-                out = (
-                    self._chat_stream(params, on_token, cancel)
-                    if params.get("stream")
-                    else self._chat(params)
-                )
-            else:
-                out = (
-                    self._responses_stream(params, on_token, cancel)
-                    if params.get("stream")
-                    else self._responses(params)
-                )
-        except LLMError:
-            raise
-        except (openai.OpenAIError, ValueError) as exc:
-            raise translate(exc, openai, self._ctx) from exc
-        text, thinking, usage, stop_reason, served = out
-        return LLMReply(
-            text=text,
-            thinking=thinking,
-            model=self.name,
-            usage=usage,
-            latency_s=round(time.monotonic() - started, 4),
-            cost_usd=self.prices.cost(self.name, usage),
-            provider=self.provider,
-            raw_request_summary=self.summarize(params),
-            stop_reason=stop_reason,
-            served_model=served,
-        )
+    def call(
+        self, params: dict[str, Any], on_token: TokenCallback | None, cancel: threading.Event | None
+    ) -> Completion:
+        streamed = bool(params.get("stream"))
+        if self.settings.api == "chat":
+            return self._chat_stream(params, on_token, cancel) if streamed else self._chat(params)
+        return self._responses_stream(params, on_token, cancel) if streamed else self._responses(params)
 
     @staticmethod
     def _chat_usage(u: Any) -> Usage:
@@ -163,20 +116,20 @@ class OpenAIProvider(Provider):
             return Usage()
         pd, cd = getattr(u, "prompt_tokens_details", None), getattr(u, "completion_tokens_details", None)
         return Usage(
-            input_tokens=_int(u.prompt_tokens),
-            output_tokens=_int(u.completion_tokens),
-            reasoning_tokens=_int(getattr(cd, "reasoning_tokens", 0)),
-            cached_tokens=_int(getattr(pd, "cached_tokens", 0)),
+            input_tokens=as_int(u.prompt_tokens),
+            output_tokens=as_int(u.completion_tokens),
+            reasoning_tokens=as_int(getattr(cd, "reasoning_tokens", 0)),
+            cached_tokens=as_int(getattr(pd, "cached_tokens", 0)),
         )
 
-    def _chat(self, params: dict[str, Any]) -> tuple[str, str, Usage, str | None, str | None]:
+    def _chat(self, params: dict[str, Any]) -> Completion:
         resp = self._client.chat.completions.create(**params)
         choices = getattr(resp, "choices", None)
         if not isinstance(choices, list) or not choices or getattr(choices[0], "message", None) is None:
             raise MalformedReplyError(f"{self.name}: malformed reply from the server: no choices[0].message")
         message = choices[0].message
         thinking = _extra(message, "reasoning_content", "reasoning") or ""
-        return (
+        return Completion(
             message.content or "",
             thinking,
             self._chat_usage(resp.usage),
@@ -186,7 +139,7 @@ class OpenAIProvider(Provider):
 
     def _chat_stream(
         self, params: dict[str, Any], on_token: TokenCallback | None, cancel: threading.Event | None
-    ) -> tuple[str, str, Usage, str | None, str | None]:
+    ) -> Completion:
         text: list[str] = []
         thinking: list[str] = []
         state: dict[str, Any] = {"usage": None, "stop": None, "model": None}
@@ -213,7 +166,7 @@ class OpenAIProvider(Provider):
         drain(self._client.chat.completions.create(**params), on_chunk, cancel, self.name)
         if state["stop"] is None and state["usage"] is None:
             raise MalformedReplyError(f"{self.name}: the stream ended before the reply was complete")
-        return (
+        return Completion(
             "".join(text),
             "".join(thinking),
             self._chat_usage(state["usage"]),
@@ -227,10 +180,10 @@ class OpenAIProvider(Provider):
             return Usage()
         idt, odt = getattr(u, "input_tokens_details", None), getattr(u, "output_tokens_details", None)
         return Usage(
-            input_tokens=_int(u.input_tokens),
-            output_tokens=_int(u.output_tokens),
-            reasoning_tokens=_int(getattr(odt, "reasoning_tokens", 0)),
-            cached_tokens=_int(getattr(idt, "cached_tokens", 0)),
+            input_tokens=as_int(u.input_tokens),
+            output_tokens=as_int(u.output_tokens),
+            reasoning_tokens=as_int(getattr(odt, "reasoning_tokens", 0)),
+            cached_tokens=as_int(getattr(idt, "cached_tokens", 0)),
         )
 
     @staticmethod
@@ -262,12 +215,12 @@ class OpenAIProvider(Provider):
             return getattr(details, "reason", None) or "incomplete"
         return status
 
-    def _responses(self, params: dict[str, Any]) -> tuple[str, str, Usage, str | None, str | None]:
+    def _responses(self, params: dict[str, Any]) -> Completion:
         resp = self._client.responses.create(**params)
         if not isinstance(getattr(resp, "output", None), list):
             raise MalformedReplyError(f"{self.name}: malformed reply from the server: no output list")
         text, thinking = self._responses_parts(resp)
-        return (
+        return Completion(
             text,
             thinking,
             self._responses_usage(resp.usage),
@@ -277,7 +230,7 @@ class OpenAIProvider(Provider):
 
     def _responses_stream(
         self, params: dict[str, Any], on_token: TokenCallback | None, cancel: threading.Event | None
-    ) -> tuple[str, str, Usage, str | None, str | None]:
+    ) -> Completion:
         text: list[str] = []
         thinking: list[str] = []
         final: dict[str, Any] = {}
@@ -302,7 +255,7 @@ class OpenAIProvider(Provider):
         if resp is None:
             raise MalformedReplyError(f"{self.name}: the stream ended before the reply was complete")
         stop = self._stop_of(resp)
-        return (
+        return Completion(
             "".join(text),
             "".join(thinking),
             self._responses_usage(resp.usage),
