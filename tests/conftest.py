@@ -9,7 +9,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
-TEST_KERNELS = Path(__file__).resolve().parent / "kernels"
 
 
 def _cuda_available() -> bool:

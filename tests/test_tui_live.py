@@ -1,7 +1,7 @@
 """The live path: a loop running in a worker thread drives the panes through engine events.
 
-``FakeLoop`` is a TEST DOUBLE for ``engine/loop`` (being written in parallel, not importable yet):
-it has the loop's methods, runs inside the adapter's real thread workers, emits real
+``FakeLoop`` is a test double with the loop's interface (the real loop is driven from the workbench
+in tests/test_tui_real_loop.py): it has the loop's methods, runs inside the adapter's real thread workers, emits real
 ``engine.events`` dataclasses through ``on_event`` from that thread, and records a real iteration
 in the real session repository when a suggestion is approved.
 """

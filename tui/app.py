@@ -19,7 +19,7 @@ from sessions.paths import default_sessions_root
 from sessions.repo import SessionRepo
 from themes.catalog import DEFAULT_THEME, THEME_NAMES, THEMES
 from tui import settings as tui_settings
-from tui.live import LoopFactory, default_loop_factory, loop_available
+from tui.live import LoopFactory, default_loop_factory
 from tui.messages import SettingChanged
 from tui.screens.workbench import REPLAY, WorkbenchScreen
 
@@ -161,9 +161,7 @@ class CudaforgeApp(App[int]):
         Needs a loop: with a ``loop_factory`` this switches the session to the branch and opens a
         live workbench on it; without one it returns False and the replay screen tells the user.
         """
-        factory = self.loop_factory or (default_loop_factory if loop_available() else None)
-        if factory is None:
-            return False
+        factory = self.loop_factory or default_loop_factory
         try:  # make the loop before leaving replay: a missing key or a bad config keeps the user here
             loop = factory(repo, lambda event: None)
         except Exception as error:

@@ -7,13 +7,12 @@ adapter runs every call in a Textual thread worker (so keys keep working while a
 and turns each event into an :class:`~tui.messages.EngineEvent` posted to the screen.
 
 ``LoopFactory`` is the hook a live session uses to get a loop: ``factory(repo, on_event)``.
-:func:`default_loop_factory` looks for ``engine.loop.create_loop`` and returns None while the loop
-package does not provide it, in which case the workbench opens read-only and says why.
+:func:`default_loop_factory` is ``engine.loop.create_loop`` (imported when first called, so the
+workbench starts without the engine); tests hand the workbench their own factory.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -40,22 +39,10 @@ LoopFactory = Callable[[Any, Callable[[Event], None]], "LoopLike | None"]
 
 
 def default_loop_factory(repo: Any, on_event: Callable[[Event], None]) -> LoopLike | None:
-    """``engine.loop.create_loop(repo, on_event=...)`` when the loop package offers it, else None."""
-    try:
-        module = importlib.import_module("engine.loop")
-    except ImportError:
-        return None
-    create = getattr(module, "create_loop", None)
-    return create(repo, on_event=on_event) if callable(create) else None
+    """``engine.loop.create_loop(repo, on_event=...)``: the loop with the user's configuration."""
+    from engine.loop import create_loop
 
-
-def loop_available() -> bool:
-    """True when ``engine.loop`` offers ``create_loop`` (imports it, so call it only when needed)."""
-    try:
-        module = importlib.import_module("engine.loop")
-    except ImportError:
-        return False
-    return callable(getattr(module, "create_loop", None))
+    return create_loop(repo, on_event=on_event)
 
 
 class LoopAdapter:
