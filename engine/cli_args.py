@@ -1,9 +1,11 @@
-"""Argument types shared by the command-line modules, so bad numbers get one kind of error (exit 2)."""
+"""Argument types and flag groups shared by the command-line modules: bad numbers get one kind of
+error (exit 2), and the commands that run the loop take the same flags with the same meaning."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:
@@ -30,3 +32,52 @@ def positive_float(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError("must be positive")
     return value
+
+
+def add_loop_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of every command that runs the loop (``run``, ``new``, ``open``): the same names,
+    meanings and checks everywhere, turned into config overrides by :func:`loop_overrides`."""
+    parser.add_argument(
+        "--rounds",
+        type=int_at_least(0),
+        help="rounds after the seed (default 10); on a resumed session, N more rounds",
+    )
+    parser.add_argument("--coder", help="provider/model of the Coder (e.g. openai/o3, scripted/DIR)")
+    parser.add_argument("--judge", help="provider/model of the Judge")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), help="where kernels run")
+
+
+def loop_overrides(args: argparse.Namespace, stored: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Config overrides from the loop flags, laid over a resumed session's stored settings.
+
+    Flags beat the session's ``session.toml``, which beats the config files, so a resume keeps its
+    models and round target unless a flag changes them. ``--rounds`` is taken as given here; the
+    caller turns it into "N more rounds" on a resume (:func:`rounds_target`).
+    """
+    stored = stored or {}
+    models = dict(stored.get("models") or {})
+    loop = {k: v for k, v in (stored.get("loop") or {}).items() if k == "rounds"}
+    models.update({k: v for k in ("coder", "judge") if (v := getattr(args, k, None))})
+    if getattr(args, "rounds", None) is not None:
+        loop["rounds"] = args.rounds
+    if getattr(args, "auto_approve", False):
+        loop["approval"] = "auto"
+    out: dict[str, Any] = {}
+    if models:
+        out["models"] = models
+    if loop:
+        out["loop"] = loop
+    if getattr(args, "device", None):
+        out["eval"] = {"device": args.device}
+    return out
+
+
+def rounds_target(more: int | None, tip: int | None, stored_target: int) -> int:
+    """The loop's round limit (the iteration number it stops at) on a resume.
+
+    ``--rounds N`` on a resume means N more rounds after the branch's tip; without it the session
+    keeps the target it was started with, so an interrupted run finishes what it set out to do.
+    """
+    if more is None:
+        return stored_target
+    return more if tip is None else tip + more

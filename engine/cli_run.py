@@ -2,8 +2,10 @@
 
 ``cudaforge run --session SESSION [--branch NAME] --headless`` continues a session (after a
 crash, a Ctrl-C, or to add rounds): the loop's state comes from the session repo, so nothing done
-is redone. ``--rounds N`` counts from the seed (iteration 0); a resumed session keeps the rounds
-and models it was started with unless flags say otherwise.
+is redone. For a new session ``--rounds N`` means N rounds after the seed (iteration 0); on a
+resume it means N *more* rounds after the branch's tip. A resume without ``--rounds`` finishes the
+round target the session was started with, and keeps its models unless flags say otherwise. The
+run says what it will do before it starts and what it did at the end, including "nothing".
 
 It prints one line per stage while it runs, then a table of the branch's iterations and the best
 kernel. Ctrl-C stops cleanly: an LLM call in flight is cancelled, a running evaluation finishes
@@ -22,8 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine.cli_args import int_at_least
-from engine.config import ConfigError, load_config
+from engine.cli_args import add_loop_flags, loop_overrides, rounds_target
+from engine.config import ConfigError, load_config, sessions_root
 from engine.evaluate import EvaluationError
 from engine.events import (
     AwaitingApproval,
@@ -40,7 +42,6 @@ from engine.loop.machine import AWAITING, FINISHED, PAUSED, Loop
 from engine.tasks import TaskError, load_task
 from sessions.errors import SessionError
 from sessions.message import format_speedup
-from sessions.paths import default_sessions_root
 from sessions.repo import SessionRepo
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -63,12 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session", help="continue this session (a name under the sessions dir, or a path)")
     parser.add_argument("--branch", help="with --session: continue on this branch")
     parser.add_argument("--headless", action="store_true", help="run without the TUI, printing progress")
-    parser.add_argument("--rounds", type=int_at_least(0), help="rounds after the seed (default 10)")
-    parser.add_argument("--coder", help="provider/model of the Coder (e.g. openai/o3, scripted/DIR)")
-    parser.add_argument("--judge", help="provider/model of the Judge")
+    add_loop_flags(parser)
     parser.add_argument("--auto-approve", action="store_true", help="approve every Judge suggestion")
     parser.add_argument("--sessions-dir", type=Path, help="where sessions live")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), help="where kernels run")
     parser.add_argument("--name", help="name of a new session (default: task name and time)")
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="also print build logs and streamed tokens"
@@ -80,25 +78,6 @@ def _usage(message: str) -> int:
     return EXIT_USAGE
 
 
-def _overrides(args: argparse.Namespace, stored: dict[str, Any]) -> dict[str, Any]:
-    """Flags beat the session's stored settings, which beat config files (a resume keeps its setup)."""
-    models = dict(stored.get("models") or {})
-    loop = {k: v for k, v in (stored.get("loop") or {}).items() if k == "rounds"}
-    models.update({k: v for k, v in (("coder", args.coder), ("judge", args.judge)) if v})
-    if args.rounds is not None:
-        loop["rounds"] = args.rounds
-    if args.auto_approve:
-        loop["approval"] = "auto"
-    out: dict[str, Any] = {}
-    if models:
-        out["models"] = models
-    if loop:
-        out["loop"] = loop
-    if args.device:
-        out["eval"] = {"device": args.device}
-    return out
-
-
 def run_command(args: argparse.Namespace) -> int:
     if not args.headless:
         return _usage("only --headless is available here; the TUI opens with `cudaforge new TASK.py`")
@@ -106,14 +85,17 @@ def run_command(args: argparse.Namespace) -> int:
         return _usage("give a TASK.py for a new session, or --session SESSION to continue one")
     if args.branch and not args.session:
         return _usage("--branch needs --session")
+    tip: int | None = None
     try:
-        config = load_config(Path.cwd(), os.environ, _overrides(args, {}))
-        root = args.sessions_dir or (Path(config.sessions.dir).expanduser() if config.sessions.dir else None)
-        root = root or default_sessions_root()
+        config = load_config(Path.cwd(), os.environ, loop_overrides(args))
+        root = sessions_root(config, args.sessions_dir)
         if args.session:
             session = SessionRepo.open(args.session, root)
-            stored = session.settings().get("settings", {})
-            config = load_config(Path.cwd(), os.environ, _overrides(args, stored))
+            stored = session.settings(args.branch).get("settings", {})
+            config = load_config(Path.cwd(), os.environ, loop_overrides(args, stored))
+            history = session.history(args.branch) if args.branch else session.history()
+            tip = history[-1].number if history else None
+            config.loop.rounds = rounds_target(args.rounds, tip, config.loop.rounds)
         else:
             if not args.task.is_file():
                 return _usage(f"no such task file: {args.task}")
@@ -147,12 +129,35 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"cudaforge run: {error}", file=sys.stderr)
         return EXIT_USAGE
     print(f"session {session.name} · branch {loop.branch} · {session.path}", flush=True)
+    print(plan_line(tip, config.loop.rounds), flush=True)
     try:
         code = drive(loop, printer)
         print_summary(session, loop.branch, sys.stdout)
+        print(ran_line(session, loop.branch, tip), flush=True)
         return code
     finally:
         session.close()
+
+
+def plan_line(tip: int | None, target: int) -> str:
+    """What this run sets out to do, said before it starts."""
+    if tip is None:
+        return f"plan: the seed, then rounds 1–{target}" if target else "plan: the seed only"
+    if target <= tip:
+        return (
+            f"plan: nothing to run — the branch is at iteration {tip} and its target is {target} "
+            "(--rounds N adds N rounds)"
+        )
+    return f"plan: {target - tip} more round(s), iterations {tip + 1}–{target}"
+
+
+def ran_line(session: SessionRepo, branch: str, tip: int | None) -> str:
+    """What this run did, read back from the repo (a killed or stopped run says so too)."""
+    history = session.history(branch)
+    new = [it.number for it in history if tip is None or it.number > tip]
+    if not new:
+        return "this run: no new iteration"
+    return f"this run: {len(new)} new iteration(s), {new[0]}–{new[-1]}"
 
 
 def drive(loop: Loop, printer: Printer) -> int:

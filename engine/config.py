@@ -1,9 +1,13 @@
 """cudaforge's configuration: a typed dataclass tree loaded from TOML files and command-line flags.
 
 Where settings come from, weakest first: the built-in defaults (``engine/data/default_config.toml``
-documents them), the user file ``$XDG_CONFIG_HOME/cudaforge/config.toml`` (``~/.config`` when unset),
-the project file ``./cudaforge.toml``, then command-line flags. Later sources override earlier ones
-key by key, so a project file need only name what it changes.
+documents them), the user file ``$XDG_CONFIG_HOME/cudaforge/config.toml`` (``~/.config`` when unset;
+``CUDAFORGE_CONFIG`` names another file), the project file ``./cudaforge.toml``, then command-line
+flags. Later sources override earlier ones key by key, so a project file need only name what it
+changes. This is the one settings resolution of every front end (ARCHITECTURE.md §8): the TUI's
+``new``/``open``, ``run --headless``, ``bench``, ``eval`` and ``check`` all call :func:`load_config`
+with their flags as ``overrides``, and every key documented in the defaults file is read by the
+commands it applies to.
 
 Every key is checked: a typo is an error that names the file, the table and the closest valid key
 ("unknown key 'rouns' in cudaforge.toml [loop]; did you mean 'rounds'?"), because a silently ignored
@@ -26,8 +30,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from engine.approval import POLICIES as APPROVAL_POLICIES
+
 PROJECT_FILE = "cudaforge.toml"
-APPROVAL_POLICIES = ("ask", "auto", "ask-if-flagged")
 DEVICES = ("auto", "cpu", "cuda")
 PROVIDER_NAMES = ("openai", "anthropic")
 DTYPES = ("float32", "float64", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
@@ -82,7 +87,8 @@ class ProfileConfig:
 
 @dataclass
 class UIConfig:
-    theme: str = "default"
+    theme: str = "default"  # "default" or a theme name (themes/catalog.py); a palette choice is remembered
+    keymap: dict[str, str] = field(default_factory=dict)  # binding id -> keys, e.g. "app.quit" = "ctrl+q"
 
 
 @dataclass
@@ -111,7 +117,12 @@ class Config:
         return dict(self.providers.get(provider, {}))
 
 
+USER_CONFIG_ENV = "CUDAFORGE_CONFIG"
+
+
 def user_config_path(env: Mapping[str, str]) -> Path:
+    if env.get(USER_CONFIG_ENV):
+        return Path(env[USER_CONFIG_ENV]).expanduser()
     xdg = env.get("XDG_CONFIG_HOME", "")
     base = (
         Path(xdg) if xdg and Path(xdg).is_absolute() else Path(env.get("HOME", str(Path.home()))) / ".config"
@@ -148,6 +159,15 @@ def load_config(
     return config
 
 
+def sessions_root(config: Config, flag: str | os.PathLike[str] | None = None) -> Path:
+    """Where sessions live: ``--sessions-dir``, else ``[sessions] dir``, else the XDG default."""
+    from sessions.paths import default_sessions_root
+
+    if flag:
+        return Path(flag).expanduser()
+    return Path(config.sessions.dir).expanduser() if config.sessions.dir else default_sessions_root()
+
+
 def _closest(key: str, valid: list[str]) -> str:
     match = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
     return f"; did you mean '{match[0]}'?" if match else f"; valid keys: {', '.join(valid)}"
@@ -177,6 +197,10 @@ def _apply(target: Any, data: Mapping[str, Any], source: str, path: list[str]) -
             target.prices.update({str(k): dict(v) for k, v in value.items()})
         elif key == "tolerances":
             _apply_tolerances(target, value, source, [*path, key])
+        elif key == "keymap":
+            if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
+                raise ConfigError(f"{where} must be a table of binding id = \"keys\"")
+            target.keymap.update({str(k): v for k, v in value.items()})
         else:
             setattr(target, key, _coerce(value, current, where, key))
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.approval import needs_human
 from engine.config import Config, ConfigError, load_config, user_config_path
-from engine.loop.policy import needs_human
 
 
 def write(path: Path, text: str) -> Path:

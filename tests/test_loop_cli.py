@@ -173,10 +173,25 @@ def test_ctrl_c_stops_cleanly_and_a_branch_continues(tmp_path: Path, ext_cache: 
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "branch alt" in done.stdout
+    assert "plan: 1 more round(s), iterations 1–1" in done.stdout
     with SessionRepo.open(session_dir) as session:
         assert [it.number for it in session.history("alt")] == [0, 1]
         assert [it.number for it in session.history("main")] == [0, 1]
         assert session.history("alt")[1].sha != session.history("main")[1].sha
+    # on a resume --rounds N means N more rounds: the same command adds iteration 2 to alt
+    again = command(tmp_path, "--session", str(session_dir), "--branch", "alt", "--auto-approve", "--rounds", "1")
+    done = run(again, cwd, ext_cache, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "plan: 1 more round(s), iterations 2–2" in done.stdout
+    assert "this run: 1 new iteration(s), 2–2" in done.stdout
+    # and zero more rounds says that nothing was run, instead of exiting silently
+    nothing = command(tmp_path, "--session", str(session_dir), "--branch", "alt", "--auto-approve", "--rounds", "0")
+    done = run(nothing, cwd, ext_cache, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "plan: nothing to run — the branch is at iteration 2" in done.stdout
+    assert "this run: no new iteration" in done.stdout
+    with SessionRepo.open(session_dir) as session:
+        assert [it.number for it in session.history("alt")] == [0, 1, 2]
 
 
 def test_headless_output_shows_flags_and_refusals() -> None:

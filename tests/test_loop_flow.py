@@ -54,7 +54,7 @@ def test_seed_fails_to_compile_then_repair_then_optimize(tmp_path: Path, ext_cac
     # the approved suggestion is recorded with who approved it
     suggestion = history[1].suggestion
     assert (
-        suggestion["approved_by"] == "auto"
+        suggestion["approved_by"] == "policy:auto"
         and "undeclared_thing_42" in suggestion["approved"]["critical_issue"]
     )
     assert history[2].suggestion["proposed"]["bottleneck"] == "the element loop is scalar"

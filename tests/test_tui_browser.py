@@ -121,7 +121,7 @@ async def test_palette_offers_every_screen_action(session_root) -> None:  # noqa
 
 
 async def test_keymap_from_config_remaps_by_binding_id(session_root, tui_env: Path) -> None:  # noqa: F811
-    (tui_env / "config.toml").write_text('[tui.keymap]\n"app.quit" = "ctrl+q"\n"browser.replay" = "y"\n')
+    (tui_env / "config.toml").write_text('[ui.keymap]\n"app.quit" = "ctrl+q"\n"browser.replay" = "y"\n')
     app = CudaforgeApp(sessions_root=session_root)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("q")

@@ -64,10 +64,14 @@ def test_unified_diff_between_versions() -> None:
     assert model.unified_diff(KERNEL, KERNEL, "a", "b") == ""
 
 
-def test_settings_config_defaults_then_remembered_choice_wins(tui_env) -> None:  # noqa: F811
-    (tui_env / "config.toml").write_text(
-        '[tui]\ntheme = "cudaforge-light"\napproval_policy = "auto"\n[tui.keymap]\n"app.quit" = "ctrl+q"\n'
-    )
+def test_settings_come_from_the_config_and_a_remembered_choice_wins(tui_env, tmp_path, monkeypatch) -> None:  # noqa: F811
+    """[ui] theme, [ui.keymap] and [loop] approval are the TUI's settings, from the same files as
+    every command; a project file beats the user file; the palette's remembered choice beats both."""
+    (tui_env / "config.toml").write_text('[ui]\ntheme = "cudaforge-16"\n[ui.keymap]\n"app.quit" = "ctrl+q"\n')
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "cudaforge.toml").write_text('[ui]\ntheme = "cudaforge-light"\n[loop]\napproval = "auto"\n')
+    monkeypatch.chdir(project)
     loaded = settings.load_settings()
     assert (loaded.theme, loaded.approval_policy, loaded.keymap) == (
         "cudaforge-light",
@@ -79,9 +83,11 @@ def test_settings_config_defaults_then_remembered_choice_wins(tui_env) -> None: 
     assert settings.load_settings().theme == "cudaforge-16"
 
 
-def test_settings_report_bad_values_instead_of_failing(tui_env) -> None:  # noqa: F811
-    (tui_env / "config.toml").write_text('[tui]\napproval_policy = "sometimes"\n')
+def test_a_tui_table_is_refused_like_any_unknown_key_and_replay_still_opens(tui_env) -> None:  # noqa: F811
+    """The old ``[tui]`` table is not a setting: the loader names the valid tables, and the TUI reports
+    the problem and carries on with the defaults instead of silently opening read-only."""
+    (tui_env / "config.toml").write_text('[tui]\napproval_policy = "auto"\n')
     loaded = settings.load_settings()
-    assert loaded.approval_policy == "ask" and "sometimes" in loaded.problems[0]
+    assert loaded.approval_policy == "ask" and "unknown key 'tui'" in loaded.problems[0]
     (tui_env / "config.toml").write_text("not = [toml")
-    assert "ignored" in settings.load_settings().problems[0]
+    assert "not valid TOML" in settings.load_settings().problems[0]

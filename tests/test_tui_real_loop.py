@@ -55,3 +55,33 @@ async def test_r_runs_a_round_of_the_real_loop_and_the_timeline_shows_it(
         labels = " ".join(app.screen.query_one(Timeline).labels())
         assert "#1" in labels
     repo.close()
+
+
+async def test_a_policy_from_the_project_config_approves_and_is_recorded_as_the_decider(
+    tmp_path: Path, ext_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``[loop] approval = "auto"`` in ./cudaforge.toml: the loop approves without asking, and the
+    suggestion records ``policy:auto`` as the one who decided, not ``human``."""
+    (tmp_path / "cudaforge.toml").write_text(
+        f'[models]\ncoder = "scripted/{STEADY}/coder"\njudge = "scripted/{STEADY}/judge"\n'
+        '[loop]\nrounds = 1\napproval = "auto"\n[eval]\ndevice = "cpu"\ntiming_trials = 10\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUDAFORGE_CACHE_DIR", str(ext_cache))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    repo = SessionRepo.create(tmp_path / "sessions", EXAMPLES / "tasks" / "relu.py")
+    app = CudaforgeApp(sessions_root=tmp_path / "sessions", session=repo, mode="live")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("r")
+        asked = False
+        deadline = time.monotonic() + 300
+        while len(repo.history()) < 2 and time.monotonic() < deadline:
+            asked = asked or isinstance(app.screen, ApprovalScreen)
+            await asyncio.sleep(0.3)
+        await pilot.pause(0.5)
+    history = repo.history()
+    assert [it.number for it in history] == [0, 1] and not asked
+    assert history[1].suggestion["approved_by"] == "policy:auto"
+    repo.close()

@@ -6,6 +6,7 @@ here imports torch or the evaluator; sessions are read through GitPython only.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -15,6 +16,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
+from engine.approval import POLICIES, check_policy
 from sessions.paths import default_sessions_root
 from sessions.repo import SessionRepo
 from themes.catalog import DEFAULT_THEME, THEME_NAMES, THEMES
@@ -38,19 +40,27 @@ class CudaforgeApp(App[int]):
         mode: str = REPLAY,
         loop_factory: LoopFactory | None = None,
         notice: str | None = None,
+        config: Any = None,
     ) -> None:
         super().__init__()
         self.notice = notice  # shown for as long as the app runs (the demo says it is scripted)
         self.sessions_root = Path(sessions_root) if sessions_root else default_sessions_root()
         self.session = session
         self.start_mode = mode
-        self.loop_factory = loop_factory
-        self.settings = tui_settings.load_settings()
+        # the resolved settings of the command line (engine.config); every loop the app starts uses them
+        self.settings = tui_settings.load_settings(config)
+        self.config = self.settings.config
+        self.loop_factory: LoopFactory = loop_factory or functools.partial(
+            default_loop_factory, config=self.config
+        )
         self.approval_policy = self.settings.approval_policy
         for theme in THEMES:
             self.register_theme(theme)
         wanted = self.settings.theme or DEFAULT_THEME
-        self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
+        if wanted not in self.available_themes:
+            self.settings.problems.append(f"unknown theme {wanted!r}; use one of {', '.join(THEME_NAMES)}")
+            wanted = DEFAULT_THEME
+        self.theme = wanted
         self._remember_theme = False
         if os.environ.get("SSH_CONNECTION") or os.environ.get("CUDAFORGE_NO_ANIMATION"):
             self.animation_level = "none"  # over SSH animation only costs bandwidth
@@ -81,11 +91,14 @@ class CudaforgeApp(App[int]):
             self.post_message(SettingChanged("theme", theme))
 
     def set_policy(self, policy: str) -> None:
-        if policy not in tui_settings.POLICIES:
-            raise ValueError(policy)
+        """Change the approval policy: the running loop applies it from its next gate on."""
+        check_policy(policy)
         self.approval_policy = policy
         tui_settings.remember(approval_policy=policy)
         self.post_message(SettingChanged("approval_policy", policy))
+        for screen in self.screen_stack:
+            if isinstance(screen, WorkbenchScreen):
+                screen.apply_policy(policy)
         self.notify(f"approval policy: {policy}")
 
     # ------------------------------------------------------------------ keys, help, palette
@@ -115,7 +128,7 @@ class CudaforgeApp(App[int]):
                 f"switch to the {name} theme (remembered)",
                 lambda name=name: setattr(self, "theme", name),
             )
-        for policy in tui_settings.POLICIES:
+        for policy in POLICIES:
             yield SystemCommand(
                 f"Approval policy: {policy}",
                 "how Judge suggestions are approved (remembered)",
@@ -161,7 +174,7 @@ class CudaforgeApp(App[int]):
         Needs a loop: with a ``loop_factory`` this switches the session to the branch and opens a
         live workbench on it; without one it returns False and the replay screen tells the user.
         """
-        factory = self.loop_factory or default_loop_factory
+        factory = self.loop_factory
         try:  # make the loop before leaving replay: a missing key or a bad config keeps the user here
             loop = factory(repo, lambda event: None)
         except Exception as error:

@@ -50,14 +50,19 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Any) -> None:
+    from engine.cli_args import add_loop_flags
+
     new = subparsers.add_parser("new", help="start a session from a task file, in the TUI")
     new.add_argument("task", type=Path, metavar="TASK.py")
     add_common_options(new)
+    add_loop_flags(new)
     new.set_defaults(func=run_new)
 
     open_ = subparsers.add_parser("open", help="resume a session in the TUI")
     open_.add_argument("session", metavar="SESSION")
     add_common_options(open_)
+    add_loop_flags(open_)
+    open_.add_argument("--branch", help="continue on this branch")
     open_.set_defaults(func=run_open)
 
     replay = subparsers.add_parser("replay", help="step through a past session, read-only")
@@ -86,9 +91,33 @@ def _argv_for(args: argparse.Namespace, *words: str) -> list[str]:
     argv = list(words)
     if args.sessions_dir is not None:
         argv += ["--sessions-dir", str(args.sessions_dir)]
+    for flag in ("rounds", "coder", "judge", "device", "branch"):
+        if getattr(args, flag, None) is not None:
+            argv += [f"--{flag}", str(getattr(args, flag))]
     if args.no_mouse:
         argv.append("--no-mouse")
     return argv
+
+
+def _settings(args: argparse.Namespace, session: Any = None) -> tuple[Any, Path]:
+    """The one settings resolution (defaults < user < project < flags) and the sessions root.
+
+    For ``open``, the session's stored models and round target come between the files and the
+    flags, as for ``run --session``; ``--rounds N`` then means N more rounds after the tip.
+    """
+    from engine.cli_args import loop_overrides, rounds_target
+    from engine.config import load_config, sessions_root
+
+    config = load_config(overrides=loop_overrides(args))
+    root = sessions_root(config, args.sessions_dir)
+    if session is not None:
+        branch = getattr(args, "branch", None)
+        stored = session.settings(branch).get("settings", {})
+        config = load_config(overrides=loop_overrides(args, stored))
+        history = session.history(branch) if branch else session.history()
+        tip = history[-1].number if history else None
+        config.loop.rounds = rounds_target(getattr(args, "rounds", None), tip, config.loop.rounds)
+    return config, root
 
 
 def _run_app(args: argparse.Namespace, app: Any) -> int:
@@ -97,28 +126,44 @@ def _run_app(args: argparse.Namespace, app: Any) -> int:
 
 
 def launch_browser(args: argparse.Namespace) -> int:
-    """The bare ``cudaforge``: the session browser."""
+    """The bare ``cudaforge``: the session browser, over the configured sessions root."""
     if getattr(args, "serve", False):
         return _serve(_argv_for(args), args.port)
+    from engine.config import ConfigError
     from tui.app import CudaforgeApp
 
-    return _run_app(args, CudaforgeApp(sessions_root=getattr(args, "sessions_dir", None)))
+    try:
+        config, root = _settings(args)
+    except ConfigError as error:
+        print(f"cudaforge: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    return _run_app(args, CudaforgeApp(sessions_root=root, config=config))
 
 
 def _open_session(args: argparse.Namespace, mode: str) -> int:
     if args.serve:
         return _serve(_argv_for(args, "replay" if mode == "replay" else "open", args.session), args.port)
+    from engine.config import ConfigError
     from sessions.errors import SessionError
     from sessions.repo import SessionRepo
     from tui.app import CudaforgeApp
 
     try:
-        repo = SessionRepo.open(args.session, args.sessions_dir)
-    except SessionError as error:
+        _, root = _settings(args)
+        repo = SessionRepo.open(args.session, root)
+    except (SessionError, ConfigError) as error:
         print(f"cudaforge: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        return _run_app(args, CudaforgeApp(sessions_root=args.sessions_dir, session=repo, mode=mode))
+        config, _ = _settings(args, repo)
+        if getattr(args, "branch", None):
+            repo.switch_branch(args.branch)
+    except (SessionError, ConfigError) as error:
+        repo.close()
+        print(f"cudaforge: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return _run_app(args, CudaforgeApp(sessions_root=root, session=repo, mode=mode, config=config))
     finally:
         repo.close()
 
@@ -134,17 +179,19 @@ def run_replay(args: argparse.Namespace) -> int:
 def run_new(args: argparse.Namespace) -> int:
     if args.serve:
         return _serve(_argv_for(args, "new", str(args.task)), args.port)
+    from engine.config import ConfigError
     from sessions.errors import SessionError
     from sessions.repo import SessionRepo
     from tui.app import CudaforgeApp
 
     try:
-        repo = SessionRepo.create(args.sessions_dir, args.task)
-    except SessionError as error:
+        config, root = _settings(args)  # before the session exists: a bad config creates nothing
+        repo = SessionRepo.create(root, args.task)
+    except (SessionError, ConfigError) as error:
         print(f"cudaforge: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        return _run_app(args, CudaforgeApp(sessions_root=args.sessions_dir, session=repo, mode="live"))
+        return _run_app(args, CudaforgeApp(sessions_root=root, session=repo, mode="live", config=config))
     finally:
         repo.close()
 

@@ -27,6 +27,7 @@ BLOCKING_METHODS = ("run", "step", "edit_kernel", "approve", "reject")
 
 class LoopLike(Protocol):
     def run(self) -> Any: ...
+    def set_approval_policy(self, name: str) -> Any: ...
     def step(self) -> Any: ...
     def pause(self) -> Any: ...
     def approve(self, suggestion: Any) -> Any: ...
@@ -38,11 +39,11 @@ class LoopLike(Protocol):
 LoopFactory = Callable[[Any, Callable[[Event], None]], "LoopLike | None"]
 
 
-def default_loop_factory(repo: Any, on_event: Callable[[Event], None]) -> LoopLike | None:
-    """``engine.loop.create_loop(repo, on_event=...)``: the loop with the user's configuration."""
+def default_loop_factory(repo: Any, on_event: Callable[[Event], None], config: Any = None) -> LoopLike | None:
+    """``engine.loop.create_loop``: the loop with the settings the TUI was started with."""
     from engine.loop import create_loop
 
-    return create_loop(repo, on_event=on_event)
+    return create_loop(repo, on_event=on_event, config=config)
 
 
 class LoopAdapter:

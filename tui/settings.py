@@ -1,14 +1,14 @@
-"""What the workbench remembers between runs and what the user configures for it.
+"""What the workbench remembers between runs, on top of the one settings resolution.
 
-Two files, two owners:
+Settings come from ``engine.config`` like every other front end's: defaults, the user file
+(``$XDG_CONFIG_HOME/cudaforge/config.toml``, or ``CUDAFORGE_CONFIG``), the project's
+``./cudaforge.toml``, then flags. The TUI reads ``[ui] theme``, ``[ui.keymap]`` (binding id → keys,
+handed to ``App.set_keymap``) and ``[loop] approval`` from there.
 
-* ``$XDG_CONFIG_HOME/cudaforge/config.toml`` (the user's, never written by us): a ``[tui]`` table
-  with ``theme``, ``approval_policy`` and a ``[tui.keymap]`` table mapping binding ids to keys
-  (``quit = "ctrl+q"``), which is handed to ``App.set_keymap``.
-* ``$XDG_STATE_HOME/cudaforge/tui.json`` (ours): the last theme and approval policy picked in the
-  palette. A remembered choice wins over the config default, because it is the more recent one.
-
-``CUDAFORGE_CONFIG`` and ``CUDAFORGE_STATE_DIR`` point elsewhere (tests use them to stay isolated).
+What the user picks in the command palette (theme, approval policy) is remembered in
+``$XDG_STATE_HOME/cudaforge/tui.json`` (``CUDAFORGE_STATE_DIR`` points elsewhere) and wins over the
+files, because it is the more recent choice; a flag would win over both, but the TUI has none for
+these. A broken config file is reported in the app and the defaults are used, so replay still works.
 """
 
 from __future__ import annotations
@@ -16,32 +16,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from engine.approval import POLICIES
+from engine.config import Config, ConfigError, load_config
 
-POLICIES = ("ask", "auto", "ask-if-flagged")
-DEFAULT_POLICY = "ask"
-CONFIG_ENV = "CUDAFORGE_CONFIG"
 STATE_DIR_ENV = "CUDAFORGE_STATE_DIR"
+DEFAULT_THEME_SETTING = "default"
 
 
 def _xdg(var: str, fallback: str) -> Path:
     value = os.environ.get(var, "")
     return Path(value) if value and Path(value).is_absolute() else Path.home() / fallback
-
-
-def config_path() -> Path:
-    override = os.environ.get(CONFIG_ENV)
-    if override:
-        return Path(override).expanduser()
-    return _xdg("XDG_CONFIG_HOME", ".config") / "cudaforge" / "config.toml"
 
 
 def state_path() -> Path:
@@ -52,24 +40,13 @@ def state_path() -> Path:
 
 @dataclass
 class TuiSettings:
-    """The merged view the app starts from."""
+    """The merged view the app starts from (``theme`` None means the built-in default theme)."""
 
+    config: Config
     theme: str | None = None
-    approval_policy: str = DEFAULT_POLICY
+    approval_policy: str = "ask"
     keymap: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
-
-
-def _read_config() -> tuple[dict[str, Any], list[str]]:
-    path = config_path()
-    if not path.is_file():
-        return {}, []
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        return {}, [f"ignored {path}: {error}"]
-    tui = data.get("tui", {})
-    return (tui if isinstance(tui, dict) else {}), []
 
 
 def _read_state() -> dict[str, Any]:
@@ -80,21 +57,25 @@ def _read_state() -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def load_settings() -> TuiSettings:
-    """Config defaults, overridden by remembered choices; bad values are reported, not fatal."""
-    config, problems = _read_config()
+def load_settings(config: Config | None = None) -> TuiSettings:
+    """``config`` as the command line resolved it (else the files), overridden by remembered choices."""
+    problems: list[str] = []
+    if config is None:
+        try:
+            config = load_config()
+        except ConfigError as error:
+            problems.append(f"{error}; using the defaults")
+            config = Config()
     state = _read_state()
-    settings = TuiSettings(problems=problems)
-    theme = state.get("theme") or config.get("theme")
-    settings.theme = theme if isinstance(theme, str) else None
-    policy = state.get("approval_policy") or config.get("approval_policy") or DEFAULT_POLICY
+    settings = TuiSettings(config=config, problems=problems, keymap=dict(config.ui.keymap))
+    theme = state.get("theme") or config.ui.theme
+    settings.theme = theme if isinstance(theme, str) and theme != DEFAULT_THEME_SETTING else None
+    policy = state.get("approval_policy") or config.loop.approval
     if policy in POLICIES:
         settings.approval_policy = policy
     else:
-        settings.problems.append(f"unknown approval_policy {policy!r}; using {DEFAULT_POLICY!r}")
-    keymap = config.get("keymap", {})
-    if isinstance(keymap, dict):
-        settings.keymap = {str(k): str(v) for k, v in keymap.items()}
+        settings.problems.append(f"unknown approval policy {policy!r} remembered; using {config.loop.approval!r}")
+        settings.approval_policy = config.loop.approval
     return settings
 
 

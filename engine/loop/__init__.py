@@ -20,17 +20,18 @@ __all__ = [
 ]
 
 
-def create_loop(repo: Any, on_event: Callable[[Any], None] | None = None) -> Loop:
-    """A loop on an open session with the user's configuration: the TUI's entry point.
+def create_loop(repo: Any, on_event: Callable[[Any], None] | None = None, config: Any = None) -> Loop:
+    """A loop on an open session: the TUI's entry point.
 
-    Same wiring as ``cudaforge run``: config files, and NCU/PyTorch-profiler feedback when the
-    configured device resolves to CUDA.
+    ``config`` is the resolved settings of the command that opened the TUI (files and flags, see
+    ``engine.config``); without one the config files alone decide. Same wiring as ``cudaforge run``:
+    NCU/PyTorch-profiler feedback when the configured device resolves to CUDA.
     """
     from engine.config import load_config
     from engine.evaluate import resolve_device
     from engine.loop.factory import make_loop
 
-    config = load_config()
+    config = config if config is not None else load_config()
     profiler = None
     if config.profile.enabled and resolve_device(config.eval.device) == "cuda":
         from engine.profile.candidate import loop_profiler

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine import approval as policy
 from engine.agents import prompts
 from engine.agents.prompts import Prompt
 from engine.agents.roles import Coder, CoderTurn, Judge, JudgeTurn
@@ -52,7 +53,7 @@ from engine.events import (
 )
 from engine.llm.base import Message
 from engine.llm.errors import LLMCancelled, LLMError
-from engine.loop import feedback, policy
+from engine.loop import feedback
 from engine.loop.state import (
     CODER,
     COMMIT,
@@ -172,10 +173,15 @@ class Loop:
             else:
                 approved = dict(suggestion)
             self.pending.approved = approved
-            self.pending.approved_by = "human"
+            self.pending.approved_by = policy.HUMAN
             self.pending.edited = approved != proposed
             self.pending.stage = CODER
             save_journal(self.session, self.pending)
+
+    def set_approval_policy(self, name: str) -> None:
+        """Change who decides from the next gate on (the TUI's palette); the loop alone applies it."""
+        with self._lock:
+            self.options.approval = policy.check_policy(name)
 
     def reject(self, note: str = "") -> None:
         """Drop the pending suggestion; the Judge is asked again, told why (``note``)."""
@@ -392,7 +398,7 @@ class Loop:
             self._emit(AwaitingApproval(suggestion=self.pending.suggestion or {}, flagged=self._flagged()))
             return AWAITING
         self.pending.approved = dict(self.pending.suggestion or {})
-        self.pending.approved_by = "auto"
+        self.pending.approved_by = policy.decided_by_policy(self.options.approval)
         self.pending.stage = CODER
         return None
 

@@ -45,7 +45,7 @@ class Pending:
     phase: str  # what the kernel being made is: seed / repair / optimize / human
     suggestion: dict[str, Any] | None = None  # as the Judge proposed it
     approved: dict[str, Any] | None = None  # as it goes to the Coder
-    approved_by: str = ""  # "human" / "auto"
+    approved_by: str = ""  # "human" or "policy:<name>" (engine.approval)
     edited: bool = False
     rejections: list[dict[str, Any]] = field(default_factory=list)  # {"suggestion", "note"}
     kernel: str | None = None

@@ -83,7 +83,7 @@ class HelpScreen(ModalScreen[None]):
         self.rows = rows
 
     def compose(self) -> ComposeResult:
-        lines = ["[b]Keys[/b]  (remap by id in config.toml [tui.keymap]; every action is also in ctrl+p)", ""]
+        lines = ["[b]Keys[/b]  (remap by id in config.toml [ui.keymap]; every action is also in ctrl+p)", ""]
         lines += [
             f"{keys:<22} {description:<34} [dim]{binding_id}[/dim]"
             for keys, description, binding_id in self.rows

@@ -168,6 +168,7 @@ class WorkbenchScreen(Screen[None]):
                 self.notify(f"{problem.capitalize()}: the session opens read-only.", severity="warning")
             else:
                 self.adapter.attach(loop)
+                self.apply_policy(getattr(self.app, "approval_policy", None))
         self._load_history()
         if self._start_iteration is not None:
             for k, item in enumerate(self.history):
@@ -449,7 +450,7 @@ class WorkbenchScreen(Screen[None]):
         elif isinstance(event, ev.AwaitingApproval):
             self.pending_approval = event
             self.refresh_bindings()
-            self._apply_policy(event)
+            self._ask_approval(event)  # the loop applied the approval policy: it asks only when a human must
         elif isinstance(event, ev.IterationCommitted):
             self._live_chat.clear()
             self._live_log.clear()
@@ -464,14 +465,12 @@ class WorkbenchScreen(Screen[None]):
             status.stop(f"error in {event.stage}")
             self.notify(f"{event.stage}: {event.message}", severity="error", timeout=10)
 
-    def _apply_policy(self, event: ev.AwaitingApproval) -> None:
-        from tui.screens.approval import Approval
-
-        policy = getattr(self.app, "approval_policy", "ask")
-        if policy == "auto" or (policy == "ask-if-flagged" and not event.flagged):
-            self._decide(Approval("approve", dict(event.suggestion)), by=f"policy:{policy}")
-        else:
-            self._ask_approval(event)
+    def apply_policy(self, policy: str | None) -> None:
+        """Hand the approval policy to the loop, which alone decides (engine.approval) and records
+        who did: the TUI never approves on a policy's behalf."""
+        setter = getattr(self.adapter.loop, "set_approval_policy", None)
+        if policy and setter is not None:
+            setter(policy)
 
     def _ask_approval(self, event: ev.AwaitingApproval) -> None:
         from tui.screens.approval import ApprovalScreen

@@ -3,6 +3,10 @@
 ``ask`` waits for a human every round (the TUI's default); ``auto`` approves everything (headless
 ``--auto-approve``); ``ask-if-flagged`` approves on its own unless a guard flagged the kernel the
 suggestion is about — the moment a human look is worth its cost.
+
+This module is the one definition: the config validates ``[loop] approval`` against it, the loop
+decides with it, and the TUI's palette lists it. It imports nothing heavy, so the TUI can use it
+without loading the loop. A decision records who made it: ``human`` or ``policy:<name>``.
 """
 
 from __future__ import annotations
@@ -12,6 +16,14 @@ from typing import Any
 
 ASK, AUTO, ASK_IF_FLAGGED = "ask", "auto", "ask-if-flagged"
 POLICIES = (ASK, AUTO, ASK_IF_FLAGGED)
+
+
+HUMAN = "human"
+
+
+def decided_by_policy(policy: str) -> str:
+    """The ``approved_by`` value of a suggestion a policy approved on its own."""
+    return f"policy:{check_policy(policy)}"
 
 
 def check_policy(policy: str) -> str:

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Every GPU measurement and GPU test of cudaforge, as named sections of one script.
+#
+# Usage, on the GPU machine from the repository root:
+#   bash benchmarks/device_run.sh SECTION [SECTION ...]
+# Each section writes its logs and figures under $RESULTS/<section>/ (default /tmp/cf-results), and
+# the whole folder is packed into $OUT/results.tgz at the end when $OUT is set (the device tool
+# brings back only a few files). The
+# first call on a bare machine installs the non-torch dependencies from .whl/ (made here with
+# ../shared/tools/device-wheels.sh) and unpacks bubblewrap from .whl/deb/ (apt-get download bubblewrap)
+# when the machine has none, so the sandbox can run. Corpus sections read CORPUS (default ./.corpus):
+#   $CORPUS/lb  — anneouyang/KernelBenchLeaderboard's docs/assets (solutions, problems, raw_data.json)
+#   $CORPUS/kb  — ScalingIntelligence/KernelBench's KernelBench/ tasks and few-shot prompts
+# Neither corpus is part of the repository: fetch them yourself and keep them in an ignored folder.
+#
+# Sections:
+#   tests     GPU tests except the timing-fidelity ones, 4 at a time
+#   timing    the timing-fidelity GPU tests, alone on the GPU
+#   fewshot   KernelBench's five few-shot ModelNew examples: eval under default, check under strict
+#   corpus    cudaforge evalset over leaderboard kernels of all three levels (+ static check of all)
+#   split     stock vs split cold build times side by side, and output equivalence
+#   share     the own-kernel share of honest partial kernels vs trivial-but-present ones
+#   sandbox   the sandbox's overhead per evaluation (off / bwrap / landlock)
+#   bench     the 4-task bench set over every GPU with the torch.compile baseline
+#   profile   the profile stage's overhead as the loop calls it
+#   ncu       re-capture the NCU CSV fixtures of tests/fixtures/ncu
+set -uo pipefail
+RESULTS=${RESULTS:-/tmp/cf-results}
+CORPUS=${CORPUS:-$PWD/.corpus}
+export CUDAFORGE_CACHE_DIR=${CUDAFORGE_CACHE_DIR:-/tmp/cf-cache}
+export CUDAFORGE_TEST_CACHE=${CUDAFORGE_TEST_CACHE:-/tmp/cf-test-cache}
+export PYTHONUNBUFFERED=1
+mkdir -p "$RESULTS"
+
+setup() {
+  if [ -d .whl ] && [ ! -f /tmp/site/.cudaforge-wheels ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+      && touch /tmp/site/.cudaforge-wheels || { echo "wheel install failed" >&2; exit 1; }
+  fi
+  export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  if ! command -v bwrap >/dev/null && [ -z "${CUDAFORGE_BWRAP:-}" ] && ls .whl/deb/bubblewrap_*.deb >/dev/null 2>&1; then
+    mkdir -p /tmp/bwrap && dpkg -x .whl/deb/bubblewrap_*.deb /tmp/bwrap && export CUDAFORGE_BWRAP=/tmp/bwrap/usr/bin/bwrap
+  fi
+  {
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv
+    python3 -c "import torch, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda)"
+    echo "bwrap: ${CUDAFORGE_BWRAP:-$(command -v bwrap)}"; nproc; date -u
+  } > "$RESULTS/machine.txt" 2>&1
+}
+
+section_tests() {
+  timeout 560 python3 -m pytest -p no:cacheprovider -m "gpu and not timing" -n 4 tests -q -rfE 2>&1 | tail -60
+}
+
+section_timing() {
+  timeout 400 python3 -m pytest -p no:cacheprovider -m "gpu and timing" tests -q -rA -s 2>&1 | tail -40
+}
+
+section_fewshot() {
+  local dir=$CORPUS/kb/src/kernelbench/prompts/few_shot
+  for name in add fuse_gelu mnist2 tiled_matmul flash_attn; do
+    echo "== $name"
+    timeout 300 python3 -m tui.cli eval "$dir/model_ex_$name.py" "$dir/model_new_ex_$name.py" --device cuda --json \
+      > "$1/eval_$name.json" 2> "$1/eval_$name.err"; echo "eval exit $?"
+    python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['status'], r.get('speedup'), r.get('kernel_share', {}) and r['kernel_share'].get('share'))" "$1/eval_$name.json" 2>/dev/null
+    python3 -m tui.cli check "$dir/model_ex_$name.py" "$dir/model_new_ex_$name.py" --device cuda --guard strict > "$1/strict_$name.txt" 2>&1
+    echo "strict check exit $?"
+  done
+}
+
+section_bench() {
+  mkdir -p /tmp/bench-cwd && printf '[eval]\ndevice = "cuda"\n' > /tmp/bench-cwd/cudaforge.toml
+  local gpus; gpus=$(nvidia-smi -L | awk '{printf "%s%d", NR>1?",":"", NR-1}')
+  ( cd /tmp/bench-cwd && timeout 400 python3 -m engine.cli_bench "$OLDPWD/benchmarks/bench_set" --out /tmp/bench-out \
+      --device cuda --gpus "$gpus" --rounds 3 --compile-baseline --progress lines \
+      --coder "scripted/$OLDPWD/tui/demo/script/coder" --judge "scripted/$OLDPWD/tui/demo/script/judge" ) 2>&1 | tail -22
+  cp -r /tmp/bench-out/summary.* /tmp/bench-out/*.png "$1/" 2>/dev/null
+}
+
+section_profile() {
+  timeout 170 python3 benchmarks/profile_overhead.py --repeats 3 --json "$1/profile_overhead.json" 2>&1 | tail -12
+}
+
+section_ncu() {
+  bash tests/fixtures/ncu/capture.sh "$1" 2>&1 | tail -20
+}
+
+setup
+for section in "$@"; do
+  if ! declare -F "section_$section" >/dev/null; then
+    echo "unknown section: $section" >&2; exit 2
+  fi
+  mkdir -p "$RESULTS/$section"
+  started=$(date +%s)
+  echo "### $section"
+  "section_$section" "$RESULTS/$section" 2>&1 | tee "$RESULTS/$section/log.txt"
+  echo "### $section took $(( $(date +%s) - started )) s" | tee -a "$RESULTS/$section/log.txt"
+done
+[ -n "${OUT:-}" ] && tar -C "$RESULTS" -czf "$OUT/results.tgz" .
