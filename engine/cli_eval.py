@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from engine.cli_args import int_at_least, positive_float
-from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, StageTimeouts, evaluate_files
+from engine.config import ConfigError, load_config
+from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, evaluate_files
 from engine.result import EvalResult
 from engine.tasks import TaskError, load_task
-from engine.timing import TimingPlan
 
 EXIT_CORRECT, EXIT_NOT_CORRECT, EXIT_USAGE = 0, 1, 2
 
@@ -30,17 +31,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "task", type=Path, help="KernelBench-format task file (Model, get_inputs, get_init_inputs)"
     )
     parser.add_argument("kernel", type=Path, help="candidate file defining ModelNew")
+    # Flags default to None so that unset ones leave the config's [eval] values (defaults < user file
+    # < ./cudaforge.toml < flags, as for every command).
     parser.add_argument(
-        "--device", choices=("auto", "cpu", "cuda"), default="auto", help="default: cuda when available"
+        "--device", choices=("auto", "cpu", "cuda"), default=None, help="default [eval] device: auto"
     )
     parser.add_argument("--json", action="store_true", help="print the EvalResult as JSON on stdout")
-    parser.add_argument("--trials", type=int_at_least(1), default=5, help="correctness trials (default 5)")
+    parser.add_argument("--trials", type=int_at_least(1), help="correctness trials (default [eval] trials: 5)")
     parser.add_argument(
-        "--timing-trials", type=int_at_least(1), default=100, help="timed calls per model (default 100)"
+        "--timing-trials", type=int_at_least(1), help="timed calls per model (default [eval] timing_trials: 100)"
     )
     parser.add_argument("--timeout", type=positive_float, default=None, help="seconds allowed for each stage")
     parser.add_argument("--no-timing", action="store_true", help="check correctness only")
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seed", type=int, help="default [eval] seed: 42")
     parser.add_argument(
         "--atol-fp32", type=positive_float, default=None, help="tolerance for float32 outputs"
     )
@@ -59,18 +62,13 @@ def run_eval(args: argparse.Namespace) -> int:
     if not args.kernel.is_file():
         print(f"cudaforge eval: no such kernel file: {args.kernel}", file=sys.stderr)
         return EXIT_USAGE
-    timeouts = StageTimeouts()
-    if args.timeout:
-        timeouts = StageTimeouts(**{name: args.timeout for name in vars(timeouts)})
-    options = EvalOptions(
-        device=args.device,
-        trials=args.trials,
-        seed=args.seed,
-        timing=TimingPlan(min_trials=args.timing_trials),
-        do_timing=not args.no_timing,
-        timeouts=timeouts,
-        tolerances={"float32": args.atol_fp32} if args.atol_fp32 else {},
-    )
+    try:
+        config = load_config(overrides={"eval": eval_flag_overrides(args)})
+    except ConfigError as error:
+        print(f"cudaforge eval: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    options = EvalOptions.from_config(config)
+    options.do_timing = not args.no_timing
     on_event = _print_event if args.verbose else None
     if not args.json and not args.verbose:
         print(f"evaluating {args.kernel} against {args.task} …", file=sys.stderr)
@@ -84,6 +82,19 @@ def run_eval(args: argparse.Namespace) -> int:
     else:
         print(format_summary(result, args.kernel.name))
     return EXIT_CORRECT if result.ok else EXIT_NOT_CORRECT
+
+
+def eval_flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``[eval]`` overrides of the evaluation flags that were given (shared by ``eval``/``check``)."""
+    out: dict[str, Any] = {}
+    for flag, key in (("device", "device"), ("trials", "trials"), ("timing_trials", "timing_trials"), ("seed", "seed")):
+        if getattr(args, flag, None) is not None:
+            out[key] = getattr(args, flag)
+    if getattr(args, "timeout", None):
+        out["timeouts"] = {name: args.timeout for name in ("start", "setup", "build", "check", "time")}
+    if getattr(args, "atol_fp32", None):
+        out["tolerances"] = {"float32": args.atol_fp32}
+    return out
 
 
 def _print_event(event: EvalEvent) -> None:

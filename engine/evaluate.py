@@ -81,6 +81,20 @@ class EvalOptions:
     # other work takes the cores (seen on the 2-core CI machine), which would fake a large speedup.
     cpu_threads: int = 1
 
+    @classmethod
+    def from_config(cls, config: Any, device: str | None = None, cache_root: Path | None = None) -> EvalOptions:
+        """The options an ``engine.config.Config``'s ``[eval]`` table describes (every front end uses this)."""
+        e = config.eval
+        return cls(
+            device=device or e.device,
+            trials=e.trials,
+            seed=e.seed,
+            tolerances=dict(e.tolerances),
+            timing=TimingPlan(min_trials=e.timing_trials, budget_s=e.timing_budget_s),
+            timeouts=StageTimeouts(**vars(e.timeouts)),
+            cache_root=cache_root,
+        )
+
     def settings(self) -> dict[str, Any]:
         """What the result records about how it was obtained."""
         return {

@@ -17,13 +17,13 @@ KERNEL = EXAMPLES / "kernels" / "relu_cpu.py"
 
 
 def cudaforge(
-    *args: str, cache: Path | None = None, extra_env: dict[str, str] | None = None
+    *args: str, cache: Path | None = None, extra_env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), **(extra_env or {})}
     if cache is not None:
         env["CUDAFORGE_CACHE_DIR"] = str(cache)
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args], capture_output=True, text=True, env=env, timeout=600
+        [sys.executable, "-m", "tui.cli", *args], capture_output=True, text=True, env=env, timeout=600, cwd=cwd
     )
 
 
@@ -38,6 +38,24 @@ def test_correct_kernel_exits_0_and_json_is_the_eval_result(ext_cache: Path) -> 
     readable = cudaforge("eval", str(TASK), str(KERNEL), "--device", "cpu", "--no-timing", cache=ext_cache)
     assert readable.returncode == 0
     assert "CORRECT" in readable.stdout and "5/5 trials passed" in readable.stdout
+
+
+@pytest.mark.slow
+def test_eval_honours_the_project_config_and_flags_beat_it(ext_cache: Path, tmp_path: Path) -> None:
+    """[eval] in ./cudaforge.toml sets what eval does unless a flag says otherwise (one resolution)."""
+    (tmp_path / "cudaforge.toml").write_text('[eval]\ndevice = "cpu"\ntrials = 3\nseed = 7\n')
+    xdg = {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    done = cudaforge("eval", str(TASK), str(KERNEL), "--no-timing", "--json", cache=ext_cache, cwd=tmp_path, extra_env=xdg)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["device"], len(result["trials"]), result["settings"]["seed"]) == ("cpu", 3, 7)
+    flagged = cudaforge(
+        "eval", str(TASK), str(KERNEL), "--no-timing", "--trials", "2", "--json", cache=ext_cache, cwd=tmp_path, extra_env=xdg
+    )
+    assert len(json.loads(flagged.stdout)["trials"]) == 2
+    (tmp_path / "cudaforge.toml").write_text("[eval]\ntrails = 3\n")
+    typo = cudaforge("eval", str(TASK), str(KERNEL), cache=ext_cache, cwd=tmp_path, extra_env=xdg)
+    assert typo.returncode == 2 and "did you mean 'trials'" in typo.stderr
 
 
 @pytest.mark.slow

@@ -13,25 +13,11 @@ from typing import Any
 
 from engine.agents.roles import Coder, Judge
 from engine.config import Config
-from engine.evaluate import EvalOptions, StageTimeouts, resolve_device
+from engine.evaluate import EvalOptions, resolve_device
 from engine.events import Event
 from engine.llm.registry import make_provider
 from engine.loop.machine import Loop, LoopOptions, Profiler
-from engine.timing import TimingPlan
 from sessions.repo import SessionRepo
-
-
-def eval_options(config: Config, device: str, cache_root: Path | None = None) -> EvalOptions:
-    e = config.eval
-    return EvalOptions(
-        device=device,
-        trials=e.trials,
-        seed=e.seed,
-        tolerances=dict(e.tolerances),
-        timing=TimingPlan(min_trials=e.timing_trials, budget_s=e.timing_budget_s),
-        timeouts=StageTimeouts(**vars(e.timeouts)),
-        cache_root=cache_root,
-    )
 
 
 def session_settings(config: Config, device: str) -> dict[str, Any]:
@@ -73,7 +59,7 @@ def make_loop(
     options = LoopOptions(
         rounds=config.loop.rounds,
         approval=config.loop.approval,
-        eval_options=eval_options(config, device, cache_root),
+        eval_options=EvalOptions.from_config(config, device, cache_root),
         hardware=hardware,
         settings=session_settings(config, device),
     )
