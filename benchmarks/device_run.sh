@@ -30,9 +30,9 @@ CORPUS=${CORPUS:-$PWD/.corpus}
 export CUDAFORGE_CACHE_DIR=${CUDAFORGE_CACHE_DIR:-/tmp/cf-cache}
 export CUDAFORGE_TEST_CACHE=${CUDAFORGE_TEST_CACHE:-/tmp/cf-test-cache}
 export PYTHONUNBUFFERED=1
-mkdir -p "$RESULTS"
 
 setup() {
+  mkdir -p "$RESULTS"
   if [ -d .whl ] && [ ! -f /tmp/site/.cudaforge-wheels ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
       && touch /tmp/site/.cudaforge-wheels || { echo "wheel install failed" >&2; exit 1; }
@@ -85,11 +85,12 @@ section_ncu() {
   bash tests/fixtures/ncu/capture.sh "$1" 2>&1 | tail -20
 }
 
+[ $# -gt 0 ] || { echo "usage: bash benchmarks/device_run.sh SECTION [SECTION ...] (see the header)" >&2; exit 2; }
+for section in "$@"; do
+  declare -F "section_$section" >/dev/null || { echo "unknown section: $section" >&2; exit 2; }
+done
 setup
 for section in "$@"; do
-  if ! declare -F "section_$section" >/dev/null; then
-    echo "unknown section: $section" >&2; exit 2
-  fi
   mkdir -p "$RESULTS/$section"
   started=$(date +%s)
   echo "### $section"

@@ -1,4 +1,4 @@
-"""ReLU over 32 M floats. One of the four tasks of the 2-GPU bench run (benchmarks/gpu_session5.sh)."""
+"""ReLU over 32 M floats. One of the four tasks of the 2-GPU bench run (`bash benchmarks/device_run.sh bench`)."""
 
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""ReLU over 2049 x 4097 floats: a count that is not a multiple of 4, so vectorised kernels need their tail. One of the four tasks of the 2-GPU bench run (benchmarks/gpu_session5.sh)."""
+"""ReLU over 2049 x 4097 floats: a count that is not a multiple of 4, so vectorised kernels need their tail. One of the four tasks of the 2-GPU bench run (`bash benchmarks/device_run.sh bench`)."""
 
 import torch
 import torch.nn as nn
