@@ -27,6 +27,7 @@ from tui.screens.workbench import REPLAY, WorkbenchScreen
 
 
 class CudaforgeApp(App[int]):
+    CSS_PATH = "styles/app.tcss"
     TITLE = "cudaforge"
     BINDINGS = [
         Binding("q", "quit_app", "Quit", id="app.quit"),

@@ -21,10 +21,7 @@ from tui.widgets.footer import KeyFooter
 
 
 class BrowserScreen(Screen[None]):
-    DEFAULT_CSS = """
-    BrowserScreen #browser-title { height: 1; background: $panel; padding: 0 1; }
-    BrowserScreen DataTable { height: 1fr; }
-    """
+    CSS_PATH = "../styles/browser.tcss"
     BINDINGS = [
         Binding("enter,o", "open", "Open", id="browser.open"),
         Binding("r", "replay", "Replay", id="browser.replay"),

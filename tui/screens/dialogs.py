@@ -16,10 +16,8 @@ from tui.model import unified_diff
 class ConfirmScreen(ModalScreen[bool]):
     """Yes/no; ``y`` or enter says yes, ``n`` or escape says no."""
 
-    DEFAULT_CSS = """
-    ConfirmScreen { align: center middle; }
-    ConfirmScreen > Vertical { width: 60; height: auto; border: thick $warning; background: $surface; padding: 1 2; }
-    """
+    CSS_PATH = "../styles/dialogs.tcss"
+
     BINDINGS = [
         Binding("y,enter", "answer(True)", "Yes", id="confirm.yes"),
         Binding("n,escape", "answer(False)", "No", id="confirm.no"),
@@ -41,10 +39,8 @@ class ConfirmScreen(ModalScreen[bool]):
 class PromptScreen(ModalScreen[str | None]):
     """Ask for one line of text (a task path, a rejection note); escape cancels with None."""
 
-    DEFAULT_CSS = """
-    PromptScreen { align: center middle; }
-    PromptScreen > Vertical { width: 70; height: auto; border: thick $primary; background: $surface; padding: 1 2; }
-    """
+    CSS_PATH = "../styles/dialogs.tcss"
+
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="prompt.cancel")]
 
     def __init__(self, title: str, placeholder: str = "", value: str = "") -> None:
@@ -72,10 +68,8 @@ class PromptScreen(ModalScreen[str | None]):
 class HelpScreen(ModalScreen[None]):
     """Every binding of the screen below and of the app, with its id (for the keymap in config)."""
 
-    DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 90%; height: 90%; border: thick $primary; background: $surface; padding: 0 1; }
-    """
+    CSS_PATH = "../styles/dialogs.tcss"
+
     BINDINGS = [Binding("escape,q,f1,question_mark", "close", "Close help", id="help.close")]
 
     def __init__(self, rows: Sequence[tuple[str, str, str]]) -> None:
@@ -98,11 +92,8 @@ class HelpScreen(ModalScreen[None]):
 class DiffScreen(ModalScreen[None]):
     """A unified diff between any two iterations of a branch: ``[``/``]`` move the old side, ``,``/``.`` the new."""
 
-    DEFAULT_CSS = """
-    DiffScreen { align: center middle; }
-    DiffScreen > Vertical { width: 95%; height: 95%; border: thick $secondary; background: $surface; }
-    DiffScreen #diff-title { height: 1; background: $panel; padding: 0 1; }
-    """
+    CSS_PATH = "../styles/dialogs.tcss"
+
     BINDINGS = [
         Binding("left_square_bracket", "move('old', -1)", "Old −1", id="diff.old-prev"),
         Binding("right_square_bracket", "move('old', 1)", "Old +1", id="diff.old-next"),

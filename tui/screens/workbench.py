@@ -53,16 +53,7 @@ BROWSE_ONLY = {"next", "previous", "play"}
 
 
 class WorkbenchScreen(Screen[None]):
-    DEFAULT_CSS = """
-    WorkbenchScreen #wide { height: 1fr; }
-    WorkbenchScreen #col-left { width: 2fr; }
-    WorkbenchScreen #col-center { width: 2fr; }
-    WorkbenchScreen #col-right { width: 1fr; min-width: 30; }
-    WorkbenchScreen TaskPane { height: 2fr; border: round $panel; }
-    WorkbenchScreen KernelPane { height: 3fr; }
-    WorkbenchScreen #col-right Timeline { height: 12; border: round $panel; }
-    WorkbenchScreen #narrow { height: 1fr; }
-    """
+    CSS_PATH = "../styles/workbench.tcss"
 
     AUTO_FOCUS = ""  # nothing focused: keys (arrows too) go to the screen first; Tab moves into a pane
 

@@ -29,12 +29,6 @@ class ChatEntry(Widget):
     """One message: a header line (role, model, tokens, cost) above the reply as Markdown."""
 
     COMPONENT_CLASSES = {"chat-entry--header"}
-    DEFAULT_CSS = """
-    ChatEntry { height: auto; margin: 0 0 1 0; }
-    ChatEntry > .chat-entry--header { background: $panel; }
-    ChatEntry.-judge > .chat-entry--header { color: $secondary; }
-    ChatEntry.-coder > .chat-entry--header { color: $primary; }
-    """
 
     def __init__(self, message: ChatMessage) -> None:
         super().__init__(classes=f"-{message.role}")
@@ -53,9 +47,6 @@ class ChatEntry(Widget):
 
 
 class ConversationPane(VerticalScroll):
-    DEFAULT_CSS = """
-    ConversationPane { height: 1fr; }
-    """
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]

@@ -31,23 +31,6 @@ class FooterEntry(NamedTuple):
 class KeyFooter(Widget):
     ALLOW_SELECT = False
     COMPONENT_CLASSES = {"key-footer--key", "key-footer--description"}
-    DEFAULT_CSS = """
-    KeyFooter {
-        dock: bottom;
-        height: 1;
-        color: $footer-foreground;
-        background: $footer-background;
-        & > .key-footer--key {
-            color: $footer-key-foreground;
-            background: $footer-key-background;
-            text-style: bold;
-        }
-        & > .key-footer--description {
-            color: $footer-description-foreground;
-            background: $footer-description-background;
-        }
-    }
-    """
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]

@@ -17,12 +17,6 @@ from tui.model import cuda_sources
 
 
 class KernelPane(Vertical):
-    DEFAULT_CSS = """
-    KernelPane { height: 1fr; }
-    KernelPane > #kernel-title { height: 1; padding: 0 1; background: $panel; }
-    KernelPane.-editing > #kernel-title { background: $warning; color: $text; }
-    KernelPane > TextArea { height: 1fr; }
-    """
 
     view: reactive[str] = reactive(PYTHON)
     editing: reactive[bool] = reactive(False)

@@ -28,11 +28,6 @@ BUILD, CHECKS, NCU, CHART = "tab-build", "tab-checks", "tab-ncu", "tab-chart"
 
 
 class OutputPane(Vertical):
-    DEFAULT_CSS = """
-    OutputPane { height: 1fr; }
-    OutputPane > PaneTabs { height: 1fr; }
-    OutputPane #speedup-chart { padding: 0 1; }
-    """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

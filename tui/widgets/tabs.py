@@ -30,10 +30,6 @@ from textual.widgets import ContentSwitcher
 class Pane(Vertical):
     """One pane of a :class:`PaneTabs`, titled."""
 
-    DEFAULT_CSS = """
-    Pane { height: auto; }
-    """
-
     def __init__(self, title: str, *children: Widget, id: str) -> None:
         super().__init__(*children, id=id)
         self.title = title
@@ -44,28 +40,6 @@ class TabStrip(Widget, can_focus=True):
 
     ALLOW_SELECT = False
     COMPONENT_CLASSES = {"tab-strip--tab", "tab-strip--active", "tab-strip--bar"}
-    DEFAULT_CSS = """
-    TabStrip {
-        width: 1fr;
-        height: 2;
-        & > .tab-strip--tab { color: $foreground 50%; }
-        & > .tab-strip--active { color: $foreground; }
-        & > .tab-strip--bar { color: $block-cursor-background; background: $foreground 10%; }
-        &:ansi {
-            & > .tab-strip--tab { text-style: dim; }
-            & > .tab-strip--active { text-style: not dim bold; }
-            & > .tab-strip--bar { color: $block-cursor-background; background: $border-blurred; }
-        }
-        &:focus {
-            & > .tab-strip--bar { background: $foreground 30%; }
-            & > .tab-strip--active {
-                text-style: $block-cursor-text-style;
-                color: $block-cursor-foreground;
-                background: $block-cursor-background;
-            }
-        }
-    }
-    """
     BINDINGS = [
         Binding("left", "step(-1)", "Previous tab", show=False),
         Binding("right", "step(1)", "Next tab", show=False),
@@ -127,11 +101,6 @@ class TabStrip(Widget, can_focus=True):
 class PaneTabs(Vertical):
     """:class:`Pane` children, one shown at a time, under a :class:`TabStrip` of their titles."""
 
-    DEFAULT_CSS = """
-    PaneTabs { height: auto; }
-    PaneTabs > TabStrip { dock: top; }
-    PaneTabs > ContentSwitcher { height: auto; }
-    """
 
     active: reactive[str] = reactive("", init=False)
 

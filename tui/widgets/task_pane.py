@@ -11,11 +11,6 @@ from tui.model import task_facts
 
 
 class TaskPane(Vertical):
-    DEFAULT_CSS = """
-    TaskPane { height: 1fr; }
-    TaskPane > #task-facts { height: auto; max-height: 4; padding: 0 1; color: $text-muted; }
-    TaskPane > TextArea { height: 1fr; }
-    """
 
     def compose(self) -> ComposeResult:
         yield Static("", id="task-facts")

@@ -34,9 +34,6 @@ def node_label(item: TimelineItem, best_sha: str | None) -> str:
 
 
 class Timeline(Tree[NodeRef]):
-    DEFAULT_CSS = """
-    Timeline { height: 1fr; }
-    """
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__("session", **kwargs)  # type: ignore[arg-type]
