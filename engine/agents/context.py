@@ -21,6 +21,13 @@ POLICIES = ("default", "strict")
 DEFAULT_TRIALS = 5
 
 
+def format_tolerance(tol: float) -> str:
+    """1e-4 as "1e-4" (not "0.0001"), 0.05 as "5e-2": the way tolerances are usually written."""
+    mantissa, exponent = f"{tol:e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent)}"
+
+
 @dataclass(frozen=True)
 class Contract:
     """The correctness bar as the evaluator applies it: trials and a tolerance per output dtype."""
@@ -37,7 +44,7 @@ class Contract:
         return cls(trials=trials, tolerances=tolerances)
 
     def text(self) -> str:
-        tols = ", ".join(f"{dtype} {tol:g}" for dtype, tol in self.tolerances.items())
+        tols = ", ".join(f"{dtype} {format_tolerance(tol)}" for dtype, tol in self.tolerances.items())
         fp32 = self.tolerances.get("float32", DEFAULT_TOLERANCES["float32"])
         return "\n".join(
             [
@@ -48,7 +55,7 @@ class Contract:
                 "- Every output is compared (all tensors of a tuple, list or dict): same structure, shape and"
                 " dtype, then elementwise |got - expected| <= tol + tol * |expected|, with tol per output"
                 f" dtype: {tols}. Integer and bool outputs must match exactly; NaN or Inf never passes.",
-                f"- With float32 at {fp32:g}, keep float32 arithmetic for float32 outputs: fast-math,"
+                f"- With float32 at {format_tolerance(fp32)}, keep float32 arithmetic for float32 outputs: fast-math,"
                 " TF32 or half-precision accumulation, or approximate functions that drift past that bar"
                 " fail the check.",
                 "- Your forward runs before and after the reference on the same inputs: it must not modify"
