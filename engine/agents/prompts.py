@@ -55,8 +55,8 @@ _UNKNOWN_TARGET = {
 }
 _LANGUAGE = {"cuda": "CUDA", "cpu": "C++"}
 _FEEDBACK_NOTE = {
-    "ncu": "Feedback: Nsight Compute (NCU) hardware counters for each kernel the candidate launched — a curated "
-    "set of metrics, below.",
+    "ncu": "Feedback: Nsight Compute (NCU) hardware counters for each of the candidate's own kernels: the measured"
+    " values (the CudaForge paper's 24 metrics and more), then our reading of them and ncu's rule results, below.",
     "torch-profiler": "Feedback: NCU was not available, so the numbers below come from torch.profiler — per-kernel "
     "and per-operator durations, no hardware counters. Infer the bottleneck from durations, the "
     "hardware figures and the code.",

@@ -23,6 +23,7 @@ MAX_BUILD_LOG_LINES = 200
 MAX_LINE_CHARS = 500
 #: library kernels listed for the Judge under "largest library kernels left"
 MAX_LIBRARY_KERNELS = 5
+_RULE_LINE = re.compile(r"^\s+\[[A-Z]+\] \w+: ")
 _ERROR_LINE = re.compile(r"\berror\b|^FAILED:", re.IGNORECASE)
 _TENSOR_CORE_DTYPES = (("tf32", "TF32"), ("bf16", "BF16"), ("fp16", "FP16"), ("fp8", "FP8"))
 
@@ -80,7 +81,9 @@ def error_log(result: Mapping[str, Any]) -> str:
     error = result.get("error") or {}
     if error:
         lines.append(f"Python error: {error.get('type')}: {error.get('message')}")
-        if error.get("traceback"):
+        if error.get("traceback") and build_log and result.get("status") == "compile_error":
+            lines.append("(Python traceback left out: it only says that the build above failed.)")
+        elif error.get("traceback"):
             lines += ["Traceback:", str(error["traceback"]).rstrip()]
     failed = [t for t in result.get("trials") or [] if not t.get("passed")]
     for trial in failed[:3]:
@@ -179,10 +182,12 @@ def optimize_feedback(profile: Mapping[str, Any] | None) -> tuple[str | None, st
         table = metric_table(metrics, profile.get("launches"), requested_metrics(profile.get("command")))
         parts.append("Measured, per own kernel (every requested metric):\n" + table)
     summary = profile.get("summary")
-    summary_text = summary.get("text") if isinstance(summary, Mapping) else summary
-    if summary_text:
-        parts.append("Our reading of the measurements:\n" + str(summary_text).strip())
+    summary_text = str((summary.get("text") if isinstance(summary, Mapping) else summary) or "").strip()
     rules = rules_text(profile.get("rules") or [], list(metrics)) if metrics else ""
+    if summary_text:
+        if rules:  # the summary's clipped rule lines: the full ones follow in their own section
+            summary_text = "\n".join(line for line in summary_text.splitlines() if not _RULE_LINE.match(line))
+        parts.append("Our reading of the measurements:\n" + summary_text)
     if rules:
         parts.append("Nsight Compute rule results:\n" + rules)
     if not metrics and not summary_text:
