@@ -391,3 +391,15 @@ def test_the_loop_passes_failure_contract_and_history_to_the_agents(tmp_path: Pa
     assert "0 | seed | first kernel from the reference | compile_error" in judge_optimize
     assert "1 | repair |" in judge_optimize and "approved (auto)" in judge_optimize
     session.close()
+
+
+def test_prompt_sizes_stay_bounded_when_every_section_is_past_its_cap() -> None:
+    from benchmarks.prompt_budget import TASK_DIR, measure_current
+
+    figures = measure_current(
+        (TASK_DIR / "task.py").read_text(), (TASK_DIR / "kernel.py").read_text(), lambda t: (len(t) + 3) // 4
+    )
+    stress = figures["stress: every section past its cap"]
+    # caps: failure 12k chars, metrics 16k, history 4k, share 2k; the task and kernel are not clipped
+    assert max(stress.values()) < 8_000, stress
+    assert all(figures["with history"][k] >= figures["no history"][k] for k in stress)
