@@ -403,3 +403,22 @@ def test_prompt_sizes_stay_bounded_when_every_section_is_past_its_cap() -> None:
     # caps: failure 12k chars, metrics 16k, history 4k, share 2k; the task and kernel are not clipped
     assert max(stress.values()) < 8_000, stress
     assert all(figures["with history"][k] >= figures["no history"][k] for k in stress)
+
+
+def test_ncu_rule_results_appear_once_in_full() -> None:
+    text, kind = feedback.optimize_feedback(_ncu_profile("default"))
+    assert kind == "ncu" and text is not None
+    assert text.count("SOLBottleneck") == 1 and "Look at Scheduler Statistics" in text
+
+
+def test_torch_profiler_feedback_says_why_there_are_no_counters() -> None:
+    profile = {
+        "kind": "torch-profiler",
+        "summary": {"kind": "torch-profiler", "text": "- relu_kernel: 98.0 µs over 1 call(s)", "data": {}},
+        "unavailable": {"reason": "no-permission", "message": "ERR_NVGPUCTRPERM\nmore", "hint": ""},
+    }
+    text, kind = feedback.optimize_feedback(profile)
+    assert kind == "torch-profiler"
+    assert (
+        "no-permission — ERR_NVGPUCTRPERM" in text and "relu_kernel: 98.0 µs" in text and "more" not in text
+    )

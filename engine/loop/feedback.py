@@ -1,9 +1,11 @@
 """What the agents are told about a kernel's evaluation, and what a round cost.
 
-The Judge sees only the latest kernel and its feedback (DESIGN §2): for a failed kernel a log
-assembled from the EvalResult (verdict, messages, Python error, compiler output, worker output),
-for a correct one its timing and the hardware/profile text. These helpers turn ``eval.json`` and
-``profile.json`` dicts into that text so the loop itself stays about control flow.
+The Judge sees only the latest kernel and its feedback (DESIGN §2): for a failed kernel a report
+assembled from the EvalResult (verdict, messages, guard findings, compiler output from the first
+error on, Python error, failing trials, worker output), which the Coder's repair prompt carries too;
+for a correct one its timing, the GPU spec (from the spec table by name, profiled or not), every
+requested NCU metric with our reading of them, and the own-kernel share. These helpers turn
+``eval.json`` and ``profile.json`` dicts into that text so the loop itself stays about control flow.
 """
 
 from __future__ import annotations
@@ -232,18 +234,6 @@ def share_text(result: Mapping[str, Any] | None, max_library: int = MAX_LIBRARY_
         if len(own) > max_library:
             lines.append(f"[... {len(own) - max_library} more own kernel(s) not shown ...]")
     return "\n".join(lines)
-
-
-def profile_feedback(profile: Mapping[str, Any] | None) -> tuple[str | Mapping[str, Any] | None, str]:
-    """``(metrics, feedback_kind)`` for the Judge from a profile.json dict (None → no feedback)."""
-    if not profile:
-        return None, "none"
-    kind = profile.get("kind") if profile.get("kind") in FEEDBACK_KINDS else "ncu"
-    if kind == "none":
-        return None, "none"
-    summary = profile.get("summary")
-    text = profile.get("judge_block") or (summary.get("text") if isinstance(summary, Mapping) else summary)
-    return (text or profile), kind
 
 
 def usage_totals(records: Iterable[Mapping[str, Any]]) -> tuple[int, float | None]:
