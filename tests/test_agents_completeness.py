@@ -422,3 +422,27 @@ def test_torch_profiler_feedback_says_why_there_are_no_counters() -> None:
     assert (
         "no-permission — ERR_NVGPUCTRPERM" in text and "relu_kernel: 98.0 µs" in text and "more" not in text
     )
+
+
+def test_round_context_takes_the_policy_and_changed_rules_from_the_options(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    session = _session_with_rounds(tmp_path)
+    try:
+        options = SimpleNamespace(
+            device="cuda",
+            guard_policy="strict",
+            guard_refuse=("functional-in-forward",),
+            relax=("fp-downcast",),
+            settings=lambda: {"trials": 9, "tolerances": {"float32": 3e-4}},
+        )
+        context, policy = round_context(session, session.current_branch, options)
+        # options from before the guard-policy fields: the latest result's record stands in
+        older, older_policy = round_context(session, session.current_branch, EvalOptions(device="cuda"))
+    finally:
+        session.close()
+    assert policy == "strict" and context.guard == GuardChanges(("functional-in-forward",), ("fp-downcast",))
+    assert context.contract == Contract(9, {**DEFAULT_TOLERANCES, "float32": 3e-4})
+    assert older_policy == "default" and older.contract.trials == EvalOptions().trials
+    text = P.coder_system("cuda", policy, context)
+    assert "full replacement" in text and "`functional-in-forward`" in text and "9 trials" in text

@@ -1,9 +1,9 @@
 """The standing context of a round's prompts, from the loop's real settings and the session repo.
 
 The loop asks for it once per stage; this keeps :mod:`engine.loop.machine` about control flow. The
-correctness bar comes from the ``EvalOptions`` the loop evaluates with (trials, tolerances), the
-guard policy and changed rules from the latest EvalResult (what the harness applied) or else the
-options, the target from the spec table by the GPU's name (known from an EvalResult's ``env``, or
+correctness bar comes from the ``EvalOptions`` the loop evaluates with (trials, tolerances), so do
+the guard policy and the changed rules (the latest EvalResult's record of them stands in while the
+options carry none), the target from the spec table by the GPU's name (known from an EvalResult's ``env``, or
 from ``nvidia-smi`` before the first evaluation), and the history from the branch's commits.
 """
 
@@ -38,21 +38,30 @@ def probe_gpu_name(index: int = 0) -> str | None:
     return name or None
 
 
+def _option(eval_options: Any, *names: str) -> Any:
+    for name in names:
+        value = getattr(eval_options, name, None)
+        if value is not None:
+            return value
+    return None
+
+
 def guard_policy(eval_options: Any, result: Mapping[str, Any] | None = None) -> str:
-    """The policy the harness applies: the result's record of it, else the options', else ``default``."""
-    for value in ((result or {}).get("guard_policy"), getattr(eval_options, "guard_policy", None)):
+    """The policy the next version will be judged by: the options' (what the harness will apply),
+    else the latest result's record of it (options from before guard policies existed), else ``default``."""
+    for value in (_option(eval_options, "guard_policy", "guard"), (result or {}).get("guard_policy")):
         if value in POLICIES:
             return str(value)
     return "default"
 
 
 def guard_changes(eval_options: Any, result: Mapping[str, Any] | None = None) -> GuardChanges:
-    if result and ("guard_refuse" in result or "relaxed_rules" in result):
+    """Rules turned into refusals or off: the options' when they say, else the latest result's."""
+    refuse = _option(eval_options, "guard_refuse", "refuse")
+    relax = _option(eval_options, "relax", "relaxed_rules")
+    if refuse is None and relax is None and result:
         return GuardChanges.from_result(result)
-    return GuardChanges(
-        tuple(getattr(eval_options, "guard_refuse", None) or getattr(eval_options, "refuse", None) or ()),
-        tuple(getattr(eval_options, "relax", None) or ()),
-    )
+    return GuardChanges(tuple(refuse or ()), tuple(relax or ()))
 
 
 def round_context(
