@@ -4,8 +4,11 @@ Five kinds, following the CudaForge method: Coder *seed* (reference + one worked
 fast ``ModelNew`` layout), Coder *repair* / *optimize* (current kernel + the approved suggestion),
 Judge *repair* (error log + reference + kernel → one critical issue as JSON) and Judge *optimize*
 (hardware + reference + kernel + profiler feedback → one bottleneck and one plan as JSON).
-Only the latest kernel and feedback go in — no growing history — which keeps prompts short and
-the Judge focused.
+Beyond the paper's inputs every prompt carries the standing facts of a session (the target GPU, the
+correctness bar and the guard policy, from :mod:`engine.agents.context`) and a bounded table of the
+branch's earlier rounds, so an idea that failed or was rejected is not proposed again. The repair
+prompts carry the failure itself, clipped with visible markers. Each section is bounded by clipping,
+never dropped silently (ARCHITECTURE.md, "What each agent receives at each step").
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from importlib import resources
 from string import Template
 from typing import Any, Literal
 
+from engine.agents.context import PromptContext, check_policy, guard_changes_text
 from engine.agents.suggestion import Suggestion
 from engine.llm.base import LLMRequest, Message
 
@@ -29,12 +33,30 @@ FEEDBACK_KINDS = ("ncu", "torch-profiler", "none")
 #: Logs longer than this keep their head (first compiler errors) and tail (the Python traceback).
 MAX_LOG_CHARS = 12_000
 MAX_METRICS_CHARS = 16_000
+MAX_HISTORY_CHARS = 4_000
+MAX_SHARE_CHARS = 2_000
 
 _TARGET = {"cuda": "an NVIDIA GPU", "cpu": "the CPU"}
+#: what counts as the candidate's own code, per backend (the policy texts name it)
+_OWN_CODE = {
+    "cuda": "`__global__` kernels in your `cuda_source` (and the C++ in `cpp_source` that launches them)",
+    "cpu": "C++ functions in your `cpp_source` that loop over the raw data",
+}
+_SHARE_SENTENCE = {
+    "cuda": "The harness measures the share of the forward's device time spent in your own kernels against"
+    " library kernels (cuBLAS, cuDNN, ATen), records it with the result and shows the reviewer the largest"
+    " library kernels left, as candidates to replace next.",
+    "cpu": "On the CPU the share of time in your own code is not measured; the harness checks that your"
+    " compiled functions run on every forward.",
+}
+_UNKNOWN_TARGET = {
+    "cuda": "GPU: not known yet (it is read from the first evaluation); write for a recent NVIDIA data-center GPU.",
+    "cpu": "CPU: the machine running the evaluation.",
+}
 _LANGUAGE = {"cuda": "CUDA", "cpu": "C++"}
 _FEEDBACK_NOTE = {
-    "ncu": "Feedback: Nsight Compute (NCU) hardware counters for each kernel the candidate launched — a curated "
-    "set of metrics, below.",
+    "ncu": "Feedback: Nsight Compute (NCU) hardware counters for each of the candidate's own kernels: the measured"
+    " values (the CudaForge paper's 24 metrics and more), then our reading of them and ncu's rule results, below.",
     "torch-profiler": "Feedback: NCU was not available, so the numbers below come from torch.profiler — per-kernel "
     "and per-operator durations, no hardware counters. Infer the bottleneck from durations, the "
     "hardware figures and the code.",
@@ -88,13 +110,57 @@ def _code(text: str) -> str:
     return text.strip("\n")
 
 
-def coder_system(backend: Backend = "cuda") -> str:
+def policy_text(
+    policy: str = "default", backend: Backend = "cuda", context: PromptContext | None = None
+) -> str:
+    """What the guard policy allows, in the Coder's terms, plus any rule the session changed."""
+    check_policy(policy)
     _check_backend(backend)
+    text = _render(
+        f"policy_{policy}.md", own_code=_OWN_CODE[backend], share_sentence=_SHARE_SENTENCE[backend]
+    ).strip()
+    changes = guard_changes_text(context.guard) if context else ""
+    return f"{text}\n{changes}" if changes else text
+
+
+def target_text(backend: Backend = "cuda", context: PromptContext | None = None) -> str:
+    return context.target.strip() if context and context.target.strip() else _UNKNOWN_TARGET[backend]
+
+
+def standing_text(policy: str, backend: Backend, context: PromptContext | None) -> str:
+    """The rules a version is held to (policy + correctness bar), as the Judge reads them."""
+    context = context or PromptContext()
+    return f"{policy_text(policy, backend, context)}\n\n{context.contract.text()}"
+
+
+def history_section(context: PromptContext | None, role: str) -> str:
+    """The earlier rounds, bounded; "" before the first round."""
+    if not context or not context.history.strip():
+        return ""
+    advice = (
+        "Do not propose again an idea that failed, made the kernel slower, or was rejected by the human,"
+        " unless you say why it will work this time."
+        if role == "judge"
+        else "Learn from it: do not bring back a change that an earlier round showed to fail."
+    )
+    body = clip(context.history, MAX_HISTORY_CHARS)
+    return f"\nEarlier rounds of this branch:\n{body}\n{advice}\n"
+
+
+def coder_system(
+    backend: Backend = "cuda", policy: str = "default", context: PromptContext | None = None
+) -> str:
+    """The Coder's standing instructions: layout, guard policy, target hardware, correctness bar."""
+    _check_backend(backend)
+    context = context or PromptContext()
     return _render(
         "coder_system.md",
         language=_LANGUAGE[backend],
         target=_TARGET[backend],
         rules=template_text(f"rules_{backend}.md").strip(),
+        policy=policy_text(policy, backend, context),
+        hardware=target_text(backend, context),
+        contract=context.contract.text(),
     )
 
 
@@ -104,14 +170,20 @@ def example_kernel(backend: Backend = "cuda") -> str:
     return template_text(f"example_{backend}.py")
 
 
-def coder_seed(reference: str, backend: Backend = "cuda") -> Prompt:
+def coder_seed(
+    reference: str,
+    backend: Backend = "cuda",
+    *,
+    policy: str = "default",
+    context: PromptContext | None = None,
+) -> Prompt:
     user = _render(
         "coder_seed.md",
         example_reference=_code(template_text("example_reference.py")),
         example_kernel=_code(example_kernel(backend)),
         reference=_code(reference),
     )
-    return Prompt("coder", "seed", coder_system(backend), [Message("user", user)])
+    return Prompt("coder", "seed", coder_system(backend, policy, context), [Message("user", user)])
 
 
 def _suggestion_text(suggestion: Suggestion | str) -> str:
@@ -120,15 +192,25 @@ def _suggestion_text(suggestion: Suggestion | str) -> str:
 
 
 def coder_repair(
-    reference: str, kernel: str, suggestion: Suggestion | str, backend: Backend = "cuda"
+    reference: str,
+    kernel: str,
+    suggestion: Suggestion | str,
+    backend: Backend = "cuda",
+    *,
+    failure: str = "",
+    policy: str = "default",
+    context: PromptContext | None = None,
 ) -> Prompt:
+    """``failure``: the harness's report on the kernel (build log, traceback, failing trials, guard findings)."""
     user = _render(
         "coder_repair.md",
+        failure=clip(failure or "(no report captured)", MAX_LOG_CHARS),
         suggestion=_suggestion_text(suggestion),
+        history_section=history_section(context, "coder"),
         reference=_code(reference),
         kernel=_code(kernel),
     )
-    return Prompt("coder", "repair", coder_system(backend), [Message("user", user)])
+    return Prompt("coder", "repair", coder_system(backend, policy, context), [Message("user", user)])
 
 
 def coder_optimize(
@@ -137,16 +219,20 @@ def coder_optimize(
     suggestion: Suggestion | str,
     backend: Backend = "cuda",
     timing: str | None = None,
+    *,
+    policy: str = "default",
+    context: PromptContext | None = None,
 ) -> Prompt:
     timing_line = f" Its timing: {timing.strip()}." if timing and timing.strip() else ""
     user = _render(
         "coder_optimize.md",
         timing_line=timing_line,
         suggestion=_suggestion_text(suggestion),
+        history_section=history_section(context, "coder"),
         reference=_code(reference),
         kernel=_code(kernel),
     )
-    return Prompt("coder", "optimize", coder_system(backend), [Message("user", user)])
+    return Prompt("coder", "optimize", coder_system(backend, policy, context), [Message("user", user)])
 
 
 def judge_system(backend: Backend = "cuda") -> str:
@@ -155,10 +241,20 @@ def judge_system(backend: Backend = "cuda") -> str:
     return _render("judge_system.md", target=target)
 
 
-def judge_repair(reference: str, kernel: str, error_log: str, backend: Backend = "cuda") -> Prompt:
+def judge_repair(
+    reference: str,
+    kernel: str,
+    error_log: str,
+    backend: Backend = "cuda",
+    *,
+    policy: str = "default",
+    context: PromptContext | None = None,
+) -> Prompt:
     user = _render(
         "judge_repair.md",
         error_log=clip(error_log or "(no log captured)", MAX_LOG_CHARS),
+        standing=standing_text(policy, backend, context),
+        history_section=history_section(context, "judge"),
         reference=_code(reference),
         kernel=_code(kernel),
     )
@@ -182,8 +278,16 @@ def judge_optimize(
     feedback_kind: FeedbackKind = "ncu",
     backend: Backend = "cuda",
     timing: str | None = None,
+    *,
+    share: str = "",
+    policy: str = "default",
+    context: PromptContext | None = None,
 ) -> Prompt:
-    """``gpu_spec`` is a preformatted block (built elsewhere); ``feedback_kind`` says what ``metrics`` are."""
+    """``gpu_spec`` is a preformatted block (built elsewhere); ``feedback_kind`` says what ``metrics`` are.
+
+    ``share``: the measured own-kernel share and the largest library kernels left (guard policy
+    ``default``), so the Judge can say which one to replace next; "" when it was not measured.
+    """
     if feedback_kind not in FEEDBACK_KINDS:
         raise ValueError(f"feedback_kind must be one of {FEEDBACK_KINDS}, not {feedback_kind!r}")
     body = format_metrics(metrics)
@@ -192,13 +296,19 @@ def judge_optimize(
     else:
         label = "Nsight Compute metrics" if feedback_kind == "ncu" else "torch.profiler summary"
         metrics_section = f"\n{label}:\n```\n{clip(body, MAX_METRICS_CHARS)}\n```\n"
+    share_section = ""
+    if share.strip():
+        share_section = f"\nWhere the device time goes:\n```\n{clip(share, MAX_SHARE_CHARS)}\n```\n"
     user = _render(
         "judge_optimize.md",
         feedback_note=_FEEDBACK_NOTE[feedback_kind],
         gpu_spec=(gpu_spec or "(not available)").strip(),
         timing=(timing or "(not measured)").strip(),
+        standing=standing_text(policy, backend, context),
+        history_section=history_section(context, "judge"),
         reference=_code(reference),
         kernel=_code(kernel),
         metrics_section=metrics_section,
+        share_section=share_section,
     )
     return Prompt("judge", "optimize", judge_system(backend), [Message("user", user)])

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.agents import prompts
+from engine.agents.context import PromptContext
 from engine.agents.parse import KernelExtraction, extract_kernel, parse_suggestion
 from engine.agents.prompts import Backend, FeedbackKind, Prompt
 from engine.agents.suggestion import Suggestion
@@ -71,9 +72,16 @@ class Coder(_Agent):
     """Writes ``ModelNew`` files. A reply with no usable code is a ``no_code`` outcome, not an error."""
 
     def seed(
-        self, reference: str, *, on_token: TokenCallback | None = None, cancel: threading.Event | None = None
+        self,
+        reference: str,
+        *,
+        policy: str = "default",
+        context: PromptContext | None = None,
+        on_token: TokenCallback | None = None,
+        cancel: threading.Event | None = None,
     ) -> CoderTurn:
-        return self.ask(prompts.coder_seed(reference, self.backend), on_token, cancel)
+        prompt = prompts.coder_seed(reference, self.backend, policy=policy, context=context)
+        return self.ask(prompt, on_token, cancel)
 
     def repair(
         self,
@@ -81,10 +89,16 @@ class Coder(_Agent):
         kernel: str,
         suggestion: Suggestion | str,
         *,
+        failure: str = "",
+        policy: str = "default",
+        context: PromptContext | None = None,
         on_token: TokenCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> CoderTurn:
-        return self.ask(prompts.coder_repair(reference, kernel, suggestion, self.backend), on_token, cancel)
+        prompt = prompts.coder_repair(
+            reference, kernel, suggestion, self.backend, failure=failure, policy=policy, context=context
+        )
+        return self.ask(prompt, on_token, cancel)
 
     def optimize(
         self,
@@ -93,10 +107,14 @@ class Coder(_Agent):
         suggestion: Suggestion | str,
         *,
         timing: str | None = None,
+        policy: str = "default",
+        context: PromptContext | None = None,
         on_token: TokenCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> CoderTurn:
-        prompt = prompts.coder_optimize(reference, kernel, suggestion, self.backend, timing)
+        prompt = prompts.coder_optimize(
+            reference, kernel, suggestion, self.backend, timing, policy=policy, context=context
+        )
         return self.ask(prompt, on_token, cancel)
 
     def ask(
@@ -128,10 +146,15 @@ class Judge(_Agent):
         kernel: str,
         error_log: str,
         *,
+        policy: str = "default",
+        context: PromptContext | None = None,
         on_token: TokenCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> JudgeTurn:
-        return self.ask(prompts.judge_repair(reference, kernel, error_log, self.backend), on_token, cancel)
+        prompt = prompts.judge_repair(
+            reference, kernel, error_log, self.backend, policy=policy, context=context
+        )
+        return self.ask(prompt, on_token, cancel)
 
     def optimize(
         self,
@@ -142,11 +165,23 @@ class Judge(_Agent):
         metrics: str | Mapping[str, Any] | list[Any] | None,
         feedback_kind: FeedbackKind = "ncu",
         timing: str | None = None,
+        share: str = "",
+        policy: str = "default",
+        context: PromptContext | None = None,
         on_token: TokenCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> JudgeTurn:
         prompt = prompts.judge_optimize(
-            reference, kernel, gpu_spec, metrics, feedback_kind, self.backend, timing
+            reference,
+            kernel,
+            gpu_spec,
+            metrics,
+            feedback_kind,
+            self.backend,
+            timing,
+            share=share,
+            policy=policy,
+            context=context,
         )
         return self.ask(prompt, on_token, cancel)
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from engine import approval as policy
 from engine.agents import prompts
+from engine.agents.context import PromptContext
 from engine.agents.prompts import Prompt
 from engine.agents.roles import Coder, CoderTurn, Judge, JudgeTurn
 from engine.agents.suggestion import Suggestion
@@ -54,6 +55,7 @@ from engine.events import (
 from engine.llm.base import Message
 from engine.llm.errors import LLMCancelled, LLMError
 from engine.loop import feedback
+from engine.loop.context import round_context
 from engine.loop.state import (
     CODER,
     COMMIT,
@@ -314,8 +316,15 @@ class Loop:
 
     # ------------------------------------------------------------------ stages
 
+    def _context(self) -> tuple[PromptContext, str]:
+        """The round's standing prompt context (target, correctness bar, history) and guard policy."""
+        return round_context(self.session, self.branch, self.options.eval_options, self.options.hardware)
+
     def _seed(self) -> None:
-        turn = self.coder.seed(self.reference, on_token=self._token("coder"), cancel=self._cancel)
+        context, guard = self._context()
+        turn = self.coder.seed(
+            self.reference, policy=guard, context=context, on_token=self._token("coder"), cancel=self._cancel
+        )
         self._take_code(turn)
 
     def _base_iteration(self) -> Iteration:
@@ -324,41 +333,57 @@ class Loop:
     def _judge(self) -> None:
         base = self._base_iteration()
         result = base.eval_result
+        context, guard = self._context()
         if self.pending.phase == "repair":
             log = feedback.error_log(result)
             if self.pending.rejections:
                 turn = self._judge_again(
-                    prompts.judge_repair(self.reference, base.kernel_source, log, self.judge.backend)
+                    prompts.judge_repair(
+                        self.reference,
+                        base.kernel_source,
+                        log,
+                        self.judge.backend,
+                        policy=guard,
+                        context=context,
+                    )
                 )
             else:
                 turn = self.judge.repair(
                     self.reference,
                     base.kernel_source,
                     log,
+                    policy=guard,
+                    context=context,
                     on_token=self._token("judge"),
                     cancel=self._cancel,
                 )
                 self._reply_event("judge", turn.record)
         else:
-            turn = self._judge_optimize(base, result)
+            turn = self._judge_optimize(base, result, context, guard)
         self.pending.transcript.append(turn.record)
         self.pending.suggestion = turn.suggestion.to_dict()
         self.pending.stage = GATE
         self._emit(SuggestionReady(suggestion=self.pending.suggestion))
 
-    def _judge_optimize(self, base: Iteration, result: Mapping[str, Any]) -> JudgeTurn:
-        metrics, kind = feedback.profile_feedback(base.profile)
-        hardware = self.options.hardware or feedback.hardware_text(result)
+    def _judge_optimize(
+        self, base: Iteration, result: Mapping[str, Any], context: PromptContext, guard: str
+    ) -> JudgeTurn:
+        metrics, kind = feedback.optimize_feedback(base.profile)
+        hardware = context.target
         timing = feedback.timing_text(result)
+        share = feedback.share_text(result)
         if self.pending.rejections:
             prompt = prompts.judge_optimize(
                 self.reference,
                 base.kernel_source,
                 hardware,
                 metrics,
-                kind,
+                kind,  # type: ignore[arg-type]
                 self.judge.backend,
-                timing,  # type: ignore[arg-type]
+                timing,
+                share=share,
+                policy=guard,
+                context=context,
             )
             return self._judge_again(prompt)
         turn = self.judge.optimize(
@@ -368,6 +393,9 @@ class Loop:
             metrics=metrics,
             feedback_kind=kind,  # type: ignore[arg-type]
             timing=timing,
+            share=share,
+            policy=guard,
+            context=context,
             on_token=self._token("judge"),
             cancel=self._cancel,
         )
@@ -413,11 +441,15 @@ class Loop:
     def _code(self) -> None:
         base = self._base_iteration()
         approved = Suggestion.from_dict(self.pending.approved or {"mode": self.pending.phase})
+        context, guard = self._context()
         if self.pending.phase == "repair":
             turn = self.coder.repair(
                 self.reference,
                 base.kernel_source,
                 approved,
+                failure=feedback.error_log(base.eval_result),
+                policy=guard,
+                context=context,
                 on_token=self._token("coder"),
                 cancel=self._cancel,
             )
@@ -427,6 +459,8 @@ class Loop:
                 base.kernel_source,
                 approved,
                 timing=feedback.timing_text(base.eval_result),
+                policy=guard,
+                context=context,
                 on_token=self._token("coder"),
                 cancel=self._cancel,
             )
