@@ -345,7 +345,7 @@ def test_history_table_shows_the_humans_rejection_note_to_both_agents(tmp_path: 
 def test_history_is_bounded_with_a_visible_marker() -> None:
     rows = [
         history.HistoryRow(
-            i, "optimize", f"idea {i} " + "x" * 400, "correct", 1.0 + i / 10, "approved (auto)"
+            i, "optimize", f"idea {i} " + "x" * 400, "correct", 1.0 + i / 10, "approved (policy:auto)"
         )
         for i in range(30)
     ]
@@ -389,7 +389,7 @@ def test_the_loop_passes_failure_contract_and_history_to_the_agents(tmp_path: Pa
     assert "2 trials" in coder_repair["system"] and "float32 1e-4" in coder_repair["system"]
     judge_optimize = calls[("judge", "optimize")]["messages"][0]["content"]
     assert "0 | seed | first kernel from the reference | compile_error" in judge_optimize
-    assert "1 | repair |" in judge_optimize and "approved (auto)" in judge_optimize
+    assert "1 | repair |" in judge_optimize and "approved (policy:auto)" in judge_optimize
     session.close()
 
 

@@ -31,7 +31,7 @@ class HistoryRow:
     suggestion: str
     status: str
     speedup: float | None
-    decision: str  # "approved (auto)", "approved (human)", "edited (human)", "rejected (human)", "—"
+    decision: str  # "approved (policy:auto)", "approved (human)", "edited (human)", "rejected (human)", "—"
     note: str = ""
 
 
