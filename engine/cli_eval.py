@@ -1,7 +1,8 @@
 """``cudaforge eval TASK.py KERNEL.py``: one evaluation from the command line.
 
 Exit codes (a contract): 0 only when the kernel is correct, 1 when it was evaluated and is not,
-2 for usage errors (missing files, a broken task, no CUDA when ``--device cuda`` was asked for).
+2 for usage errors (missing files, a broken task, no CUDA when ``--device cuda`` was asked for),
+including a task whose reference ``Model`` fails on its own inputs (``task_error`` in the result).
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ def run_eval(args: argparse.Namespace) -> int:
         print(result.to_json())
     else:
         print(format_summary(result, args.kernel.name))
+    if result.task_error:
+        return EXIT_USAGE
     return EXIT_CORRECT if result.ok else EXIT_NOT_CORRECT
 
 
@@ -93,10 +96,20 @@ def _print_event(event: EvalEvent) -> None:
         print(f"   {event.text}", file=sys.stderr)
 
 
+def failed_side_text(result: EvalResult) -> str:
+    """Which side failed, for the verdict line: the task's reference or the candidate kernel."""
+    if result.ok:
+        return ""
+    if result.task_error or result.failed_side == "reference":
+        return " · the REFERENCE failed: a task error, not the kernel's fault"
+    return " · the candidate failed"
+
+
 def format_summary(result: EvalResult, kernel_label: str = "kernel") -> str:
     """A few readable lines: the verdict, then one line per stage reached, then what went wrong."""
     lines = [
         f"{result.task} · {kernel_label} on {result.device}: {result.status.upper().replace('_', ' ')} (stage {result.stage})"
+        + failed_side_text(result)
     ]
     build = result.build
     if build.extensions:
