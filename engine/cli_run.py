@@ -9,7 +9,8 @@ It prints one line per stage while it runs, then a table of the branch's iterati
 kernel. Ctrl-C stops cleanly: an LLM call in flight is cancelled, a running evaluation finishes
 and is committed; a second Ctrl-C leaves at once (the session stays consistent either way).
 
-Exit codes: 0 the rounds ended, 1 an error stopped the loop, 2 usage errors, 130 interrupted.
+Exit codes: 0 the rounds ended, 1 an error stopped the loop, 2 usage errors or a broken task (its
+reference fails on its own inputs: checked before any LLM call), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -167,6 +168,8 @@ def drive(loop: Loop, printer: Printer) -> int:
             return EXIT_OK
         if outcome == PAUSED:
             return EXIT_INTERRUPTED
+        if loop.task_problem is not None:  # a broken task, like `cudaforge eval`'s exit 2
+            return EXIT_USAGE
         return EXIT_ERROR
 
 

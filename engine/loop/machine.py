@@ -35,7 +35,7 @@ from engine.agents import prompts
 from engine.agents.prompts import Prompt
 from engine.agents.roles import Coder, CoderTurn, Judge, JudgeTurn
 from engine.agents.suggestion import Suggestion
-from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, evaluate
+from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, check_task, evaluate
 from engine.events import (
     AwaitingApproval,
     BuildLog,
@@ -93,6 +93,9 @@ class LoopOptions:
     #: written to session.toml with every commit (models, rounds, tolerances…; never keys)
     settings: Mapping[str, Any] | None = None
     max_no_code_retries: int = 1
+    #: run the task's reference on its own inputs (in a worker) before the first Coder call;
+    #: a broken task stops the loop before any LLM request (engine.reference_check)
+    check_task: bool = True
 
 
 class Loop:
@@ -120,6 +123,9 @@ class Loop:
         self._running = False
         self._pause = threading.Event()
         self._cancel = threading.Event()
+        self._task_checked = False
+        #: why the task cannot be optimised (its reference fails on its own inputs); None when sound
+        self.task_problem: str | None = None
         session.acquire_lock()
         self.pending: Pending = derive(session, self.options.rounds)
         self._next_no = self._compute_next_iteration()
@@ -265,6 +271,8 @@ class Loop:
                 self._cancel.clear()
             self._running = True
         try:
+            if self.pending.stage == SEED and not self._check_task():
+                return ERROR
             return self._run_stage()
         except LLMCancelled:
             self._finish("paused")
@@ -281,6 +289,19 @@ class Loop:
         finally:
             with self._lock:
                 self._running = False
+
+    def _check_task(self) -> bool:
+        """Before the first Coder call: the reference must run on its own inputs (no LLM call otherwise)."""
+        if self._task_checked or not self.options.check_task:
+            return True
+        self._emit(StageStarted(stage="reference", round=self._next_no, detail="task check"))
+        result = check_task(self.reference, self.options.eval_options, task_name=self.session.task_name)
+        if result.task_error:
+            self.task_problem = result.messages[-1] if result.messages else "the task's reference failed"
+            self._emit(LoopError(stage="task", message=self.task_problem, recoverable=False))
+            return False
+        self._task_checked = True
+        return True
 
     def _run_stage(self) -> str | None:
         stage = self.pending.stage
