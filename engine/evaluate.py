@@ -210,9 +210,7 @@ def mark_failed_side(result: EvalResult) -> None:
         result.failed_side = CANDIDATE_SIDE
 
 
-def check_task(
-    task_source: str, options: EvalOptions | None = None, task_name: str = "task"
-) -> EvalResult:
+def check_task(task_source: str, options: EvalOptions | None = None, task_name: str = "task") -> EvalResult:
     """Run only the worker's reference check (no candidate): ``task_error`` says whether the task is broken.
 
     The loop calls it before its first LLM request, so a broken task costs no tokens.
