@@ -86,13 +86,15 @@ class ApprovalScreen(ModalScreen[Approval]):
             yield Static(self._view_keys(), id="approval-keys")
 
     def _title(self) -> Text:
-        title = Text("Judge suggestion", style="bold")
+        """The verdict the suggestion is about, always visible (``⚑ FLAGGED`` first: it must not be cut)."""
+        if self.flagged:
+            title = Text("⚑ FLAGGED by a guard", style="bold")
+        else:
+            title = Text("Judge suggestion", style="bold")
         title.append(f" · {self.suggestion.get('mode', '?')}")
         if self.evidence is not None and self.evidence.headline():
             title.append(" · on ")
             title.append(self.evidence.headline(), style=_status_style(self.evidence.status))
-        if self.flagged:
-            title.append("  ⚑ FLAGGED by a guard", style="bold")
         return title
 
     def _view_keys(self) -> str:
