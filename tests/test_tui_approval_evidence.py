@@ -17,6 +17,7 @@ from tui.model import suggestion_markdown, suggestion_text
 from tui.screens.approval import ApprovalScreen
 from tui.widgets.status_line import StatusLine
 
+
 def screen_text(app: Any) -> str:
     """The screen's text with runs of spaces collapsed (styled spans are exported apart)."""
     return " ".join(raw_screen_text(app).split())
