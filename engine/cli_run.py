@@ -297,10 +297,23 @@ def summary_rows(session: SessionRepo, branch: str) -> list[dict[str, Any]]:
     return rows
 
 
+def total_line(rows: list[dict[str, Any]]) -> str:
+    """The branch's tokens and cost; "cost unknown" when any iteration had an unpriced call."""
+    tokens = sum(int(r["tokens"] or 0) for r in rows)
+    costs = [r["cost_usd"] for r in rows]
+    if any(c is None for c in costs):
+        known = sum(c for c in costs if c is not None)
+        cost = f"cost unknown (${known:.4f} priced)" if known else "cost unknown"
+    else:
+        cost = f"${sum(costs):.4f}"
+    return f"total: {tokens} tokens · {cost}"
+
+
 def print_summary(session: SessionRepo, branch: str, out: TextIO) -> None:
     header = ["iter", "phase", "status", "speedup", "tokens", "cost", *(f"{s} s" for s in TABLE_STAGES)]
     table = [header]
-    for row in summary_rows(session, branch):
+    rows = summary_rows(session, branch)
+    for row in rows:
         cost = "unknown" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
         secs = [("" if v is None else f"{v:.1f}") for v in row["seconds"].values()]
         table.append(
@@ -318,6 +331,7 @@ def print_summary(session: SessionRepo, branch: str, out: TextIO) -> None:
     print("", file=out)
     for r in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip(), file=out)
+    print(total_line(rows), file=out)
     best = session.best(branch)
     if best is None:
         print("best: no correct kernel yet", file=out)

@@ -1,4 +1,7 @@
-"""The loop checks the task's reference before its first LLM call: a broken task costs no tokens.
+"""Headless against a loopback LLM server: a broken task costs no tokens; an unpriced model, no fake $0.
+
+The loop checks the task's reference before its first LLM call, so a broken task stops it with no
+request made. A local model has no price, so its cost is "unknown", never $0.
 
 ``cudaforge run --headless`` as a real subprocess against the local fake OpenAI-compatible server
 (tests/fake_llm_server.py), which records every request it gets.
@@ -14,13 +17,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, REPO
-from tests.fake_llm_server import FakeLLMServer
+from tests.fake_llm_server import CHAT, FakeLLMServer, FakeResponse, chat_sse
 from tests.test_reference_check import MISMATCHED, SOMETIMES
 
 pytestmark = pytest.mark.slow
 
 
-def headless(task: Path, server: FakeLLMServer, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def headless(
+    task: Path, server: FakeLLMServer, tmp_path: Path, cache: Path | None = None, rounds: str = "1"
+) -> subprocess.CompletedProcess[str]:
     project = tmp_path / "project"
     project.mkdir(exist_ok=True)
     (project / "cudaforge.toml").write_text("[eval]\ntrials = 5\ntiming_trials = 5\n")
@@ -28,14 +33,14 @@ def headless(task: Path, server: FakeLLMServer, tmp_path: Path) -> subprocess.Co
         **os.environ,
         "PYTHONPATH": str(REPO),
         "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
-        "CUDAFORGE_CACHE_DIR": str(tmp_path / "cache"),
+        "CUDAFORGE_CACHE_DIR": str(cache or tmp_path / "cache"),
         "OPENAI_BASE_URL": server.openai_base_url,
         "OPENAI_API_KEY": "local-placeholder",
     }
     return subprocess.run(
         [
             sys.executable, "-m", "engine.cli_run", str(task), "--headless", "--auto-approve",
-            "--device", "cpu", "--rounds", "1", "--coder", "openai/local-model",
+            "--device", "cpu", "--rounds", rounds, "--coder", "openai/local-model",
             "--judge", "openai/local-model", "--sessions-dir", str(tmp_path / "s"),
         ],
         cwd=project,
@@ -66,3 +71,16 @@ def test_a_sound_task_reaches_the_llm(tmp_path: Path) -> None:
         done = headless(EXAMPLES / "tasks" / "relu.py", server, tmp_path)
         assert server.requests, done.stdout + done.stderr
     assert done.returncode == 1 and "iter 0 · seed" in done.stdout
+
+
+def test_an_unpriced_local_model_shows_cost_unknown_not_zero(tmp_path: Path, ext_cache: Path) -> None:
+    """The seed from a local OpenAI-compatible server (14k tokens, no price): the table says so."""
+    reply = "Here is the kernel:\n```python\n" + (EXAMPLES / "kernels" / "relu_cpu.py").read_text() + "```\n"
+    with FakeLLMServer() as server:
+        server.enqueue(CHAT, FakeResponse(sse=chat_sse([reply], prompt_tokens=9000, completion_tokens=5000)))
+        done = headless(EXAMPLES / "tasks" / "relu.py", server, tmp_path, cache=ext_cache, rounds="0")
+        assert len(server.requests) == 1
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "→ correct" in done.stdout
+    assert "total: 14000 tokens · cost unknown" in done.stdout
+    assert "$0.0000" not in done.stdout
