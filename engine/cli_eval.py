@@ -12,7 +12,14 @@ import sys
 from pathlib import Path
 
 from engine.cli_args import int_at_least, positive_float
-from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, StageTimeouts, evaluate_files
+from engine.evaluate import (
+    EvalEvent,
+    EvalOptions,
+    EvaluationError,
+    StageTimeouts,
+    check_task,
+    evaluate_files,
+)
 from engine.result import EvalResult
 from engine.tasks import TaskError, load_task
 from engine.timing import TimingPlan
@@ -80,6 +87,8 @@ def run_eval(args: argparse.Namespace) -> int:
     except EvaluationError as error:
         print(f"cudaforge eval: {error}", file=sys.stderr)
         return EXIT_USAGE
+    if result.stage == "guard" and not result.task_error:
+        result = _task_error_first(args.task, options, result)
     if args.json:
         print(result.to_json())
     else:
@@ -87,6 +96,16 @@ def run_eval(args: argparse.Namespace) -> int:
     if result.task_error:
         return EXIT_USAGE
     return EXIT_CORRECT if result.ok else EXIT_NOT_CORRECT
+
+
+def _task_error_first(task: Path, options: EvalOptions, refused: EvalResult) -> EvalResult:
+    """A kernel the static guard refused never reached the worker's reference check: run it alone,
+    so a broken task is still reported as the task's error (exit 2), not hidden behind the refusal."""
+    checked = check_task(task.read_text(), options, task_name=task.stem)
+    if not checked.task_error:
+        return refused
+    checked.findings, checked.kernel_sha256 = refused.findings, refused.kernel_sha256
+    return checked
 
 
 def _print_event(event: EvalEvent) -> None:

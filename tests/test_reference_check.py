@@ -114,3 +114,19 @@ def test_eval_says_the_candidate_failed_in_each_failing_stage(ext_cache: Path, t
         assert done.returncode == 1, (name, done.stdout, done.stderr)
         assert "· the candidate failed" in done.stdout.splitlines()[0], (name, done.stdout)
         assert "REFERENCE" not in done.stdout
+
+
+def test_a_kernel_the_static_guard_refuses_does_not_hide_a_broken_task(tmp_path: Path) -> None:
+    """The static guard runs before the worker; eval still checks the reference and reports the task."""
+    refused = tmp_path / "refused.py"
+    refused.write_text(
+        "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
+        "    def forward(self, a, b):\n        return torch.add(a, b)\n"
+    )
+    done = cudaforge("eval", str(write(tmp_path, MISMATCHED)), str(refused), "--device", "cpu", "--json")
+    assert done.returncode == 2, done.stdout + done.stderr
+    result = json.loads(done.stdout)
+    assert result["task_error"] and result["stage"] == "reference"
+    assert {f["rule"] for f in result["findings"]} >= {"kernel-not-called"}  # the refusal is kept
+    sound = cudaforge("eval", str(EXAMPLES / "tasks" / "relu.py"), str(refused), "--device", "cpu")
+    assert sound.returncode == 1 and "REJECTED (stage guard) · the candidate failed" in sound.stdout
