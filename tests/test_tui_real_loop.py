@@ -55,3 +55,40 @@ async def test_r_runs_a_round_of_the_real_loop_and_the_timeline_shows_it(
         labels = " ".join(app.screen.query_one(Timeline).labels())
         assert "#1" in labels
     repo.close()
+
+
+async def test_a_broken_task_stops_the_real_loop_before_the_coder_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The task check runs first: no iteration, the status line and a notice name the task error."""
+    from textual.widgets import Log
+
+    from tests.test_reference_check import MISMATCHED
+    from tests.test_tui_fixtures import screen_text
+    from tui.widgets.status_line import StatusLine
+
+    (tmp_path / "cudaforge.toml").write_text(
+        f'[models]\ncoder = "scripted/{STEADY}/coder"\njudge = "scripted/{STEADY}/judge"\n'
+        '[loop]\nrounds = 1\n[eval]\ndevice = "cpu"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    task = tmp_path / "broken.py"
+    task.write_text(MISMATCHED)
+    repo = SessionRepo.create(tmp_path / "sessions", task)
+    app = CudaforgeApp(sessions_root=tmp_path / "sessions", session=repo, mode="live")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("r")
+        status = app.screen.query_one(StatusLine)
+        deadline = time.monotonic() + 120
+        while status.stage != "error in task" and time.monotonic() < deadline:
+            await asyncio.sleep(0.3)
+        await pilot.pause(0.3)
+        assert status.stage == "error in task"
+        log = "\n".join(app.screen.query_one("#build-log", Log).lines)  # it keeps why (the notice fades)
+        assert "error in task: task error: the reference Model.forward failed on seed 43" in log
+        assert "error in task: task error" in " ".join(screen_text(app).split())
+        assert repo.history() == []  # the Coder was never asked
+    repo.close()

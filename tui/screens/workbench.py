@@ -463,6 +463,10 @@ class WorkbenchScreen(Screen[None]):
         elif isinstance(event, ev.LoopError):
             status.stop(f"error in {event.stage}")
             self.notify(f"{event.stage}: {event.message}", severity="error", timeout=10)
+            # the notice fades; the log keeps why the loop stopped (a broken task, a failed call)
+            line = f"error in {event.stage}: {event.message}"
+            self._live_log.append(line)
+            output.append_build([line])
 
     def _apply_policy(self, event: ev.AwaitingApproval) -> None:
         from tui.screens.approval import Approval
