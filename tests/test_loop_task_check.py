@@ -84,3 +84,46 @@ def test_an_unpriced_local_model_shows_cost_unknown_not_zero(tmp_path: Path, ext
     assert "→ correct" in done.stdout
     assert "total: 14000 tokens · cost unknown" in done.stdout
     assert "$0.0000" not in done.stdout
+
+
+FLAKY = """import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        if os.path.exists({flag!r}):
+            raise RuntimeError("the reference read a file that is now there")
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.randn(64)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_reference_failing_later_stops_the_round_without_committing(
+    tmp_path: Path, ext_cache: Path
+) -> None:
+    """The task passed its check, then its reference fails in an evaluation: a task error, not an iteration."""
+    from engine.events import LoopError
+    from engine.loop.machine import ERROR
+    from sessions.repo import SessionRepo
+    from tests.loop_helpers import make_loop
+
+    flag = tmp_path / "flag"
+    task = tmp_path / "flaky.py"
+    task.write_text(FLAKY.format(flag=str(flag)))
+    events: list = []
+    with SessionRepo.create(tmp_path / "sessions", task, name="flaky") as session:
+        loop = make_loop(session, ext_cache, "steady", events=events)
+        assert loop.step() is None and loop.stage == "evaluate"  # task check passed, seed written
+        flag.write_text("")
+        assert loop.step() == ERROR and loop.task_problem and "RuntimeError" in loop.task_problem
+        assert session.history() == [] and loop.stage == "evaluate"  # nothing committed; redone next
+        assert any(isinstance(e, LoopError) and e.stage == "task" for e in events)
+        flag.unlink()
+        assert loop.step() is None and loop.task_problem is None
+        assert [it.status for it in session.history()] == ["correct"]

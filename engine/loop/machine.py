@@ -270,6 +270,7 @@ class Loop:
             if not self._pause.is_set():
                 self._cancel.clear()
             self._running = True
+        self.task_problem = None
         try:
             if self.pending.stage == SEED and not self._check_task():
                 return ERROR
@@ -487,7 +488,8 @@ class Loop:
         self.pending.eval_result = result.to_dict()
         self.pending.stage = COMMIT
 
-    def _evaluate(self) -> None:
+    def _evaluate(self) -> str | None:
+        """Evaluate the round's kernel; ERROR (nothing committed, the stage kept) on a task error."""
         assert self.pending.kernel is not None
 
         def on_eval(event: EvalEvent) -> None:
@@ -503,9 +505,14 @@ class Loop:
             on_event=on_eval,
             task_name=self.session.task_name,
         )
+        if result.task_error:  # the reference failed (a flaky task): not the kernel's fault, not committed
+            self.task_problem = result.messages[-1] if result.messages else "the task's reference failed"
+            self._emit(LoopError(stage="task", message=self.task_problem, recoverable=False))
+            return ERROR
         self.pending.eval_result = result.to_dict()
         self._emit(EvalFinished(result=self.pending.eval_result))
         self.pending.stage = PROFILE if result.ok and self.profiler is not None else COMMIT
+        return None
 
     def _profile(self) -> None:
         assert self.pending.kernel is not None and self.pending.eval_result is not None
