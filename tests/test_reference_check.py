@@ -130,3 +130,15 @@ def test_a_kernel_the_static_guard_refuses_does_not_hide_a_broken_task(tmp_path:
     assert {f["rule"] for f in result["findings"]} >= {"kernel-not-called"}  # the refusal is kept
     sound = cudaforge("eval", str(EXAMPLES / "tasks" / "relu.py"), str(refused), "--device", "cpu")
     assert sound.returncode == 1 and "REJECTED (stage guard) · the candidate failed" in sound.stdout
+
+
+@pytest.mark.gpu
+def test_on_cuda_a_broken_task_is_a_task_error_and_a_sound_one_passes(tmp_path: Path) -> None:
+    cuda = EvalOptions(device="cuda", do_timing=True, cache_root=tmp_path / "c")
+    broken = check_task(MISMATCHED, cuda)
+    assert broken.task_error and "line 8 of the task file" in broken.messages[-1]
+    assert broken.device == "cuda"
+    sometimes = check_task(SOMETIMES, cuda)
+    assert sometimes.task_error and "on seed 45" in sometimes.messages[-1]
+    sound = check_task((EXAMPLES / "tasks" / "relu.py").read_text(), cuda)
+    assert sound.ok and not sound.task_error
