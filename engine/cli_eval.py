@@ -1,7 +1,8 @@
 """``cudaforge eval TASK.py KERNEL.py``: one evaluation from the command line.
 
 Exit codes (a contract): 0 only when the kernel is correct, 1 when it was evaluated and is not,
-2 for usage errors (missing files, a broken task, no CUDA when ``--device cuda`` was asked for).
+2 for usage errors (missing files, a broken task, no CUDA when ``--device cuda`` was asked for),
+including a task whose reference ``Model`` fails on its own inputs (``task_error`` in the result).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from engine.cli_args import int_at_least, positive_float
 from engine.config import ConfigError, load_config
-from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, evaluate_files
+from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, check_task, evaluate_files
 from engine.result import EvalResult
 from engine.tasks import TaskError, load_task
 
@@ -77,10 +78,14 @@ def run_eval(args: argparse.Namespace) -> int:
     except EvaluationError as error:
         print(f"cudaforge eval: {error}", file=sys.stderr)
         return EXIT_USAGE
+    if result.stage == "guard" and not result.task_error:
+        result = _task_error_first(args.task, options, result)
     if args.json:
         print(result.to_json())
     else:
         print(format_summary(result, args.kernel.name))
+    if result.task_error:
+        return EXIT_USAGE
     return EXIT_CORRECT if result.ok else EXIT_NOT_CORRECT
 
 
@@ -97,6 +102,16 @@ def eval_flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _task_error_first(task: Path, options: EvalOptions, refused: EvalResult) -> EvalResult:
+    """A kernel the static guard refused never reached the worker's reference check: run it alone,
+    so a broken task is still reported as the task's error (exit 2), not hidden behind the refusal."""
+    checked = check_task(task.read_text(), options, task_name=task.stem)
+    if not checked.task_error:
+        return refused
+    checked.findings, checked.kernel_sha256 = refused.findings, refused.kernel_sha256
+    return checked
+
+
 def _print_event(event: EvalEvent) -> None:
     if event.kind == "stage":
         print(f"── {event.stage}", file=sys.stderr)
@@ -104,10 +119,20 @@ def _print_event(event: EvalEvent) -> None:
         print(f"   {event.text}", file=sys.stderr)
 
 
+def failed_side_text(result: EvalResult) -> str:
+    """Which side failed, for the verdict line: the task's reference or the candidate kernel."""
+    if result.ok:
+        return ""
+    if result.task_error or result.failed_side == "reference":
+        return " · the REFERENCE failed: a task error, not the kernel's fault"
+    return " · the candidate failed"
+
+
 def format_summary(result: EvalResult, kernel_label: str = "kernel") -> str:
     """A few readable lines: the verdict, then one line per stage reached, then what went wrong."""
     lines = [
         f"{result.task} · {kernel_label} on {result.device}: {result.status.upper().replace('_', ' ')} (stage {result.stage})"
+        + failed_side_text(result)
     ]
     build = result.build
     if build.extensions:

@@ -11,7 +11,8 @@ It prints one line per stage while it runs, then a table of the branch's iterati
 kernel. Ctrl-C stops cleanly: an LLM call in flight is cancelled, a running evaluation finishes
 and is committed; a second Ctrl-C leaves at once (the session stays consistent either way).
 
-Exit codes: 0 the rounds ended, 1 an error stopped the loop, 2 usage errors, 130 interrupted.
+Exit codes: 0 the rounds ended, 1 an error stopped the loop, 2 usage errors or a broken task (its
+reference fails on its own inputs: checked before any LLM call), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -172,6 +173,8 @@ def drive(loop: Loop, printer: Printer) -> int:
             return EXIT_OK
         if outcome == PAUSED:
             return EXIT_INTERRUPTED
+        if loop.task_problem is not None:  # a broken task, like `cudaforge eval`'s exit 2
+            return EXIT_USAGE
         return EXIT_ERROR
 
 
@@ -299,10 +302,23 @@ def summary_rows(session: SessionRepo, branch: str) -> list[dict[str, Any]]:
     return rows
 
 
+def total_line(rows: list[dict[str, Any]]) -> str:
+    """The branch's tokens and cost; "cost unknown" when any iteration had an unpriced call."""
+    tokens = sum(int(r["tokens"] or 0) for r in rows)
+    costs = [r["cost_usd"] for r in rows]
+    if any(c is None for c in costs):
+        known = sum(c for c in costs if c is not None)
+        cost = f"cost unknown (${known:.4f} priced)" if known else "cost unknown"
+    else:
+        cost = f"${sum(costs):.4f}"
+    return f"total: {tokens} tokens · {cost}"
+
+
 def print_summary(session: SessionRepo, branch: str, out: TextIO) -> None:
     header = ["iter", "phase", "status", "speedup", "tokens", "cost", *(f"{s} s" for s in TABLE_STAGES)]
     table = [header]
-    for row in summary_rows(session, branch):
+    rows = summary_rows(session, branch)
+    for row in rows:
         cost = "unknown" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
         secs = [("" if v is None else f"{v:.1f}") for v in row["seconds"].values()]
         table.append(
@@ -320,6 +336,7 @@ def print_summary(session: SessionRepo, branch: str, out: TextIO) -> None:
     print("", file=out)
     for r in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip(), file=out)
+    print(total_line(rows), file=out)
     best = session.best(branch)
     if best is None:
         print("best: no correct kernel yet", file=out)

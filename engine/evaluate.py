@@ -29,6 +29,8 @@ from typing import Any
 from engine.build import default_cache_root, remove_stale_torch_lock
 from engine.profile.kernels import kernel_names_from_source
 from engine.result import (
+    CANDIDATE_SIDE,
+    REFERENCE_SIDE,
     REJECTED,
     RUNTIME_ERROR,
     TIMEOUT,
@@ -200,11 +202,47 @@ def evaluate(
             f"speedup {result.speedup:.2f}x is above the {options.flag_speedup_above:g}x review threshold: "
             "check by hand that the kernel does the whole computation"
         )
+    mark_failed_side(result)
     result.kernel_sha256 = hashlib.sha256(kernel_source.encode()).hexdigest()
     result.task = task_name
     result.device = device
     result.settings = {**options.settings(), **result.settings}
     result.durations.setdefault("total", time.monotonic() - started)
+    return result
+
+
+def mark_failed_side(result: EvalResult) -> None:
+    """Blame the right side of a failure the worker could not (a timeout or crash, a static refusal).
+
+    A worker that dies or runs over in the ``reference`` stage was running task code only.
+    """
+    if result.ok or result.failed_side is not None:
+        return
+    if result.stage == "reference":
+        result.failed_side, result.task_error = REFERENCE_SIDE, True
+    else:
+        result.failed_side = CANDIDATE_SIDE
+
+
+def check_task(task_source: str, options: EvalOptions | None = None, task_name: str = "task") -> EvalResult:
+    """Run only the worker's reference check (no candidate): ``task_error`` says whether the task is broken.
+
+    The loop calls it before its first LLM request, so a broken task costs no tokens.
+    """
+    options = options or EvalOptions()
+    device = resolve_device(options.device)
+    cache_root = (Path(options.cache_root) if options.cache_root else default_cache_root()).resolve()
+    cache_root.mkdir(parents=True, exist_ok=True)
+    job_dir = Path(tempfile.mkdtemp(prefix="cudaforge-taskcheck-"))
+    try:
+        run = _WorkerRun(job_dir, device, options, cache_root, None, reference_only=True)
+        result = run.execute(task_source, "", task_name)
+    finally:
+        shutil.rmtree(job_dir, ignore_errors=True)
+    mark_failed_side(result)
+    if not result.ok:  # any failure before a candidate exists is the task's
+        result.failed_side, result.task_error = REFERENCE_SIDE, True
+    result.task, result.device = task_name, device
     return result
 
 
@@ -240,8 +278,10 @@ class _WorkerRun:
         on_event: Callable[[EvalEvent], None] | None,
         runtime_relax: list[str] | None = None,
         kernel_names: list[str] | None = None,
+        reference_only: bool = False,
     ) -> None:
         self.job_dir = job_dir
+        self.reference_only = reference_only  # the task check: the worker stops after the reference
         self.runtime_relax = list(runtime_relax or [])  # runtime guard rules to report but not enforce
         self.kernel_names = list(kernel_names or [])  # the source's __global__ names, for the launch check
         self.device = device
@@ -283,6 +323,7 @@ class _WorkerRun:
             "relax_runtime": self.runtime_relax,
             "kernel_names": self.kernel_names,
             "cpu_threads": self.options.cpu_threads,
+            "reference_only": self.reference_only,
         }
         path = self.job_dir / "job.json"
         path.write_text(json.dumps(job))

@@ -23,7 +23,12 @@ REJECTED = "rejected"
 STATUSES = (CORRECT, INCORRECT, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, REJECTED)
 
 # Stages in the order the worker runs them; ``stage`` in a result is the last one reached.
-STAGES = ("start", "guard", "build", "check", "time", "done")
+# "reference": the task's own Model run on its own inputs before any candidate code (a task check).
+STAGES = ("start", "guard", "reference", "build", "check", "time", "done")
+
+# Which side a failing result blames (``failed_side``): the task's reference or the candidate kernel.
+REFERENCE_SIDE = "reference"
+CANDIDATE_SIDE = "candidate"
 
 
 @dataclass
@@ -152,6 +157,10 @@ class EvalResult:
     settings: dict[str, Any] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
     schema: int = SCHEMA_VERSION
+    # Added with the reference check: which side failed ("reference" | "candidate"; None when correct),
+    # and True when the task itself is broken (its reference fails on its own inputs): no kernel is at fault.
+    failed_side: str | None = None
+    task_error: bool = False
 
     @property
     def ok(self) -> bool:

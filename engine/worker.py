@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.result import (
+    CANDIDATE_SIDE,
     COMPILE_ERROR,
     CORRECT,
     INCORRECT,
+    REFERENCE_SIDE,
     REJECTED,
     RUNTIME_ERROR,
     BuildInfo,
@@ -99,6 +101,8 @@ class Evaluation:
 
     def finish(self, status: str, message: str | None = None) -> EvalResult:
         self.result.status = status
+        if status != CORRECT and self.result.failed_side is None:
+            self.result.failed_side = CANDIDATE_SIDE
         if message:
             self.result.messages.append(message)
         return self.result
@@ -117,8 +121,13 @@ class Evaluation:
             task = import_module_from_source(Path(self.job["task_path"]).read_text(), self.job["task_path"])
         except BaseException as error:  # the task is the user's: say so plainly
             self.result.error = _error_info(error)
+            self.result.failed_side, self.result.task_error = REFERENCE_SIDE, True
             return self.finish(RUNTIME_ERROR, f"the task failed to import: {type(error).__name__}: {error}")
 
+        if not self.reference_sound(task):
+            return self.result
+        if self.job.get("reference_only"):  # the loop's task check: nothing of a candidate runs
+            return self.finish(CORRECT)
         candidate = self.build()
         if candidate is None:
             return self.result
@@ -134,6 +143,31 @@ class Evaluation:
             return self.result
         self.stage("done")
         return self.finish(CORRECT)
+
+    def reference_sound(self, task: Any) -> bool:
+        """The reference on its own inputs, every seed the later stages use; False: a task error."""
+        from engine.reference_check import check_reference, check_seeds
+
+        self.stage("reference")
+        failure = check_reference(
+            task,
+            self.job["task_path"],
+            check_seeds(self.job),
+            int(self.job["seed"]),
+            self.make_inputs,
+            self.device,
+            self.sync,
+        )
+        if failure is None:
+            return True
+        self.result.error = {
+            "type": failure.error_type,
+            "message": failure.error_message[:4000],
+            "traceback": failure.traceback,
+        }
+        self.result.failed_side, self.result.task_error = REFERENCE_SIDE, True
+        self.finish(RUNTIME_ERROR, failure.message())
+        return False
 
     def build(self) -> Any:
         """Import the candidate; its ``load_inline`` calls build through our hook."""
@@ -195,6 +229,7 @@ class Evaluation:
                 reference = task.Model(*init_inputs).to(self.device)
         except BaseException as error:
             self.result.error = _error_info(error)
+            self.result.failed_side, self.result.task_error = REFERENCE_SIDE, True
             self.finish(
                 RUNTIME_ERROR, f"the reference Model failed to construct: {type(error).__name__}: {error}"
             )

@@ -98,7 +98,11 @@ def test_table_shows_rows_and_set_line() -> None:
     assert lines[1].split()[:3] == ["a", "done", "2.00x"]
     assert "done (no correct kernel)" in lines[4]
     assert "correct 4/6 (66.7%)" in text and "geomean 1.78" in text
-    assert "fast_2.0=0.17" in text and "(+1 task(s) unpriced)" in text and "GPU-hours 0.300" in text
+    assert (
+        "fast_2.0=0.17" in text
+        and "cost unknown ($0.6500 priced; 1 task(s) unpriced)" in text
+        and "GPU-hours 0.300" in text
+    )
 
 
 def with_compile(r: TaskRow, compile_speedup: float | None, vs: float | None) -> TaskRow:

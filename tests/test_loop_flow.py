@@ -62,6 +62,7 @@ def test_seed_fails_to_compile_then_repair_then_optimize(tmp_path: Path, ext_cac
     # stages, tokens, replies and results all reach the front end
     stages = [e.stage for e in events if isinstance(e, StageStarted) and e.detail != "evaluate"]
     assert stages == [
+        "reference",  # the task check: the reference runs on its own inputs before the first LLM call
         "seed",
         "evaluate",
         "judge",

@@ -85,3 +85,40 @@ async def test_a_policy_from_the_project_config_approves_and_is_recorded_as_the_
     assert [it.number for it in history] == [0, 1] and not asked
     assert history[1].suggestion["approved_by"] == "policy:auto"
     repo.close()
+
+
+async def test_a_broken_task_stops_the_real_loop_before_the_coder_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The task check runs first: no iteration, the status line and a notice name the task error."""
+    from textual.widgets import Log
+
+    from tests.test_reference_check import MISMATCHED
+    from tests.test_tui_fixtures import screen_text
+    from tui.widgets.status_line import StatusLine
+
+    (tmp_path / "cudaforge.toml").write_text(
+        f'[models]\ncoder = "scripted/{STEADY}/coder"\njudge = "scripted/{STEADY}/judge"\n'
+        '[loop]\nrounds = 1\n[eval]\ndevice = "cpu"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    task = tmp_path / "broken.py"
+    task.write_text(MISMATCHED)
+    repo = SessionRepo.create(tmp_path / "sessions", task)
+    app = CudaforgeApp(sessions_root=tmp_path / "sessions", session=repo, mode="live")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("r")
+        status = app.screen.query_one(StatusLine)
+        deadline = time.monotonic() + 120
+        while status.stage != "error in task" and time.monotonic() < deadline:
+            await asyncio.sleep(0.3)
+        await pilot.pause(0.3)
+        assert status.stage == "error in task"
+        log = "\n".join(app.screen.query_one("#build-log", Log).lines)  # it keeps why (the notice fades)
+        assert "error in task: task error: the reference Model.forward failed on seed 43" in log
+        assert "error in task: task error" in " ".join(screen_text(app).split())
+        assert repo.history() == []  # the Coder was never asked
+    repo.close()

@@ -67,6 +67,53 @@ def test_approval_modal_over_the_workbench(
     """The Judge's suggestion as the workbench shows it when the loop waits for a decision, flagged."""
 
     def ask(pilot: Any) -> None:
-        pilot.app.push_screen(ApprovalScreen(SUGGESTION, flagged=True))
+        workbench = pilot.app.screen
+        evidence = workbench.approval_evidence(SUGGESTION)  # the branch's latest: iter 3, incorrect
+        pilot.app.push_screen(ApprovalScreen(SUGGESTION, flagged=True, evidence=evidence))
 
     assert snap_compare(replay_app, run_before=ask, terminal_size=size)
+
+
+# An optimize suggestion about iteration 2 (1.80x) that names a kernel line and a cited metric; its
+# repair fields ("none found") must not be shown.
+OPTIMIZE = {
+    "mode": "optimize",
+    "critical_issue": "none found",
+    "why_it_matters": "n/a",
+    "key_metrics": ["dram__throughput 71.5% of peak", "sm__warps_active 40%"],
+    "bottleneck": "relu_kernel reads one float per thread: memory bound at 71.5% of DRAM peak",
+    "optimization_method": "vectorize loads with float4",
+    "modification_plan": "in relu_kernel, load and store float4 (line 9), n/4 threads",
+    "text": "",
+    "parsed": True,
+}
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_approval_beside_its_evidence(
+    snap_compare: Any, replay_app: CudaforgeApp, size: tuple[int, int]
+) -> None:
+    """Iteration 2's verdict, the cited metric's measured value and the named kernel lines beside the
+    suggestion (at 80×24: the suggestion, with the evidence one key away, ``v``)."""
+
+    def ask(pilot: Any) -> None:
+        from tui.evidence import gather_evidence
+
+        item = pilot.app.screen.history[2]
+        evidence = gather_evidence(OPTIMIZE, item.number, item.eval_result, item.profile, item.kernel_source)
+        pilot.app.push_screen(ApprovalScreen(OPTIMIZE, evidence=evidence))
+
+    assert snap_compare(replay_app, run_before=ask, terminal_size=size)
+
+
+def test_approval_evidence_one_key_away_at_80x24(snap_compare: Any, replay_app: CudaforgeApp) -> None:
+    """At 80×24, ``v`` swaps the suggestion for its evidence."""
+
+    def ask(pilot: Any) -> None:
+        from tui.evidence import gather_evidence
+
+        item = pilot.app.screen.history[2]
+        evidence = gather_evidence(OPTIMIZE, item.number, item.eval_result, item.profile, item.kernel_source)
+        pilot.app.push_screen(ApprovalScreen(OPTIMIZE, evidence=evidence))
+
+    assert snap_compare(replay_app, run_before=ask, press=["v"], terminal_size=(80, 24))

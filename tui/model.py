@@ -227,16 +227,29 @@ def suggestion_markdown(suggestion: Mapping[str, Any] | None) -> str:
         ("optimization_method", "Optimization method"),
         ("modification_plan", "Modification plan"),
     )
+    own = _own_fields(suggestion)  # optimize mode never lists "Critical issue: none found"
     lines = [f"**Mode:** {suggestion.get('mode', '?')}"]
     for key, label in labels:
-        if suggestion.get(key):
+        if key in own and suggestion.get(key):
             lines.append(f"**{label}:** {suggestion[key]}")
-    metrics = suggestion.get("key_metrics") or []
+    metrics = (suggestion.get("key_metrics") or []) if "key_metrics" in own else []
     if metrics:
         lines.append("**Key metrics:** " + ", ".join(str(m) for m in metrics))
     if len(lines) == 1:
         lines.append(str(suggestion.get("text", "")) or json.dumps(dict(suggestion), indent=2))
     return "\n\n".join(lines)
+
+
+def _own_fields(suggestion: Mapping[str, Any]) -> tuple[str, ...]:
+    """The fields of the suggestion's mode; both sets for a suggestion with no known mode."""
+    from engine.agents.suggestion import OPTIMIZE_FIELDS, REPAIR_FIELDS
+
+    mode = suggestion.get("mode")
+    if mode == "repair":
+        return REPAIR_FIELDS
+    if mode == "optimize":
+        return OPTIMIZE_FIELDS
+    return REPAIR_FIELDS + OPTIMIZE_FIELDS
 
 
 def suggestion_text(suggestion: Mapping[str, Any]) -> str:
@@ -250,7 +263,7 @@ def suggestion_text(suggestion: Mapping[str, Any]) -> str:
         "optimization_method",
         "modification_plan",
     ):
-        if suggestion.get(key):
+        if key in _own_fields(suggestion) and suggestion.get(key):
             parts.append(f"{key}: {suggestion[key]}")
     return "\n".join(parts) or str(suggestion.get("text", ""))
 

@@ -175,8 +175,12 @@ def format_table(rows: Sequence[TaskRow]) -> str:
         f"mean {_num(s['mean_speedup'], '.2f')} · median {_num(s['median_speedup'], '.2f')} · "
         f"geomean {_num(s['geomean_speedup'], '.2f')}",
         fast,
-        f"tokens {s['total_tokens']} · ${s['total_cost_usd']:.4f}"
-        + (f" (+{s['cost_unknown_tasks']} task(s) unpriced)" if s["cost_unknown_tasks"] else "")
+        f"tokens {s['total_tokens']} · "
+        + (  # an unpriced call makes the total unknown: never shown as a smaller dollar figure
+            f"cost unknown (${s['total_cost_usd']:.4f} priced; {s['cost_unknown_tasks']} task(s) unpriced)"
+            if s["cost_unknown_tasks"]
+            else f"${s['total_cost_usd']:.4f}"
+        )
         + f" · GPU-hours {s['gpu_hours']:.3f}",
     ]
     if with_compile:

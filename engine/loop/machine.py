@@ -37,7 +37,7 @@ from engine.agents.context import PromptContext
 from engine.agents.prompts import Prompt
 from engine.agents.roles import Coder, CoderTurn, Judge, JudgeTurn
 from engine.agents.suggestion import Suggestion
-from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, evaluate
+from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, check_task, evaluate
 from engine.events import (
     AwaitingApproval,
     BuildLog,
@@ -96,6 +96,9 @@ class LoopOptions:
     #: written to session.toml with every commit (models, rounds, tolerances…; never keys)
     settings: Mapping[str, Any] | None = None
     max_no_code_retries: int = 1
+    #: run the task's reference on its own inputs (in a worker) before the first Coder call;
+    #: a broken task stops the loop before any LLM request (engine.reference_check)
+    check_task: bool = True
 
 
 class Loop:
@@ -123,6 +126,9 @@ class Loop:
         self._running = False
         self._pause = threading.Event()
         self._cancel = threading.Event()
+        self._task_checked = False
+        #: why the task cannot be optimised (its reference fails on its own inputs); None when sound
+        self.task_problem: str | None = None
         session.acquire_lock()
         self.pending: Pending = derive(session, self.options.rounds)
         self._next_no = self._compute_next_iteration()
@@ -272,7 +278,10 @@ class Loop:
             if not self._pause.is_set():
                 self._cancel.clear()
             self._running = True
+        self.task_problem = None
         try:
+            if self.pending.stage == SEED and not self._check_task():
+                return ERROR
             return self._run_stage()
         except LLMCancelled:
             self._finish("paused")
@@ -289,6 +298,19 @@ class Loop:
         finally:
             with self._lock:
                 self._running = False
+
+    def _check_task(self) -> bool:
+        """Before the first Coder call: the reference must run on its own inputs (no LLM call otherwise)."""
+        if self._task_checked or not self.options.check_task:
+            return True
+        self._emit(StageStarted(stage="reference", round=self._next_no, detail="task check"))
+        result = check_task(self.reference, self.options.eval_options, task_name=self.session.task_name)
+        if result.task_error:
+            self.task_problem = result.messages[-1] if result.messages else "the task's reference failed"
+            self._emit(LoopError(stage="task", message=self.task_problem, recoverable=False))
+            return False
+        self._task_checked = True
+        return True
 
     def _run_stage(self) -> str | None:
         stage = self.pending.stage
@@ -506,7 +528,8 @@ class Loop:
         self.pending.eval_result = result.to_dict()
         self.pending.stage = COMMIT
 
-    def _evaluate(self) -> None:
+    def _evaluate(self) -> str | None:
+        """Evaluate the round's kernel; ERROR (nothing committed, the stage kept) on a task error."""
         assert self.pending.kernel is not None
 
         def on_eval(event: EvalEvent) -> None:
@@ -522,9 +545,14 @@ class Loop:
             on_event=on_eval,
             task_name=self.session.task_name,
         )
+        if result.task_error:  # the reference failed (a flaky task): not the kernel's fault, not committed
+            self.task_problem = result.messages[-1] if result.messages else "the task's reference failed"
+            self._emit(LoopError(stage="task", message=self.task_problem, recoverable=False))
+            return ERROR
         self.pending.eval_result = result.to_dict()
         self._emit(EvalFinished(result=self.pending.eval_result))
         self.pending.stage = PROFILE if result.ok and self.profiler is not None else COMMIT
+        return None
 
     def _profile(self) -> None:
         assert self.pending.kernel is not None and self.pending.eval_result is not None

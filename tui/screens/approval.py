@@ -1,4 +1,10 @@
-"""The approval modal: the Judge's suggestion, and three keys — approve, edit then approve, reject.
+"""The approval view: the Judge's suggestion beside its evidence, and three keys — approve, edit, reject.
+
+A decision needs what it rests on, so the view shows, next to the suggestion's own-mode fields,
+the iteration it is about (:mod:`tui.evidence`): status and speedup in the title bar, the measured
+values of the metrics the Judge cited, and the kernel lines the suggestion names. From
+``NARROW_WIDTH`` columns up the two sit side by side; below it (80×24 over SSH) the suggestion
+fills the view and ``v`` swaps in the evidence — one key away, the verdict always in the title.
 
 Keyboard only. ``e`` turns the suggestion into editable text (ctrl+s approves the edited text);
 ``r`` asks for a note for the Coder. The result is an :class:`Approval` the workbench hands to
@@ -10,13 +16,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.events import Resize
 from textual.screen import ModalScreen
 from textual.widgets import Input, Markdown, Static, TextArea
 
+from tui.evidence import ApprovalEvidence
 from tui.model import suggestion_markdown, suggestion_text
+
+NARROW_WIDTH = 110  # the workbench's: below it, one pane at a time
+VIEW_KEYS = "[b]a[/b] approve   [b]e[/b] edit then approve   [b]r[/b] reject"
 
 
 @dataclass
@@ -29,8 +41,14 @@ class Approval:
 class ApprovalScreen(ModalScreen[Approval]):
     DEFAULT_CSS = """
     ApprovalScreen { align: center middle; }
-    ApprovalScreen > Vertical { width: 90%; height: 90%; border: thick $accent; background: $surface; }
+    ApprovalScreen > Vertical { width: 96%; height: 94%; border: thick $accent; background: $surface; }
     ApprovalScreen #approval-title { height: 1; background: $panel; padding: 0 1; }
+    ApprovalScreen #approval-panes { height: 1fr; }
+    ApprovalScreen #approval-suggestion { width: 1fr; }
+    ApprovalScreen #approval-evidence { width: 1fr; border-left: vkey $panel; padding: 0 1; }
+    ApprovalScreen.-narrow #approval-evidence { display: none; border-left: none; }
+    ApprovalScreen.-narrow.-evidence #approval-evidence { display: block; }
+    ApprovalScreen.-narrow.-evidence #approval-suggestion { display: none; }
     ApprovalScreen #approval-keys { height: 1; padding: 0 1; }
     ApprovalScreen TextArea, ApprovalScreen Input { display: none; }
     ApprovalScreen.-editing TextArea { display: block; height: 1fr; }
@@ -40,31 +58,68 @@ class ApprovalScreen(ModalScreen[Approval]):
         Binding("a", "approve", "Approve", id="approval.approve"),
         Binding("e", "edit", "Edit, then approve", id="approval.edit"),
         Binding("r", "reject", "Reject with a note", id="approval.reject"),
+        Binding("v", "toggle_evidence", "Suggestion/evidence", id="approval.evidence"),
         Binding("ctrl+s", "save_edit", "Approve the edited text", id="approval.save", show=False),
         Binding("escape", "back", "Back", id="approval.back", show=False),
     ]
 
-    def __init__(self, suggestion: dict[str, Any], flagged: bool = False) -> None:
+    def __init__(
+        self, suggestion: dict[str, Any], flagged: bool = False, evidence: ApprovalEvidence | None = None
+    ) -> None:
         super().__init__()
         self.suggestion = dict(suggestion)
         self.flagged = flagged
+        self.evidence = evidence
         self.mode = "view"
 
     def compose(self) -> ComposeResult:
-        flag = "  ⚑ FLAGGED by a guard" if self.flagged else ""
+        self.set_class(self.app.size.width < NARROW_WIDTH, "-narrow")
         with Vertical():
-            yield Static(f"Judge suggestion{flag}", id="approval-title")
-            with VerticalScroll():
-                yield Markdown(suggestion_markdown(self.suggestion), id="approval-body")
+            yield Static(self._title(), id="approval-title")
+            with Horizontal(id="approval-panes"):
+                with VerticalScroll(id="approval-suggestion"):
+                    yield Markdown(suggestion_markdown(self.suggestion), id="approval-body")
+                with VerticalScroll(id="approval-evidence"):
+                    yield Static(evidence_text(self.evidence), id="approval-evidence-body")
             yield TextArea(suggestion_text(self.suggestion), id="approval-edit")
             yield Input(placeholder="note for the Coder, enter to reject", id="approval-note")
-            yield Static(
-                "[b]a[/b] approve   [b]e[/b] edit then approve   [b]r[/b] reject", id="approval-keys"
-            )
+            yield Static(self._view_keys(), id="approval-keys")
+
+    def _title(self) -> Text:
+        """The verdict the suggestion is about, always visible (``⚑ FLAGGED`` first: it must not be cut)."""
+        if self.flagged:
+            title = Text("⚑ FLAGGED by a guard", style="bold")
+        else:
+            title = Text("Judge suggestion", style="bold")
+        title.append(f" · {self.suggestion.get('mode', '?')}")
+        if self.evidence is not None and self.evidence.headline():
+            title.append(" · on ")
+            title.append(self.evidence.headline(), style=_status_style(self.evidence.status))
+        return title
+
+    def _view_keys(self) -> str:
+        if not self.has_class("-narrow"):
+            return VIEW_KEYS
+        other = "suggestion" if self.has_class("-evidence") else "evidence"
+        return f"{VIEW_KEYS}   [b]v[/b] {other}"
+
+    def on_resize(self, event: Resize) -> None:
+        narrow = event.size.width < NARROW_WIDTH
+        if narrow != self.has_class("-narrow"):
+            self.set_class(narrow, "-narrow")
+            if self.mode == "view":
+                self.query_one("#approval-keys", Static).update(self._view_keys())
+            self.refresh_bindings()
+
+    def action_toggle_evidence(self) -> None:
+        self.toggle_class("-evidence")
+        self.query_one("#approval-keys", Static).update(self._view_keys())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("approve", "edit", "reject"):
             return self.mode == "view"
+        if action == "toggle_evidence":
+            return self.mode == "view" and self.has_class("-narrow")
         if action == "save_edit":
             return self.mode == "editing"
         return True
@@ -104,8 +159,49 @@ class ApprovalScreen(ModalScreen[Approval]):
     def action_back(self) -> None:
         self.mode = "view"
         self.remove_class("-editing", "-rejecting")
-        self.query_one("#approval-keys", Static).update(
-            "[b]a[/b] approve   [b]e[/b] edit then approve   [b]r[/b] reject"
-        )
+        self.query_one("#approval-keys", Static).update(self._view_keys())
         self.set_focus(None)
         self.refresh_bindings()
+
+
+def _status_style(status: str) -> str:
+    return "bold green" if status == "correct" else "bold red" if status else ""
+
+
+def evidence_text(evidence: ApprovalEvidence | None) -> Text:
+    """The evidence pane: verdict, timing or the failure, measured metrics, the kernel lines named."""
+    text = Text()
+    if evidence is None:
+        text.append("No evidence recorded for this suggestion.", style="italic")
+        return text
+    text.append("Evidence", style="bold underline")
+    if evidence.iteration is not None:
+        text.append(f" · iter {evidence.iteration}")
+    text.append("\n")
+    verdict = evidence.status.replace("_", " ") or "not evaluated"
+    text.append(verdict, style=_status_style(evidence.status))
+    if evidence.speedup is not None:
+        text.append(f" · {evidence.speedup:.2f}x")
+    elif evidence.stage and evidence.status != "correct":
+        text.append(f" (stage {evidence.stage})")
+    text.append("\n")
+    if evidence.timing:
+        text.append(evidence.timing + "\n", style="dim")
+    if evidence.problem:
+        text.append(evidence.problem[:300] + "\n")
+    if evidence.metrics:
+        label = "Metrics the Judge cited" if evidence.metrics_cited else "Measured (none cited by name)"
+        text.append(f"\n{label}\n", style="bold")
+        for m in evidence.metrics:
+            value = f"{m.value:.4g}" if isinstance(m.value, float) else str(m.value)
+            text.append(f"  {m.name} ", style="cyan")
+            text.append(f"{value} {m.unit}".rstrip())
+            text.append(f"  ({m.kernel})\n", style="dim")
+    if evidence.lines:
+        label = "Kernel lines it names" if evidence.lines_named else "Kernel entry points (no line named)"
+        text.append(f"\n{label}\n", style="bold")
+        width = len(str(evidence.lines[-1].number))
+        for line in evidence.lines:
+            text.append(f"{line.number:>{width}} │ ", style="dim")
+            text.append(line.text.rstrip() + "\n")
+    return text

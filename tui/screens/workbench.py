@@ -228,7 +228,7 @@ class WorkbenchScreen(Screen[None]):
         correct = [it.speedup for it in upto if it.correct and it.speedup is not None]
         status.best = max(correct) if correct else None
         status.tokens = sum(it.tokens for it in upto)
-        status.cost = sum(it.cost_usd or 0.0 for it in upto)
+        status.set_cost([it.cost_usd for it in upto])
         status.round = self.shown.number if self.shown is not None else 0
         total = len(self.history)
         playing = " ▶" if self._player is not None else ""
@@ -431,7 +431,7 @@ class WorkbenchScreen(Screen[None]):
             self._live_chat.append(chat)
             self.query_one(ConversationPane).finish_reply(chat)
             status.tokens += chat.tokens
-            status.cost += event.cost_usd or 0.0
+            status.add_cost(event.cost_usd)
         elif isinstance(event, ev.EvalFinished):
             self._live_result = event.result
             output.show_result(event.result, replace_log=False)
@@ -455,6 +455,10 @@ class WorkbenchScreen(Screen[None]):
         elif isinstance(event, ev.LoopError):
             status.stop(f"error in {event.stage}")
             self.notify(f"{event.stage}: {event.message}", severity="error", timeout=10)
+            # the notice fades; the log keeps why the loop stopped (a broken task, a failed call)
+            line = f"error in {event.stage}: {event.message}"
+            self._live_log.append(line)
+            output.append_build([line])
 
     def apply_policy(self, policy: str | None) -> None:
         """Hand the approval policy to the loop, which alone decides (engine.approval) and records
@@ -470,7 +474,17 @@ class WorkbenchScreen(Screen[None]):
             if result is not None:
                 self._decide(result, by="human")
 
-        self.app.push_screen(ApprovalScreen(dict(event.suggestion), event.flagged), done)
+        evidence = self.approval_evidence(dict(event.suggestion))
+        self.app.push_screen(ApprovalScreen(dict(event.suggestion), event.flagged, evidence), done)
+
+    def approval_evidence(self, suggestion: dict[str, Any]) -> Any:
+        """What the suggestion is about: the branch's latest iteration, the one the Judge looked at."""
+        from tui.evidence import gather_evidence
+
+        if not self.history:
+            return None
+        item = self.history[-1]
+        return gather_evidence(suggestion, item.number, item.eval_result, item.profile, item.kernel_source)
 
     def _decide(self, approval: Approval, by: str) -> None:
         self.pending_approval = None

@@ -1,5 +1,8 @@
 """The status line: stage (with elapsed seconds while it runs), round, best speedup, tokens, dollars.
 
+Dollars only when every call so far had a price: one call to an unpriced model (a local
+OpenAI-compatible server, say) makes the total "cost unknown" — adding it as $0 would understate it.
+
 The progress indicator is a ticking elapsed-time counter rather than a spinner: it tells the user
 the stage is alive without relying on animation, which is off or choppy over slow SSH links.
 """
@@ -24,7 +27,8 @@ class StatusLine(Static):
     round: reactive[int] = reactive(0)
     best: reactive[float | None] = reactive(None)
     tokens: reactive[int] = reactive(0)
-    cost: reactive[float] = reactive(0.0)
+    cost: reactive[float] = reactive(0.0)  # the priced calls' sum
+    cost_unknown: reactive[bool] = reactive(False)  # True once any call had no price
     mode: reactive[str] = reactive("")
     busy: reactive[bool] = reactive(False)
 
@@ -59,6 +63,22 @@ class StatusLine(Static):
             self._redraw()
 
     watch_stage = watch_round = watch_best = watch_tokens = watch_cost = watch_mode = _watch_any
+    watch_cost_unknown = _watch_any
+
+    def set_cost(self, costs: list[float | None]) -> None:
+        """The total of these calls' or iterations' costs; any None makes it unknown."""
+        self.cost_unknown = any(c is None for c in costs)
+        self.cost = sum(c for c in costs if c is not None)
+
+    def add_cost(self, cost: float | None) -> None:
+        """One more call: its price, or None when its model has none."""
+        if cost is None:
+            self.cost_unknown = True
+        else:
+            self.cost += cost
+
+    def cost_text(self) -> str:
+        return "cost unknown" if self.cost_unknown else f"${self.cost:.4f}"
 
     def text(self) -> str:
         stage = self.stage
@@ -69,7 +89,7 @@ class StatusLine(Static):
             f"round {self.round}",
             f"best {format_speedup(self.best)}",
             f"{self.tokens} tok",
-            f"${self.cost:.4f}",
+            self.cost_text(),
         ]
         if self.mode:
             parts.append(self.mode)
