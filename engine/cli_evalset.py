@@ -68,6 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--gpus", type=_gpu_list, help="CUDA: the GPUs to use, e.g. 0,1 (default: all)")
     parser.add_argument(
+        "--gpu-budget", type=positive_float, default=None, metavar="GB",
+        help="CUDA: GB of each GPU that concurrent checks may reserve (default: 90%% of its free memory)",
+    )  # fmt: skip
+    parser.add_argument(
         "--build-workers", type=int_at_least(1), default=None,
         help="phase 1 evaluations at once (default: min(cores, free RAM / 4 GB))",
     )  # fmt: skip
@@ -214,7 +218,7 @@ def evalset_command(args: argparse.Namespace) -> int:
     print(f"evalset: {len(found.pairs)} pair(s) · {workers} build worker(s) · {where} · {out}", flush=True)
     settings = EvalsetOptions(
         out=out, eval_options=options, gpus=gpus, build_workers=workers, ray=args.ray, redo=args.redo,
-        progress=args.progress,
+        progress=args.progress, gpu_budget_bytes=int(args.gpu_budget * 2**30) if args.gpu_budget else None,
     )  # fmt: skip
     evalset = Evalset(found.pairs, settings)
     stats = evalset.run()

@@ -42,10 +42,12 @@ def remote_evaluate(
     """The body of one Ray task: evaluate here; the result, where it ran and how long it took."""
     from engine.evaluate import evaluate
 
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     result = evaluate(task_source, kernel_source, options, None, task_name=task_name)
     return {
         "result": result.to_dict(),
+        "started_at": started_at,
+        "finished_at": time.time(),
         "host": socket.gethostname(),
         "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),  # Ray's choice for a task with num_gpus
         "seconds": time.monotonic() - started,
@@ -64,8 +66,11 @@ class RayRunner:
         extra: dict[str, Any] = {}
         if os.environ.get("PYTHONPATH"):  # a checkout run with PYTHONPATH: say where the package is
             extra["runtime_env"] = {"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}}
-        self.remote = self.ray.remote(remote_evaluate).options(max_retries=0, **extra)
-        self.gpu_bytes = self._gpu_bytes() if options.device == "cuda" else None
+        self.remote = self.ray.remote(remote_evaluate)
+        self.task_options = {"max_retries": 0, **extra}
+        self.gpu_bytes = None
+        if options.device == "cuda":
+            self.gpu_bytes = options.gpu_budget_bytes or self._gpu_bytes()
 
     def _gpu_bytes(self) -> int:
         try:
@@ -102,7 +107,7 @@ class RayRunner:
                     state = waiting.pop(0)
                     pair = state.pair
                     options = evalset.options_for(phase, None)
-                    ref = self.remote.options(**self.resources(state, phase)).remote(
+                    ref = self.remote.options(**self.task_options, **self.resources(state, phase)).remote(
                         pair.task.read_text(encoding="utf-8"),
                         pair.kernel.read_text(encoding="utf-8"),
                         options,
@@ -133,7 +138,8 @@ class RayRunner:
                         progress.finished(state.pair.name, f"error: Ray task failed ({type(error).__name__})")
                         continue
                     result = EvalResult.from_dict(outcome["result"])
-                    meta = {"ray_host": outcome["host"], "gpu": outcome["gpu"]}
+                    meta = {key: outcome[key] for key in ("started_at", "finished_at")}
+                    meta.update(ray_host=outcome["host"], gpu=outcome["gpu"])
                     evalset._record(state, result, phase, outcome["seconds"], meta)
                     progress.finished(state.pair.name, describe(result, outcome["seconds"]))
                     if result.ok:

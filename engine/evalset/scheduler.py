@@ -54,6 +54,7 @@ class EvalsetOptions:
     build_workers: int = 1
     ray: str | None = None
     redo: bool = False
+    gpu_budget_bytes: int | None = None  # per GPU; default: BUDGET_FRACTION of the memory free at start
     progress: str = "auto"
     stream: TextIO = field(default_factory=lambda: sys.stdout)
 
@@ -259,7 +260,7 @@ class Evalset:
             if event.kind == "stage":
                 progress.stage(pair.name, event.stage)
 
-        started = time.monotonic()
+        started, started_at = time.monotonic(), time.time()
         try:
             result = evaluate(
                 pair.task.read_text(encoding="utf-8"),
@@ -275,7 +276,8 @@ class Evalset:
             progress.finished(pair.name, f"error: {type(error).__name__}: {error}")
             return None
         seconds = time.monotonic() - started
-        self._record(state, result, phase, seconds, {**meta, "gpu": gpu})
+        times = {"started_at": started_at, "finished_at": time.time()}
+        self._record(state, result, phase, seconds, {**meta, **times, "gpu": gpu})
         progress.finished(pair.name, describe(result, seconds))
         return result
 
@@ -333,8 +335,11 @@ class Evalset:
             return None
         budgets = {}
         for gpu in self.options.gpus or [0]:
-            free, _total = gpu_free_bytes(gpu)
-            budgets[gpu] = int(free * BUDGET_FRACTION)
+            if self.options.gpu_budget_bytes is not None:
+                budgets[gpu] = self.options.gpu_budget_bytes
+            else:
+                free, _total = gpu_free_bytes(gpu)
+                budgets[gpu] = int(free * BUDGET_FRACTION)
         self.stats.gpu_budgets_bytes = {str(g): b for g, b in budgets.items()}
         return GpuMemoryPool(budgets)
 
