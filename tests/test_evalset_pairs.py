@@ -44,6 +44,12 @@ def test_pairs_folder_finds_every_pair_and_reports_half_pairs(tmp_path: Path) ->
     assert all(p.task.name == "task.py" and p.kernel.name == "kernel.py" for p in found.pairs)
     assert found.skipped == []
 
+    single = discover([FIXTURE_PAIRS / "ok", FIXTURE_PAIRS / "wrong"])  # pair folders named one by one
+    assert [(p.name, p.kernel) for p in single.pairs] == [
+        ("ok", FIXTURE_PAIRS / "ok" / "kernel.py"),
+        ("wrong", FIXTURE_PAIRS / "wrong" / "kernel.py"),
+    ]
+
     folder = tmp_path / "set"
     write(folder / "a" / "task.py", TASK)
     write(folder / "a" / "kernel.py", KERNEL)

@@ -2,7 +2,8 @@
 
 Three input forms, told apart by what is on disk (no import, nothing runs):
 
-* **a pairs folder**: sub-folders ``<name>/task.py`` + ``<name>/kernel.py``;
+* **a pairs folder**: sub-folders ``<name>/task.py`` + ``<name>/kernel.py`` (or one such
+  ``<name>`` folder itself);
 * **a KernelBench layout**: a tasks folder (``KernelBench/level1``: ``19_ReLU.py`` …) followed by
   one or more kernels folders whose files are matched to tasks by problem id
   (``level_1_problem_19_sample_0_kernel.py``, ``l1_p19…``, ``19_…``) or by the task's file name;
@@ -115,7 +116,9 @@ def _is_pairs_folder(folder: Path) -> bool:
 
 
 def _folder_kind(folder: Path) -> str:
-    """``pairs``, ``tasks`` or ``kernels``; raises for a folder that is none of them."""
+    """``pair``, ``pairs``, ``tasks`` or ``kernels``; raises for a folder that is none of them."""
+    if (folder / "task.py").is_file() and (folder / "kernel.py").is_file():
+        return "pair"
     if _is_pairs_folder(folder):
         return "pairs"
     files = _python_files(folder)
@@ -347,7 +350,13 @@ def discover(arguments: Sequence[Path]) -> Discovery:
         if not argument.is_dir():
             raise EvalsetError(f"no such file or folder: {argument}")
         kind = _folder_kind(argument)
-        if kind == "pairs":
+        if kind == "pair":  # one pair's own folder
+            level, problem, sample = parse_ids(argument.resolve().name)
+            pair = Pair(
+                argument.resolve().name, argument / "task.py", argument / "kernel.py", level, problem, sample
+            )
+            named.append((pair.name, pair))
+        elif kind == "pairs":
             _pairs_folder(argument, found, named)
         elif kind == "tasks":
             _finish(index, index_used, found)
