@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -156,3 +157,58 @@ def test_ray_runs_both_phases_as_ray_tasks_on_cpu(tmp_path: Path, ext_cache: Pat
     assert ok["evalset"]["ray_host"] and ok["evalset"]["phase"] == 2
     summary = json.loads((out / "summary.json").read_text())
     assert summary["ray"] == "auto" and summary["set"]["correct"] == 1
+
+
+def test_ctrl_c_keeps_finished_work_and_a_rerun_completes(tmp_path: Path, ext_cache: Path) -> None:
+    cwd, pairs, env = setup(tmp_path, ext_cache, "ok", "wrong")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "engine.cli_evalset", str(pairs), "--out", str(out), "--device", "cpu",
+           "--progress", "lines", "--build-workers", "1"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("[ok] starting"):
+            proc.send_signal(signal.SIGINT)  # while ok is being checked; wrong is still queued
+            break
+    rest = proc.communicate(timeout=600)[0]
+    text = "".join(seen) + rest
+    assert proc.returncode == 1, text  # pairs without a verdict: rerun to finish
+    assert "stopping: running evaluations finish and are kept" in text
+    assert "phase 2" not in text
+    assert (out / "checks" / "ok.json").is_file() and not (out / "checks" / "wrong.json").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status_counts"] == {"pending": 2} and summary["time"]["this_run"]["interrupted"] is True
+    again = evalset(cwd, env, str(pairs), "--out", str(out))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "1 checked kernel(s) go straight to timing" in again.stdout
+    assert "phase 1 · build + check 1 kernel(s)" in again.stdout
+    assert result(out, "ok")["speedup"] > 0 and result(out, "wrong")["status"] == "incorrect"
+
+
+def test_guard_and_sandbox_flags_reach_the_evaluator_when_it_has_them(tmp_path: Path, monkeypatch) -> None:
+    import argparse
+
+    from engine.cli_evalset import add_arguments, build_eval_options
+    from engine.evaluate import EvalOptions
+    from engine.guard import RULES
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    for attribute, flags in (("guard_policy", ["--guard", "strict"]), ("sandbox", ["--sandbox", "off"])):
+        args = parser.parse_args(["x", "--out", "o", "--device", "cpu", *flags])
+        if hasattr(EvalOptions(), attribute):
+            assert getattr(build_eval_options(args), attribute) == flags[1]
+        else:
+            with pytest.raises(ValueError, match=f"EvalOptions.{attribute}"):
+                build_eval_options(args)
+    rule = next(iter(RULES))
+    args = parser.parse_args(["x", "--out", "o", "--device", "cpu", "--relax", rule, "--trials", "3",
+                              "--timeout", "7", "--no-timing"])  # fmt: skip
+    options = build_eval_options(args)
+    assert options.relax == (rule,) and options.trials == 3 and options.do_timing is False
+    assert options.timeouts.build == 7.0 and options.timeouts.start == 7.0 and options.device == "cpu"

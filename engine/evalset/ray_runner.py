@@ -117,17 +117,8 @@ class RayRunner:
                     progress.started(pair.name, "Ray", False)
                 if not pending:
                     break
-                try:
-                    ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
-                except KeyboardInterrupt:
-                    if evalset.stopping.is_set():
-                        raise
-                    evalset.stopping.set()
-                    evalset.stats.interrupted = True
-                    evalset.say(
-                        "stopping: submitted evaluations finish and are kept (Ctrl-C again to leave now)"
-                    )
-                    continue
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
+                evalset.announce_stop()  # after a Ctrl-C: submitted evaluations finish and are kept
                 for ref in ready:
                     state, _submitted = pending.pop(ref)
                     try:

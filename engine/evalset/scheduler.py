@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import queue
+import signal
 import sys
 import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -127,6 +129,7 @@ class Evalset:
         self.stopping = threading.Event()
         self.stats = RunStats()
         self.lock = threading.Lock()
+        self._announced = False
 
     # -- planning ---------------------------------------------------------------------------
     def states(self) -> list[PairState]:
@@ -148,6 +151,17 @@ class Evalset:
 
     # -- the run ----------------------------------------------------------------------------
     def run(self) -> RunStats:
+        """Both phases; a Ctrl-C (SIGINT) during them is handled by :meth:`_on_sigint`."""
+        in_main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, self._on_sigint) if in_main else None
+        try:
+            return self._run()
+        finally:
+            if in_main:
+                signal.signal(signal.SIGINT, previous)
+                self.announce_stop()
+
+    def _run(self) -> RunStats:
         started = time.monotonic()
         states = self.states()
         done = [s for s in states if s.final is not None]
@@ -283,18 +297,26 @@ class Evalset:
 
     # -- local execution --------------------------------------------------------------------
     def _wait(self, futures: list[Any]) -> None:
-        """Wait for ``futures``; a Ctrl-C stops new evaluations, the running ones finish and are kept."""
+        """Wait for ``futures``, saying so once when a Ctrl-C asked to stop."""
         for future in futures:
             while True:
                 try:
-                    future.result()
+                    future.result(timeout=0.5)
                     break
-                except KeyboardInterrupt:
-                    if self.stopping.is_set():
-                        raise
-                    self.stopping.set()
-                    self.stats.interrupted = True
-                    self.say("stopping: running evaluations finish and are kept (Ctrl-C again to leave now)")
+                except FuturesTimeout:
+                    self.announce_stop()
+
+    def _on_sigint(self, _signum: int, _frame: Any) -> None:
+        """First Ctrl-C: start nothing new, let running evaluations finish and keep them. Second: leave."""
+        if self.stopping.is_set():
+            raise KeyboardInterrupt
+        self.stopping.set()
+        self.stats.interrupted = True
+
+    def announce_stop(self) -> None:
+        if self.stopping.is_set() and not self._announced:
+            self._announced = True
+            self.say("stopping: running evaluations finish and are kept (Ctrl-C again to leave now)")
 
     def _phase1_local(self, states: list[PairState]) -> list[PairState]:
         progress = make_progress(self.options.progress, len(states), self.options.stream)
