@@ -6,6 +6,7 @@ and the hanging kernel use one cached build; only the compile error compiles on 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -115,6 +116,16 @@ def test_pairs_folder_every_verdict_then_resume_then_timeout(tmp_path: Path, ext
     retimed = result(out, "ok")
     assert retimed["status"] == "correct" and retimed["speedup"] > 0
     assert retimed["evalset"]["phase1_seconds"] == ok["evalset"]["phase1_seconds"]  # carried from the check
+
+    # a kernel whose file changed is judged again; the others are not
+    kernel = pairs / "wrong" / "kernel.py"
+    kernel.write_text(kernel.read_text() + "\n# edited\n")
+    fourth = evalset(cwd, env, str(pairs), "--out", str(out))
+    assert fourth.returncode == 0, fourth.stdout + fourth.stderr
+    assert "3 finished result(s) kept" in fourth.stdout and "[wrong] starting" in fourth.stdout
+    rejudged = result(out, "wrong")
+    assert rejudged["status"] == "incorrect"
+    assert rejudged["evalset"]["kernel_sha256"] == hashlib.sha256(kernel.read_bytes()).hexdigest()
 
 
 def test_kernelbench_layout_writes_kernelbench_results(tmp_path: Path, ext_cache: Path) -> None:

@@ -244,6 +244,8 @@ class Evalset:
             store.write(store.check_path(out, name), result, meta)
             state.check = store.read(store.check_path(out, name))
             final = not result.ok or not self.options.eval_options.do_timing
+            if not final:  # a result from an older version of these files must not outlive their new check
+                store.result_path(out, name).unlink(missing_ok=True)
         else:
             previous = (state.check or {}).get("evalset") or {}
             meta["phase1_seconds"] = previous.get("phase1_seconds")
