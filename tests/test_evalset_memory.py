@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 from engine.evalset.memory import (
+    MARGIN,
     PROCESS_OVERHEAD,
     UNKNOWN_EXTRA,
-    WORKING_SET_FACTOR,
     GpuMemoryPool,
     estimate_footprint,
 )
@@ -68,8 +68,9 @@ def test_footprint_of_a_six_gigabyte_task_is_estimated_without_allocating(tmp_pa
     assert footprint.input_bytes == rows * 1024 * 4
     assert footprint.output_bytes == rows * 2048 * 4
     assert footprint.param_bytes == (1024 * 2048 + 2048) * 4
-    expected = PROCESS_OVERHEAD + WORKING_SET_FACTOR * (
-        footprint.input_bytes + footprint.output_bytes + footprint.param_bytes
+    # the check's peak: three sets of inputs, five outputs, both models' parameters
+    expected = PROCESS_OVERHEAD + int(
+        MARGIN * (3 * footprint.input_bytes + 5 * footprint.output_bytes + 2 * footprint.param_bytes)
     )
     assert footprint.reserve_bytes == expected
     assert footprint.to_dict()["reserve_bytes"] == expected
@@ -81,7 +82,7 @@ def test_a_forward_that_meta_cannot_run_counts_its_output_as_input_sized(tmp_pat
     footprint = estimate_footprint(task)
     assert footprint.input_bytes == 10 * 8 and footprint.output_bytes is None
     assert "output taken as input-sized" in footprint.note
-    assert footprint.reserve_bytes == PROCESS_OVERHEAD + WORKING_SET_FACTOR * (80 + 80)
+    assert footprint.reserve_bytes == PROCESS_OVERHEAD + int(MARGIN * (3 * 80 + 5 * 80))
 
 
 def test_inputs_that_cannot_be_described_reserve_the_unknown_extra(tmp_path: Path) -> None:

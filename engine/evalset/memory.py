@@ -8,12 +8,15 @@ what the other evaluations there have left.
 
 **The estimate.** ``get_inputs()`` and the reference ``Model`` run on PyTorch's ``meta`` device
 (shapes and dtypes, no storage; :mod:`engine.tasks` describes inputs the same way), which gives the
-bytes of the inputs, of the parameters and of the output. The worker holds the inputs, a copy it
-compares against, both models and both outputs, and the reference keeps intermediates we cannot
-see, so the reservation is ``PROCESS_OVERHEAD + WORKING_SET_FACTOR × (inputs + outputs +
-parameters)``: a heuristic on the safe side, recorded with every result. A task whose forward does
-not run on ``meta`` counts its output as large as its inputs; one whose inputs cannot be described
-at all reserves ``UNKNOWN_EXTRA`` on top of the overhead.
+bytes of the inputs, of the parameters and of the output. The worker's check (``engine.worker``)
+holds at its peak three sets of inputs (the trial's, the reference's clone, and the previous
+trial's while the next are made), five outputs (the candidate's before and after the reference,
+the reference's, and the previous trial's two, kept alive on purpose) and both models' parameters,
+so the reservation is ``PROCESS_OVERHEAD + MARGIN × (3·inputs + 5·outputs + 2·parameters)``, the
+margin standing for the reference's intermediates and allocator rounding that we cannot see. It
+is recorded with every result. A task whose forward does not run on ``meta`` counts its output as
+large as its inputs; one whose inputs cannot be described at all reserves ``UNKNOWN_EXTRA`` on top
+of the overhead.
 
 **The pool.** Per GPU, a budget of ``BUDGET_FRACTION`` of the memory free when the run starts. An
 evaluation takes its reservation on the GPU with the most room that fits it; one larger than a
@@ -31,7 +34,8 @@ from typing import Any
 
 GiB = 1 << 30
 PROCESS_OVERHEAD = 1 * GiB  # a worker's CUDA context, allocator slack and library workspaces
-WORKING_SET_FACTOR = 3
+INPUT_COPIES, OUTPUT_COPIES, PARAM_COPIES = 3, 5, 2  # what the check holds at its peak (see above)
+MARGIN = 1.25
 UNKNOWN_EXTRA = 4 * GiB
 BUDGET_FRACTION = 0.9
 
@@ -51,8 +55,10 @@ class Footprint:
         if self.input_bytes is None:
             return PROCESS_OVERHEAD + UNKNOWN_EXTRA
         outputs = self.output_bytes if self.output_bytes is not None else self.input_bytes
-        working = self.input_bytes + outputs + (self.param_bytes or 0)
-        return PROCESS_OVERHEAD + WORKING_SET_FACTOR * working
+        working = (
+            INPUT_COPIES * self.input_bytes + OUTPUT_COPIES * outputs + PARAM_COPIES * (self.param_bytes or 0)
+        )
+        return PROCESS_OVERHEAD + int(MARGIN * working)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "reserve_bytes": self.reserve_bytes}
