@@ -12,8 +12,8 @@ Two steps (issue 18's acceptance run):
     evalset command to run.
 
 ``compare OUT [--n N]``
-    After the evalset run: re-times the first N correct kernels (by name) one at a time with
-    ``cudaforge eval --json``, i.e. alone, and prints the timing spread (IQR / median of the
+    After the evalset run: re-times the first N correct kernels (by name) one at a time, alone, with
+    the evaluator ``cudaforge eval`` uses and the settings the evalset used, and prints the timing spread (IQR / median of the
     kernel's time) and median under evalset against alone, plus the run's wall time against the sum
     of its evaluations. Writes ``OUT/compare_alone.json``.
 
@@ -25,9 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
-import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -69,9 +67,36 @@ def build(assets: Path, target: Path, per_level: int) -> int:
     out = target.parent / (target.name + "-out")
     print("run (on the GPU machine, from the repository root):")
     print(f"  PYTHONPATH=$PWD {sys.executable} -m engine.cli_evalset {target} --out {out} --device cuda")
+    relax = partial_replacement_relaxations()
+    if relax:
+        print(
+            "this cudaforge's guard has no KernelBench-like default policy yet, so kernels that keep PyTorch ops\n"
+            "beside their own are refused statically; to judge them as KernelBench does instead, add:\n  "
+            + " ".join(f"--relax {r}" for r in relax)
+        )
     print("then compare the timing spread with cudaforge eval run alone:")
     print(f"  PYTHONPATH=$PWD {sys.executable} {Path(__file__).relative_to(REPO)} compare {out} --n 10")
     return 0
+
+
+# Static rules that refuse PyTorch ops kept beside the candidate's own kernels: KernelBench allows them.
+PARTIAL_REPLACEMENT_RULES = (
+    "submodule-compute-in-forward",
+    "torch-compute-in-forward",
+    "tensor-arithmetic-in-forward",
+    "functional-in-forward",
+)
+
+
+def partial_replacement_relaxations() -> list[str]:
+    """The rules to relax for KernelBench's policy, when this cudaforge has no guard policies."""
+    sys.path.insert(0, str(REPO))
+    from engine.evaluate import EvalOptions
+    from engine.guard import RULES
+
+    if hasattr(EvalOptions(), "guard_policy"):
+        return []
+    return [r for r in PARTIAL_REPLACEMENT_RULES if r in RULES]
 
 
 def _spread(stats: dict) -> float | None:
@@ -85,23 +110,19 @@ def compare(out: Path, n: int, device: str) -> int:
         (p for p in summary["pairs"] if p["status"] == "correct" and p["kernel_ms"]), key=lambda p: p["name"]
     )
     rows = []
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
+    sys.path.insert(0, str(REPO))
+    from engine.evaluate import EvalOptions, evaluate_files
+    from engine.timing import TimingPlan
+
     for pair in correct[:n]:
         stored = json.loads((out / "results" / f"{pair['name']}.json").read_text())
-        done = subprocess.run(
-            [sys.executable, "-m", "engine.cli_eval", pair["task"], pair["kernel"], "--json", "--device", device],
-            capture_output=True, text=True, env=env, timeout=1800,
+        settings = stored["settings"]
+        # the evaluator alone on the GPU with the settings the evalset used (relaxed rules included)
+        options = EvalOptions(
+            device=device, trials=settings["trials"], seed=settings["seed"],
+            timing=TimingPlan(**settings["timing"]), relax=tuple(settings.get("relax", ())),
         )  # fmt: skip
-        try:
-            alone = json.loads(done.stdout)
-        except ValueError:
-            print(
-                f"{pair['name']}: cudaforge eval gave no JSON (exit {done.returncode}): {done.stderr[-300:]}"
-            )
-            continue
+        alone = evaluate_files(pair["task"], pair["kernel"], options).to_dict()
         if not alone.get("timing"):
             print(f"{pair['name']}: alone it is {alone.get('status')}, not timed")
             continue
