@@ -172,6 +172,10 @@ class Evalset:
         ]
         timing_ids = {id(s) for s in to_time}
         to_check = [s for s in states if s.final is None and id(s) not in timing_ids]
+        if not self.options.eval_options.do_timing:  # --no-timing: a correct check is the verdict
+            for state in to_time:
+                self._promote(state)
+            done, to_time = done + to_time, []
         self.stats.already_done, self.stats.resumed_to_timing = len(done), len(to_time)
         if done or to_time:
             self.say(
@@ -230,6 +234,16 @@ class Evalset:
             f"memory: {len(by_task)} task(s) estimated on the meta device in {self.stats.estimate_seconds:.1f} s; "
             f"largest reservation {largest.reserve_bytes / 2**30:.1f} GiB"
         )
+
+    def _promote(self, state: PairState) -> None:
+        """Make a stored correct check the final result (a ``--no-timing`` run after a timed one)."""
+        assert state.check is not None
+        meta = dict(state.check.get("evalset") or {})
+        meta.pop("written_at", None)
+        store.write(
+            store.result_path(self.options.out, state.pair.name), EvalResult.from_dict(state.check), meta
+        )
+        state.final = store.read(store.result_path(self.options.out, state.pair.name))
 
     def _record(
         self, state: PairState, result: EvalResult, phase: int, seconds: float, meta: dict[str, Any]
