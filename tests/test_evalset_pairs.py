@@ -191,3 +191,13 @@ def test_cli_usage_errors_exit_2(tmp_path: Path) -> None:
     gpus = run(str(FIXTURE_PAIRS), "--out", str(tmp_path / "out"), "--device", "cpu", "--gpus", "0")
     assert gpus.returncode == 2 and "--gpus needs a CUDA device" in gpus.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_cudaforge_cli_has_the_evalset_command() -> None:
+    from engine.cli_evalset import evalset_command
+    from tui.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["evalset", "pairs", "--out", "o", "--gpus", "0,1", "--relax", "a", "--relax", "b"]
+    )
+    assert args.func is evalset_command and args.gpus == [0, 1] and args.relax == ["a", "b"]
