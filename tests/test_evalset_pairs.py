@@ -111,6 +111,26 @@ def test_kernelbench_tasks_without_a_kernel_are_listed(tmp_path: Path) -> None:
     assert skipped_reasons(found) == {"1_MLP.py": "no kernel for this task"}
 
 
+def test_one_tasks_folder_may_hold_several_levels(tmp_path: Path) -> None:
+    problems = tmp_path / "problems"  # the leaderboard's layout: l{L}_p{N}.py side by side
+    for name in ("l1_p19.py", "l2_p19.py", "l3_p5.py"):
+        write(problems / name, TASK)
+    kernels = tmp_path / "k"
+    write(kernels / "level_2_problem_19_sample_0_kernel.py", KERNEL)
+    write(kernels / "level_1_problem_19_sample_4_kernel.py", KERNEL)
+    write(kernels / "19_ambiguous.py", KERNEL)  # no level: problem 19 is in two levels
+    write(kernels / "level_3_problem_19_sample_0_kernel.py", KERNEL)
+    found = discover([problems, kernels])
+    assert [(p.name, p.task.name) for p in found.pairs] == [
+        ("level_1_problem_19_sample_4", "l1_p19.py"),
+        ("level_2_problem_19_sample_0", "l2_p19.py"),
+    ]
+    reasons = skipped_reasons(found)
+    assert "is in levels [1, 2]" in reasons["19_ambiguous.py"]
+    assert "holds problem 19 at level 1, 2 only" in reasons["level_3_problem_19_sample_0_kernel.py"]
+    assert reasons["l3_p5.py"] == "no kernel for this task"
+
+
 def test_tsv_pairs_relative_paths_names_and_missing_files(tmp_path: Path) -> None:
     write(tmp_path / "t" / "relu.py", TASK)
     write(tmp_path / "k" / "level_1_problem_19_sample_2_kernel.py", KERNEL)

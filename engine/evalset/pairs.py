@@ -162,12 +162,17 @@ def _pairs_folder(folder: Path, found: Discovery, names: list[tuple[str, Pair]])
 
 @dataclass
 class _TaskIndex:
-    """The tasks of one KernelBench tasks folder, by problem id and by file stem."""
+    """The tasks of one KernelBench tasks folder, by (level, problem id) and by file stem.
+
+    A task's level comes from its own name (``l2_p19.py``) or else from the folder's
+    (``level2``), so one folder may hold several levels, as the leaderboard's ``problems`` does.
+    """
 
     folder: Path
     level: int | None
-    by_id: dict[int, Path] = field(default_factory=dict)
+    by_id: dict[tuple[int | None, int], Path] = field(default_factory=dict)
     by_stem: dict[str, Path] = field(default_factory=dict)
+    levels: dict[Path, int | None] = field(default_factory=dict)
     matched: set[Path] = field(default_factory=set)
 
     @classmethod
@@ -182,19 +187,20 @@ class _TaskIndex:
                 )
                 continue
             level, problem, _ = parse_ids(path.stem)
-            if index.level is None and level is not None:
-                index.level = level
+            level = level if level is not None else index.level
             index.by_stem[path.stem] = path
-            if problem is not None:
-                if problem in index.by_id:
-                    found.skipped.append(
-                        Skipped(
-                            str(path),
-                            f"problem id {problem} is also {index.by_id[problem].name}; matched by file name only",
-                        )
+            index.levels[path] = level
+            if problem is None:
+                continue
+            if (level, problem) in index.by_id:
+                other = index.by_id[(level, problem)].name
+                found.skipped.append(
+                    Skipped(
+                        str(path), f"problem id {problem} is also {other}: kernels reach it by file name only"
                     )
-                else:
-                    index.by_id[problem] = path
+                )
+            else:
+                index.by_id[(level, problem)] = path
         if not index.by_stem:
             raise EvalsetError(f"{folder}: no KernelBench task in this tasks folder")
         return index
@@ -208,9 +214,10 @@ class _TaskIndex:
                 _, problem, sample = parse_ids(stem)
                 _, task_problem, _ = parse_ids(task.stem)
                 self.matched.add(task)
+                level = self.levels[task]
                 problem = task_problem if task_problem is not None else problem
-                name = canonical_name(self.level, problem, sample) if problem is not None else base
-                return Pair(name, task, kernel, self.level, problem, sample if problem is not None else None)
+                name = canonical_name(level, problem, sample) if problem is not None else base
+                return Pair(name, task, kernel, level, problem, sample if problem is not None else None)
         level, problem, sample = parse_ids(stem)
         if problem is None:
             found.skipped.append(
@@ -219,19 +226,23 @@ class _TaskIndex:
                 )
             )
             return None
-        if level is not None and self.level is not None and level != self.level:
-            found.skipped.append(
-                Skipped(
-                    str(kernel), f"a level {level} kernel, but {self.folder} holds level {self.level} tasks"
+        same_id = {key: path for key, path in self.by_id.items() if key[1] == problem}
+        fitting = {k: p for k, p in same_id.items() if level is None or k[0] is None or k[0] == level}
+        if len(fitting) != 1:
+            if len(fitting) > 1:
+                why = f"problem id {problem} is in levels {sorted(k[0] for k in fitting)} of {self.folder}: name the level"
+            elif same_id:
+                held = ", ".join(str(k[0]) for k in sorted(same_id, key=str))
+                why = (
+                    f"a level {level} kernel, but {self.folder} holds problem {problem} at level {held} only"
                 )
-            )
+            else:
+                why = f"no task with problem id {problem} in {self.folder}"
+            found.skipped.append(Skipped(str(kernel), why))
             return None
-        task = self.by_id.get(problem)
-        if task is None:
-            found.skipped.append(Skipped(str(kernel), f"no task with problem id {problem} in {self.folder}"))
-            return None
+        (task_level, _), task = next(iter(fitting.items()))
         self.matched.add(task)
-        level = self.level if self.level is not None else level
+        level = level if level is not None else task_level
         return Pair(canonical_name(level, problem, sample), task, kernel, level, problem, sample or 0)
 
 
