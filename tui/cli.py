@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "engine.doctor",
     "engine.cli_run",
     "engine.cli_bench",
+    "engine.cli_evalset",
     "tui.commands",
     "sessions.cli",
 )
