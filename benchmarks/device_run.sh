@@ -68,6 +68,18 @@ section_fewshot() {
   done
 }
 
+section_corpus() {
+  # PER_LEVEL leaderboard kernels per level (deterministic: first by file name), judged by evalset
+  python3 benchmarks/evalset_leaderboard.py build "$CORPUS/lb/docs/assets" /tmp/lb/pairs --per-level "${PER_LEVEL:-12}"
+  local started; started=$(date +%s)
+  timeout "${CORPUS_TIMEOUT:-500}" python3 -m tui.cli evalset /tmp/lb/pairs --out /tmp/lb/out --device cuda --progress lines
+  echo "evalset exit $? after $(( $(date +%s) - started )) s"
+  cp /tmp/lb/out/summary.* /tmp/lb/out/*.png /tmp/lb/pairs/manifest.json "$1/" 2>/dev/null
+  tar -C /tmp/lb/out -czf "$1/results.tgz" results checks 2>/dev/null
+  [ "${COMPARE_N:-0}" -gt 0 ] && timeout 200 python3 benchmarks/evalset_leaderboard.py compare /tmp/lb/out --n "$COMPARE_N" \
+    && cp /tmp/lb/out/compare_alone.json "$1/"
+}
+
 section_bench() {
   mkdir -p /tmp/bench-cwd && printf '[eval]\ndevice = "cuda"\n' > /tmp/bench-cwd/cudaforge.toml
   local gpus; gpus=$(nvidia-smi -L | awk '{printf "%s%d", NR>1?",":"", NR-1}')

@@ -104,6 +104,31 @@ def test_coder_reply_without_code_is_an_outcome_not_an_error(tmp_path):
     assert "fix the grid" in turn.record["messages"][0]["content"]
 
 
+def test_the_roles_ask_again_themselves_so_the_loop_builds_no_prompt(tmp_path):
+    """The Coder's no-code retry and the Judge's rejected suggestions are the roles' own follow-ups:
+    each continues the same prompt with the earlier reply and what to do about it."""
+    coder = Coder(scripted(tmp_path, "k08_refusal.md"))
+    first = coder.repair(REF, KERNEL, "fix the grid")
+    again = coder.ask_for_code(first)
+    roles = [m["role"] for m in again.record["messages"]]
+    assert roles == ["user", "assistant", "user"] and "no usable kernel file" in again.record["messages"][2]["content"]
+    judge_dir = tmp_path / "judge"
+    judge_dir.mkdir()
+    judge = Judge(scripted(judge_dir, "j01_repair_bare_json.txt"))
+    rejected = [{"suggestion": {"raw": "use shared memory"}, "note": "we tried that in iter 2"}]
+    turn = judge.repair(REF, KERNEL, "error: boom", rejections=rejected)
+    messages = turn.record["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[1]["content"] == "use shared memory" and "we tried that in iter 2" in messages[2]["content"]
+
+
+def test_the_loop_reaches_the_judge_only_through_its_role() -> None:
+    from tests.conftest import REPO
+
+    machine = (REPO / "engine" / "loop" / "machine.py").read_text()
+    assert "agents.prompts" not in machine and "import prompts" not in machine and "type: ignore" not in machine
+
+
 def test_judge_repair_over_the_openai_client_records_usage_and_cost(server):
     body = chat_completion(
         (CORPUS / "j02_repair_fenced_with_prose.md").read_text(),

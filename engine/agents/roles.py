@@ -7,10 +7,11 @@ Provider errors propagate as ``LLMError`` with the transcript record of the fail
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from engine.agents import prompts
 from engine.agents.context import PromptContext
@@ -18,7 +19,7 @@ from engine.agents.parse import KernelExtraction, extract_kernel, parse_suggesti
 from engine.agents.prompts import Backend, FeedbackKind, Prompt
 from engine.agents.suggestion import Suggestion
 from engine.agents.transcript import transcript_record, utc_now
-from engine.llm.base import LLMReply, Provider, TokenCallback
+from engine.llm.base import LLMReply, Message, Provider, TokenCallback
 from engine.llm.errors import LLMError
 
 
@@ -40,6 +41,35 @@ class JudgeTurn:
     suggestion: Suggestion
     reply: LLMReply
     record: dict[str, Any]
+
+
+def follow_up(prompt: Prompt, exchanges: Sequence[tuple[str, str]]) -> Prompt:
+    """``prompt`` continued with (the agent's earlier reply, what to do about it) pairs.
+
+    This is how either agent is asked again in the same round — the Coder after a reply with no
+    code, the Judge after the human rejected its suggestion — so the model sees what it said and why
+    it is asked once more, and the transcript records the whole exchange.
+    """
+    messages = list(prompt.messages)
+    for reply, note in exchanges:
+        messages += [Message("assistant", reply), Message("user", note)]
+    return dataclasses.replace(prompt, messages=messages)
+
+
+def rejection_exchanges(rejections: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """The Judge's rejected suggestions of this round, each with the human's note."""
+    exchanges = []
+    for rejection in rejections:
+        previous = (rejection.get("suggestion") or {}).get("raw") or "(previous suggestion)"
+        note = rejection.get("note") or "no reason given"
+        exchanges.append(
+            (
+                previous,
+                f"A human reviewer rejected that suggestion. Their note: {note}\n"
+                "Propose a different single issue and plan, in the same JSON format.",
+            )
+        )
+    return exchanges
 
 
 class _Agent:
@@ -117,10 +147,27 @@ class Coder(_Agent):
         )
         return self.ask(prompt, on_token, cancel)
 
+    def ask_for_code(
+        self, turn: CoderTurn, *, on_token: TokenCallback | None = None, cancel: threading.Event | None = None
+    ) -> CoderTurn:
+        """Ask again after ``turn``'s reply held no usable kernel, saying what was missing."""
+        note = turn.extraction.note or "no ModelNew file found"
+        again = follow_up(
+            turn.prompt,
+            [
+                (
+                    turn.reply.text,
+                    f"Your reply contained no usable kernel file ({note}). Reply with the complete Python "
+                    "file defining class ModelNew, in one ```python block.",
+                )
+            ],
+        )
+        return self.ask(again, on_token, cancel)
+
     def ask(
         self, prompt: Prompt, on_token: TokenCallback | None, cancel: threading.Event | None
     ) -> CoderTurn:
-        """Send any Coder prompt (the loop's follow-ups with a note use this) and extract the kernel."""
+        """Send any Coder prompt and extract the kernel."""
         reply, started = self._call(prompt, on_token, cancel)
         extraction = extract_kernel(reply.text)
         if reply.truncated:
@@ -148,13 +195,15 @@ class Judge(_Agent):
         *,
         policy: str = "default",
         context: PromptContext | None = None,
+        rejections: Sequence[Mapping[str, Any]] = (),
         on_token: TokenCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> JudgeTurn:
+        """One critical issue; ``rejections`` are this round's suggestions the human turned down."""
         prompt = prompts.judge_repair(
             reference, kernel, error_log, self.backend, policy=policy, context=context
         )
-        return self.ask(prompt, on_token, cancel)
+        return self.ask(follow_up(prompt, rejection_exchanges(rejections)), on_token, cancel)
 
     def optimize(
         self,
@@ -168,9 +217,11 @@ class Judge(_Agent):
         share: str = "",
         policy: str = "default",
         context: PromptContext | None = None,
+        rejections: Sequence[Mapping[str, Any]] = (),
         on_token: TokenCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> JudgeTurn:
+        """One bottleneck and plan; ``rejections`` are this round's suggestions the human turned down."""
         prompt = prompts.judge_optimize(
             reference,
             kernel,
@@ -183,14 +234,14 @@ class Judge(_Agent):
             policy=policy,
             context=context,
         )
-        return self.ask(prompt, on_token, cancel)
+        return self.ask(follow_up(prompt, rejection_exchanges(rejections)), on_token, cancel)
 
     def ask(
         self, prompt: Prompt, on_token: TokenCallback | None, cancel: threading.Event | None
     ) -> JudgeTurn:
-        """Send any Judge prompt (e.g. asked again with the human's note) and parse the suggestion."""
+        """Send any Judge prompt and parse the suggestion."""
         reply, started = self._call(prompt, on_token, cancel)
-        suggestion = parse_suggestion(reply.text, prompt.kind)  # type: ignore[arg-type]
+        suggestion = parse_suggestion(reply.text, cast(Any, prompt.kind))
         outcome = "json" if suggestion.parsed else "text"
         record = transcript_record(
             prompt,

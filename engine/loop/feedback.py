@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from engine.agents.prompts import FEEDBACK_KINDS
+from engine.agents.prompts import FEEDBACK_KINDS, FeedbackKind
 from engine.profile.metric_table import metric_table, requested_metrics, rules_text
 from engine.profile.result import FEEDBACK_KIND_LINES
 from engine.profile.specs import format_for_prompt, lookup
@@ -162,7 +162,7 @@ def target_text(result: Mapping[str, Any] | None, device: str, name: str | None 
     return gpu_spec_text(gpu_name(result) or name, _compute_capability(result))
 
 
-def optimize_feedback(profile: Mapping[str, Any] | None) -> tuple[str | None, str]:
+def optimize_feedback(profile: Mapping[str, Any] | None) -> tuple[str | None, FeedbackKind]:
     """``(text, feedback_kind)`` for the Judge's optimize prompt, from a profile.json dict.
 
     Measured values first (every requested metric per own kernel, the paper's 24 under their names),

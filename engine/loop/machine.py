@@ -23,7 +23,6 @@ an in-flight LLM call through the providers' cancel event (that stage is redone 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 import time
@@ -32,10 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import approval as policy
-from engine.agents import prompts
 from engine.agents.context import PromptContext
-from engine.agents.prompts import Prompt
-from engine.agents.roles import Coder, CoderTurn, Judge, JudgeTurn
+from engine.agents.roles import Coder, CoderTurn, Judge
 from engine.agents.suggestion import Suggestion
 from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, check_task, evaluate
 from engine.events import (
@@ -52,7 +49,6 @@ from engine.events import (
     StageStarted,
     SuggestionReady,
 )
-from engine.llm.base import Message
 from engine.llm.errors import LLMCancelled, LLMError
 from engine.loop import feedback
 from engine.loop.context import round_context
@@ -353,95 +349,37 @@ class Loop:
         return self.session.history(self.branch)[-1]
 
     def _judge(self) -> None:
+        """Ask the Judge about the branch's tip, through the role's API only (this round's rejected
+        suggestions go with it, so it proposes something else)."""
         base = self._base_iteration()
         result = base.eval_result
         context, guard = self._context()
+        common: dict[str, Any] = {
+            "policy": guard,
+            "context": context,
+            "rejections": list(self.pending.rejections),
+            "on_token": self._token("judge"),
+            "cancel": self._cancel,
+        }
         if self.pending.phase == "repair":
-            log = feedback.error_log(result)
-            if self.pending.rejections:
-                turn = self._judge_again(
-                    prompts.judge_repair(
-                        self.reference,
-                        base.kernel_source,
-                        log,
-                        self.judge.backend,
-                        policy=guard,
-                        context=context,
-                    )
-                )
-            else:
-                turn = self.judge.repair(
-                    self.reference,
-                    base.kernel_source,
-                    log,
-                    policy=guard,
-                    context=context,
-                    on_token=self._token("judge"),
-                    cancel=self._cancel,
-                )
-                self._reply_event("judge", turn.record)
+            turn = self.judge.repair(self.reference, base.kernel_source, feedback.error_log(result), **common)
         else:
-            turn = self._judge_optimize(base, result, context, guard)
+            metrics, kind = feedback.optimize_feedback(base.profile)
+            turn = self.judge.optimize(
+                self.reference,
+                base.kernel_source,
+                gpu_spec=context.target,
+                metrics=metrics,
+                feedback_kind=kind,
+                timing=feedback.timing_text(result),
+                share=feedback.share_text(result),
+                **common,
+            )
+        self._reply_event("judge", turn.record)
         self.pending.transcript.append(turn.record)
         self.pending.suggestion = turn.suggestion.to_dict()
         self.pending.stage = GATE
         self._emit(SuggestionReady(suggestion=self.pending.suggestion))
-
-    def _judge_optimize(
-        self, base: Iteration, result: Mapping[str, Any], context: PromptContext, guard: str
-    ) -> JudgeTurn:
-        metrics, kind = feedback.optimize_feedback(base.profile)
-        hardware = context.target
-        timing = feedback.timing_text(result)
-        share = feedback.share_text(result)
-        if self.pending.rejections:
-            prompt = prompts.judge_optimize(
-                self.reference,
-                base.kernel_source,
-                hardware,
-                metrics,
-                kind,  # type: ignore[arg-type]
-                self.judge.backend,
-                timing,
-                share=share,
-                policy=guard,
-                context=context,
-            )
-            return self._judge_again(prompt)
-        turn = self.judge.optimize(
-            self.reference,
-            base.kernel_source,
-            gpu_spec=hardware,
-            metrics=metrics,
-            feedback_kind=kind,  # type: ignore[arg-type]
-            timing=timing,
-            share=share,
-            policy=guard,
-            context=context,
-            on_token=self._token("judge"),
-            cancel=self._cancel,
-        )
-        self._reply_event("judge", turn.record)
-        return turn
-
-    def _judge_again(self, prompt: Prompt) -> JudgeTurn:
-        """Ask the Judge once more, showing it the suggestions the human rejected and why."""
-        messages = list(prompt.messages)
-        for rejection in self.pending.rejections:
-            previous = (rejection.get("suggestion") or {}).get("raw") or "(previous suggestion)"
-            note = rejection.get("note") or "no reason given"
-            messages.append(Message("assistant", previous))
-            messages.append(
-                Message(
-                    "user",
-                    "A human reviewer rejected that suggestion. Their note: "
-                    f"{note}\nPropose a different single issue and plan, in the same JSON format.",
-                )
-            )
-        prompt = dataclasses.replace(prompt, messages=messages)
-        turn = self.judge.ask(prompt, self._token("judge"), self._cancel)
-        self._reply_event("judge", turn.record)
-        return turn
 
     def _gate(self) -> str | None:
         if self._needs_human():
@@ -497,18 +435,7 @@ class Loop:
             note = turn.extraction.note or "no ModelNew file found"
             self.pending.notes.append(f"the Coder's reply had no code ({note}); asked again")
             save_journal(self.session, self.pending)
-            messages = [
-                *turn.prompt.messages,
-                Message("assistant", turn.reply.text),
-                Message(
-                    "user",
-                    f"Your reply contained no usable kernel file ({note}). Reply with the complete Python "
-                    "file defining class ModelNew, in one ```python block.",
-                ),
-            ]
-            turn = self.coder.ask(
-                dataclasses.replace(turn.prompt, messages=messages), self._token("coder"), self._cancel
-            )
+            turn = self.coder.ask_for_code(turn, on_token=self._token("coder"), cancel=self._cancel)
             self._reply_event("coder", turn.record)
             self.pending.transcript.append(turn.record)
         if turn.code is not None:
