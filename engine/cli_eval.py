@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 from engine.cli_args import int_at_least, positive_float
+from engine.cli_guard import _config_or_none, add_guard_flags, guard_settings
+from engine.guard.policy import GuardPolicyError
 from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, StageTimeouts, evaluate_files
 from engine.result import EvalResult
 from engine.tasks import TaskError, load_task
@@ -47,6 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="stream the build log and stage changes to stderr"
     )
+    add_guard_flags(parser)
     parser.set_defaults(func=run_eval)
 
 
@@ -62,7 +65,15 @@ def run_eval(args: argparse.Namespace) -> int:
     timeouts = StageTimeouts()
     if args.timeout:
         timeouts = StageTimeouts(**{name: args.timeout for name in vars(timeouts)})
+    try:
+        guard = guard_settings(args, _config_or_none())
+    except GuardPolicyError as error:
+        print(f"cudaforge eval: {error}", file=sys.stderr)
+        return EXIT_USAGE
     options = EvalOptions(
+        guard_policy=guard.policy,
+        relax=guard.relax,
+        refuse=guard.refuse,
         device=args.device,
         trials=args.trials,
         seed=args.seed,
@@ -115,6 +126,7 @@ def format_summary(result: EvalResult, kernel_label: str = "kernel") -> str:
             f"  time   kernel {c.median_ms:.4f} ms (IQR {c.iqr_ms:.4f}, n={c.n}) · reference {r.median_ms:.4f} ms"
             f" → speedup {result.speedup:.2f}×"
         )
+    lines.append(f"  {guard_line(result)}")
     for message in result.messages:
         lines.append(f"  ! {message}")
     for flag in result.flags:
@@ -132,3 +144,14 @@ def format_summary(result: EvalResult, kernel_label: str = "kernel") -> str:
         lines.append("  last output of the worker:")
         lines.extend(f"    {line}" for line in result.stderr_tail.splitlines()[-10:])
     return "\n".join(lines)
+
+
+def guard_line(result: EvalResult) -> str:
+    """The policy, every changed rule, and the own-kernel share when measured (``guard default · share 42%``)."""
+    from engine.guard.policy import guard_label
+
+    text = guard_label(result.guard_policy, result.relaxed_rules, result.guard_refuse)
+    share = result.kernel_share
+    if share:
+        text += f" · own-kernel share {share['share']:.0%} ({share['method']})"
+    return text

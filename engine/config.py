@@ -91,6 +91,15 @@ class SessionsConfig:
 
 
 @dataclass
+class GuardConfig:
+    """``[guard]``: the policy (``engine.guard.policy``) and per-rule changes, by rule id."""
+
+    policy: str = "default"  # default (KernelBench: PyTorch ops warn) | strict (full replacement)
+    relax: list[str] = field(default_factory=list)  # rules turned off (still reported, marked relaxed)
+    refuse: list[str] = field(default_factory=list)  # warnings turned into refusals
+
+
+@dataclass
 class Config:
     models: ModelsConfig = field(default_factory=ModelsConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
@@ -98,6 +107,7 @@ class Config:
     profile: ProfileConfig = field(default_factory=ProfileConfig)
     ui: UIConfig = field(default_factory=UIConfig)
     sessions: SessionsConfig = field(default_factory=SessionsConfig)
+    guard: GuardConfig = field(default_factory=GuardConfig)
     #: per-provider settings tables (``engine.llm.settings.ProviderSettings`` fields)
     providers: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: price overrides by ``provider/model`` (``engine.llm.prices``)
@@ -264,3 +274,14 @@ def validate(config: Config) -> None:
     for name, value in vars(config.eval.timeouts).items():
         if value <= 0:
             raise ConfigError(f"[eval.timeouts] {name} must be positive")
+    _validate_guard(config.guard)
+
+
+def _validate_guard(guard: GuardConfig) -> None:
+    """An unknown policy or rule id in ``[guard]`` is an error naming the valid ones."""
+    from engine.guard.policy import GuardPolicyError, GuardSettings
+
+    try:
+        GuardSettings(guard.policy, tuple(guard.relax), tuple(guard.refuse))
+    except GuardPolicyError as error:
+        raise ConfigError(f"[guard] {error}") from None

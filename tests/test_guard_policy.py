@@ -1,0 +1,149 @@
+"""Guard policies (engine.guard.policy), the container-member fix, `cudaforge check`, config and recording."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.config import ConfigError, load_config
+from engine.guard import check_file, check_source, summarize
+from engine.guard.policy import (
+    PARTIAL_REPLACEMENT_RULES,
+    GuardPolicyError,
+    GuardSettings,
+    all_rule_ids,
+    severity_table,
+)
+from engine.guard.share import share_record, trivial_share_message
+from engine.result import EvalResult
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "guard"
+CONV_TASK = FIXTURES / "tasks" / "conv_relu_scale.py"
+MNIST2 = Path("/work/main/.corpus/kb/src/kernelbench/prompts/few_shot/model_new_ex_mnist2.py")
+
+
+def test_default_warns_on_partial_replacement_rules_and_strict_refuses() -> None:
+    default, strict = severity_table("default"), severity_table("strict")
+    for rule in PARTIAL_REPLACEMENT_RULES:
+        assert default[rule] == "warn" and strict[rule] == "refuse"
+    for rule, severity in all_rule_ids().items():
+        if rule not in PARTIAL_REPLACEMENT_RULES:
+            assert default[rule] == strict[rule] == severity, rule
+
+
+def test_refuse_turns_a_warning_into_a_refusal_and_unknown_ids_are_errors() -> None:
+    settings = GuardSettings("default", refuse=("timing-access", "torch-compute-in-forward"))
+    assert settings.severity("timing-access") == "refuse"
+    assert settings.severity("torch-compute-in-forward") == "refuse"
+    assert settings.severity("functional-in-forward") == "warn"
+    with pytest.raises(GuardPolicyError, match="valid rule ids: .*kernel-not-called"):
+        GuardSettings("default", relax=("no-such-rule",))
+    with pytest.raises(GuardPolicyError, match="default, strict"):
+        GuardSettings("lenient")
+
+
+def test_conv_epilogue_fixture_passes_default_and_is_refused_under_strict() -> None:
+    path = FIXTURES / "partial_conv_epilogue.py"
+    default = summarize(check_file(path, "cuda", policy="default"))
+    strict = summarize(check_file(path, "cuda", policy="strict"))
+    assert not default.refused and {f.rule for f in default.warnings} == {"submodule-compute-in-forward"}
+    assert strict.refused and {f.rule for f in strict.refusals} == {"submodule-compute-in-forward"}
+
+
+def test_kernel_called_through_container_members_counts_as_called() -> None:
+    findings = check_file(FIXTURES / "partial_container_members.py", "cuda", policy="default")
+    assert "kernel-not-called" not in {f.rule for f in findings}
+    assert not summarize(findings).refused
+
+
+def test_container_without_a_kernel_call_is_still_not_called() -> None:
+    source = (FIXTURES / "partial_container_members.py").read_text().replace(
+        "return ext.relu(self.linear(x).contiguous())", "return torch.relu(self.linear(x))"
+    )
+    assert "kernel-not-called" in {f.rule for f in summarize(check_source(source, "cuda", policy="default")).refusals}
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("cheat_*.py")), ids=lambda p: p.stem)
+def test_every_cheat_fixture_is_refused_under_strict(path: Path) -> None:
+    source = path.read_text()
+    backend = "cpu" if "# backend: cpu" in source else "cuda"
+    summary = summarize(check_source(source, backend, policy="strict"))
+    rule = path.stem.removeprefix("cheat_")
+    if all_rule_ids()[rule] == "refuse":
+        assert summary.refused, path.name
+
+
+@pytest.mark.skipif(not MNIST2.is_file(), reason="KernelBench corpus not unpacked here")
+def test_kernelbench_mnist2_is_refused_under_strict_and_passes_default() -> None:
+    assert summarize(check_file(MNIST2, "cuda", policy="strict")).refused
+    assert not summarize(check_file(MNIST2, "cuda", policy="default")).refused
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(cwd), "XDG_CONFIG_HOME": str(cwd / "cfg")}
+    return subprocess.run(
+        [sys.executable, "-m", "tui.cli", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
+    )
+
+
+def test_check_exit_codes_and_json(tmp_path: Path) -> None:
+    kernel = str(FIXTURES / "partial_conv_epilogue.py")
+    ok = _cli("check", str(CONV_TASK), kernel, "--device", "cuda", "--json", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    data = json.loads(ok.stdout)
+    assert data["guard_policy"] == "default" and data["refused"] is False
+    assert {"rule", "severity", "line", "message", "relaxed", "source"} <= set(data["findings"][0])
+    strict = _cli("check", str(CONV_TASK), kernel, "--guard", "strict", cwd=tmp_path)
+    assert strict.returncode == 1 and "submodule-compute-in-forward" in strict.stdout
+    relaxed = _cli(
+        "check", str(CONV_TASK), kernel, "--guard", "strict", "--relax", "submodule-compute-in-forward", cwd=tmp_path
+    )
+    assert relaxed.returncode == 0
+    bad = _cli("check", str(CONV_TASK), kernel, "--relax", "no-such-rule", cwd=tmp_path)
+    assert bad.returncode == 2 and "valid rule ids" in bad.stderr
+    missing = _cli("check", str(CONV_TASK), str(tmp_path / "nope.py"), cwd=tmp_path)
+    assert missing.returncode == 2
+
+
+def test_check_reads_the_guard_table_of_the_project_config(tmp_path: Path) -> None:
+    (tmp_path / "cudaforge.toml").write_text('[guard]\npolicy = "strict"\n')
+    kernel = str(FIXTURES / "partial_conv_epilogue.py")
+    assert _cli("check", str(CONV_TASK), kernel, cwd=tmp_path).returncode == 1
+    assert _cli("check", str(CONV_TASK), kernel, "--guard", "default", cwd=tmp_path).returncode == 0
+
+
+def test_config_guard_table_validates_ids(tmp_path: Path) -> None:
+    config = load_config(cwd=tmp_path, env={"HOME": str(tmp_path)}, overrides={"guard": {"refuse": ["timing-access"]}})
+    assert config.guard.policy == "default" and config.guard.refuse == ["timing-access"]
+    with pytest.raises(ConfigError, match="unknown guard rule id"):
+        load_config(cwd=tmp_path, env={"HOME": str(tmp_path)}, overrides={"guard": {"relax": ["typo"]}})
+    with pytest.raises(ConfigError, match="policy"):
+        load_config(cwd=tmp_path, env={"HOME": str(tmp_path)}, overrides={"guard": {"policy": "lax"}})
+
+
+def test_share_record_and_the_trivial_rule() -> None:
+    record = share_record(
+        [
+            {"name": "touch_kernel(float*)", "own": True, "ms": 0.001, "calls": 1},
+            {"name": "cudnn::conv", "own": False, "ms": 0.5, "calls": 1},
+        ],
+        "cuda-profiler",
+    )
+    assert record["kernels"][0]["name"] == "cudnn::conv" and 0 < record["share"] < 0.01
+    assert "own-kernel" not in (trivial_share_message(record) or "") and trivial_share_message(record)
+    honest = share_record([{"name": "k", "own": True, "ms": 0.2, "calls": 1}, {"name": "c", "own": False, "ms": 0.5, "calls": 1}], "cuda-profiler")
+    assert trivial_share_message(honest) is None
+    assert trivial_share_message({**record, "method": "cpu-extension-wall"}) is None
+
+
+def test_result_fields_round_trip_and_old_results_read_as_strict() -> None:
+    result = EvalResult(status="correct", guard_policy="default", guard_refuse=["timing-access"], kernel_share={"share": 0.5})
+    back = EvalResult.from_json(result.to_json())
+    assert back.guard_policy == "default" and back.guard_refuse == ["timing-access"] and back.kernel_share == {"share": 0.5}
+    assert EvalResult.from_dict({"status": "correct"}).guard_policy == "strict"
