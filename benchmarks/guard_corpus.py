@@ -80,7 +80,10 @@ def report_static(corpus: list[dict[str, Any]], scan: dict[str, dict[str, Any]],
         totals[label] = n
     for policy in POLICIES:
         rules = Counter(r for e in corpus for r in {f.rule for f in scan[e["file"]][policy]})
-        lines.append(f"\nrules refusing under {policy}: " + (", ".join(f"{r} {c}" for r, c in rules.most_common()) or "none"))
+        lines.append(
+            f"\nrules refusing under {policy}: "
+            + (", ".join(f"{r} {c}" for r, c in rules.most_common()) or "none")
+        )
     if list_refusals:
         lines.append("\nrefusals under default:")
         for entry in corpus:
@@ -122,7 +125,9 @@ def evaluate_on_device(entries: list[dict[str, Any]], device: str, policy: str) 
             shares.append(share)
         tag = f"l{entry['level']}_p{entry['problem_id']} {entry['file'][:10]}"
         speed = f"{result.speedup:.2f}x" if result.speedup else "-"
-        lines.append(f"{tag}: {result.status} speedup {speed} share {share if share is None else f'{share:.3f}'}")
+        lines.append(
+            f"{tag}: {result.status} speedup {speed} share {share if share is None else f'{share:.3f}'}"
+        )
         if result.status != "correct":
             lines.extend(f"    {m}" for m in result.messages[:3])
     lines.append("status counts: " + ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
@@ -135,7 +140,9 @@ def evaluate_on_device(entries: list[dict[str, Any]], device: str, policy: str) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("corpus", type=Path, help="KernelBenchLeaderboard checkout")
     parser.add_argument("--device", default="cuda", choices=("cpu", "cuda"))
     parser.add_argument("--list-refusals", action="store_true")
@@ -149,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.evaluate or args.files:
         chosen = (
-            [e for e in corpus if e["file"] in set(args.files)] if args.files else pick_spread(corpus, args.evaluate)
+            [e for e in corpus if e["file"] in set(args.files)]
+            if args.files
+            else pick_spread(corpus, args.evaluate)
         )
         print(evaluate_on_device(chosen, args.device, args.guard))
         return 0

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from engine.cli_args import int_at_least, positive_float
 from engine.cli_guard import _config_or_none, add_guard_flags, guard_settings
-from engine.guard.policy import GuardPolicyError
 from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, StageTimeouts, evaluate_files
+from engine.guard.policy import GuardPolicyError
 from engine.result import EvalResult
 from engine.tasks import TaskError, load_task
 from engine.timing import TimingPlan

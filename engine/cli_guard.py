@@ -58,7 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("task", type=Path, help="KernelBench-format task file")
     parser.add_argument("kernel", type=Path, help="candidate file defining ModelNew")
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda", help="which backend's rules (default cuda)")
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cuda", help="which backend's rules (default cuda)"
+    )
     parser.add_argument("--json", action="store_true", help="print the verdict and findings as JSON")
     add_guard_flags(parser)
     parser.set_defaults(func=run_check)
@@ -70,9 +72,13 @@ def check_files(task: Path, kernel: Path, device: str, settings: GuardSettings) 
 
     static_relax, _ = split_relaxations(list(settings.relax))
     static_refuse = [r for r in settings.refuse if r not in _runtime_ids()]
-    findings = static_findings(kernel.read_text(encoding="utf-8"), device, static_relax, settings.policy, static_refuse)
+    findings = static_findings(
+        kernel.read_text(encoding="utf-8"), device, static_relax, settings.policy, static_refuse
+    )
     refusals = [
-        f for f in findings if f["severity"] == "refuse" and not f["relaxed"] and f["rule"] not in LEFT_TO_BUILD
+        f
+        for f in findings
+        if f["severity"] == "refuse" and not f["relaxed"] and f["rule"] not in LEFT_TO_BUILD
     ]
     return {
         "task": str(task),

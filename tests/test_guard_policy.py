@@ -63,10 +63,14 @@ def test_kernel_called_through_container_members_counts_as_called() -> None:
 
 
 def test_container_without_a_kernel_call_is_still_not_called() -> None:
-    source = (FIXTURES / "partial_container_members.py").read_text().replace(
-        "return ext.relu(self.linear(x).contiguous())", "return torch.relu(self.linear(x))"
+    source = (
+        (FIXTURES / "partial_container_members.py")
+        .read_text()
+        .replace("return ext.relu(self.linear(x).contiguous())", "return torch.relu(self.linear(x))")
     )
-    assert "kernel-not-called" in {f.rule for f in summarize(check_source(source, "cuda", policy="default")).refusals}
+    assert "kernel-not-called" in {
+        f.rule for f in summarize(check_source(source, "cuda", policy="default")).refusals
+    }
 
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("cheat_*.py")), ids=lambda p: p.stem)
@@ -88,7 +92,12 @@ def test_kernelbench_mnist2_is_refused_under_strict_and_passes_default() -> None
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(cwd), "XDG_CONFIG_HOME": str(cwd / "cfg")}
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
+        [sys.executable, "-m", "tui.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
     )
 
 
@@ -102,7 +111,14 @@ def test_check_exit_codes_and_json(tmp_path: Path) -> None:
     strict = _cli("check", str(CONV_TASK), kernel, "--guard", "strict", cwd=tmp_path)
     assert strict.returncode == 1 and "submodule-compute-in-forward" in strict.stdout
     relaxed = _cli(
-        "check", str(CONV_TASK), kernel, "--guard", "strict", "--relax", "submodule-compute-in-forward", cwd=tmp_path
+        "check",
+        str(CONV_TASK),
+        kernel,
+        "--guard",
+        "strict",
+        "--relax",
+        "submodule-compute-in-forward",
+        cwd=tmp_path,
     )
     assert relaxed.returncode == 0
     bad = _cli("check", str(CONV_TASK), kernel, "--relax", "no-such-rule", cwd=tmp_path)
@@ -119,7 +135,9 @@ def test_check_reads_the_guard_table_of_the_project_config(tmp_path: Path) -> No
 
 
 def test_config_guard_table_validates_ids(tmp_path: Path) -> None:
-    config = load_config(cwd=tmp_path, env={"HOME": str(tmp_path)}, overrides={"guard": {"refuse": ["timing-access"]}})
+    config = load_config(
+        cwd=tmp_path, env={"HOME": str(tmp_path)}, overrides={"guard": {"refuse": ["timing-access"]}}
+    )
     assert config.guard.policy == "default" and config.guard.refuse == ["timing-access"]
     with pytest.raises(ConfigError, match="unknown guard rule id"):
         load_config(cwd=tmp_path, env={"HOME": str(tmp_path)}, overrides={"guard": {"relax": ["typo"]}})
@@ -137,13 +155,25 @@ def test_share_record_and_the_trivial_rule() -> None:
     )
     assert record["kernels"][0]["name"] == "cudnn::conv" and 0 < record["share"] < 0.01
     assert "own-kernel" not in (trivial_share_message(record) or "") and trivial_share_message(record)
-    honest = share_record([{"name": "k", "own": True, "ms": 0.2, "calls": 1}, {"name": "c", "own": False, "ms": 0.5, "calls": 1}], "cuda-profiler")
+    honest = share_record(
+        [
+            {"name": "k", "own": True, "ms": 0.2, "calls": 1},
+            {"name": "c", "own": False, "ms": 0.5, "calls": 1},
+        ],
+        "cuda-profiler",
+    )
     assert trivial_share_message(honest) is None
     assert trivial_share_message({**record, "method": "cpu-extension-wall"}) is None
 
 
 def test_result_fields_round_trip_and_old_results_read_as_strict() -> None:
-    result = EvalResult(status="correct", guard_policy="default", guard_refuse=["timing-access"], kernel_share={"share": 0.5})
+    result = EvalResult(
+        status="correct", guard_policy="default", guard_refuse=["timing-access"], kernel_share={"share": 0.5}
+    )
     back = EvalResult.from_json(result.to_json())
-    assert back.guard_policy == "default" and back.guard_refuse == ["timing-access"] and back.kernel_share == {"share": 0.5}
+    assert (
+        back.guard_policy == "default"
+        and back.guard_refuse == ["timing-access"]
+        and back.kernel_share == {"share": 0.5}
+    )
     assert EvalResult.from_dict({"status": "correct"}).guard_policy == "strict"

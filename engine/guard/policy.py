@@ -57,9 +57,7 @@ def check_rule_ids(ids: Iterable[str], what: str = "guard rule") -> list[str]:
     out: list[str] = []
     for rid in ids:
         if rid not in known:
-            raise GuardPolicyError(
-                f"unknown {what} id {rid!r}; valid rule ids: {', '.join(sorted(known))}"
-            )
+            raise GuardPolicyError(f"unknown {what} id {rid!r}; valid rule ids: {', '.join(sorted(known))}")
         if rid not in out:
             out.append(rid)
     return out

@@ -34,7 +34,10 @@ CPU_METHOD = "cpu-extension-wall"
 def share_record(kernels: Iterable[dict[str, Any]], method: str) -> dict[str, Any]:
     """The ``kernel_share`` record from per-kernel rows ``{"name", "own", "ms", "calls"}``."""
     rows = sorted(
-        ({"name": k["name"], "own": bool(k["own"]), "ms": float(k["ms"]), "calls": int(k["calls"])} for k in kernels),
+        (
+            {"name": k["name"], "own": bool(k["own"]), "ms": float(k["ms"]), "calls": int(k["calls"])}
+            for k in kernels
+        ),
         key=lambda k: -k["ms"],
     )
     own = sum(k["ms"] for k in rows if k["own"])
@@ -49,7 +52,9 @@ def share_record(kernels: Iterable[dict[str, Any]], method: str) -> dict[str, An
     }
 
 
-def classify_kernels(times: dict[str, tuple[float, int]], own_names: Iterable[str], calls_per: int = 1) -> list[dict[str, Any]]:
+def classify_kernels(
+    times: dict[str, tuple[float, int]], own_names: Iterable[str], calls_per: int = 1
+) -> list[dict[str, Any]]:
     """Rows from ``{kernel name: (total ms, launches)}`` measured over ``calls_per`` forwards (per-forward values)."""
     own = set(own_kernels_in(list(times), list(own_names)))
     n = max(1, calls_per)
@@ -143,7 +148,9 @@ class ExtensionTimer:
         self._saved.clear()
 
 
-def cpu_extension_share(modules: Iterable[Any], call: Callable[[], object], repeats: int = 3) -> dict[str, Any]:
+def cpu_extension_share(
+    modules: Iterable[Any], call: Callable[[], object], repeats: int = 3
+) -> dict[str, Any]:
     """The CPU share: wall time inside extension functions / the forward's wall time, per forward."""
     call()  # warm-up outside the measurement (first-call allocations)
     with ExtensionTimer(modules) as timer:
@@ -157,5 +164,7 @@ def cpu_extension_share(modules: Iterable[Any], call: Callable[[], object], repe
         {"name": name, "own": True, "ms": 1000.0 * spent / repeats, "calls": max(1, round(count / repeats))}
         for name, (spent, count) in timer.calls.items()
     ]
-    rows.append({"name": "(outside the extension: PyTorch and Python)", "own": False, "ms": rest_ms, "calls": 1})
+    rows.append(
+        {"name": "(outside the extension: PyTorch and Python)", "own": False, "ms": rest_ms, "calls": 1}
+    )
     return share_record(rows, CPU_METHOD)
