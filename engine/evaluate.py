@@ -76,7 +76,7 @@ class EvalOptions:
     gpu_index: int | None = None
     guards: bool = True  # off only to measure their cost; relax single rules with ``relax`` instead
     relax: tuple[str, ...] = ()  # guard rule ids (static or runtime) to report but not enforce
-    guard_policy: str = "default"  # engine.guard.policy: "default" (KernelBench) or "strict" (full replacement)
+    guard_policy: str = "default"  # engine.guard.policy: "default" (KernelBench) or "strict"
     refuse: tuple[str, ...] = ()  # guard rule ids whose warnings refuse in this run
     flag_speedup_above: float = 10.0  # a larger speedup is flagged for human review
     # PyTorch's CPU reference runs on one thread by default: its thread pool slows by up to ~80x when

@@ -177,7 +177,8 @@ class EvalResult:
     def from_dict(cls, data: dict[str, Any]) -> EvalResult:
         """Rebuild from ``to_dict`` output, ignoring unknown keys (forward compatible)."""
         data = dict(data)
-        data.setdefault("guard_policy", "strict")  # results older than policies were judged by today's strict rules
+        # results older than guard policies were judged by today's strict rules
+        data.setdefault("guard_policy", "strict")
         build = dict(data.get("build") or {})
         build.pop("cached", None)
         extensions = [ExtensionBuild(**_known(ExtensionBuild, e)) for e in build.pop("extensions", [])]

@@ -373,7 +373,8 @@ class Evaluation:
             inputs = self.make_inputs(task, int(self.job["seed"]))
             try:
                 with torch.no_grad():
-                    new(*inputs)  # warm-up: library autotuning and first-call allocations stay out of the share
+                    # warm-up: library autotuning and first-call allocations stay out of the share
+                    new(*inputs)
                     times = share.cuda_kernel_times(lambda: new(*inputs), repeats=SHARE_REPEATS)
             except Exception as error:  # no CUPTI here: say so rather than refuse
                 self.guard(
