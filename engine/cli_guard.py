@@ -128,3 +128,42 @@ def _config_or_none() -> Any:
         return load_config()
     except Exception:
         return None
+
+
+def guard_overrides(args: argparse.Namespace, stored: dict[str, Any]) -> dict[str, Any]:
+    """The ``guard`` table of config overrides: a resumed session's stored table, then the flags on top
+    (``--guard`` replaces the policy; ``--relax``/``--refuse`` add to the lists)."""
+    out: dict[str, Any] = {k: (list(v) if isinstance(v, list) else v) for k, v in stored.items()}
+    if getattr(args, "guard", None):
+        out["policy"] = args.guard
+    for key in ("relax", "refuse"):
+        extra = getattr(args, key, None) or []
+        if extra:
+            out[key] = list(dict.fromkeys([*out.get(key, []), *extra]))
+    return out
+
+
+def format_share(share: dict[str, Any] | float | None) -> str:
+    """``37%`` for a share record (or a bare fraction), ``-`` when not measured."""
+    if isinstance(share, dict):
+        share = share.get("share")
+    return "-" if share is None else f"{share:.0%}"
+
+
+def share_of_iteration(item: Any) -> dict[str, Any] | None:
+    """The ``kernel_share`` of one session iteration's eval.json (None when absent or unreadable)."""
+    try:
+        return (item.read_json("eval.json") or {}).get("kernel_share")
+    except Exception:
+        return None
+
+
+def settings_guard_label(settings: dict[str, Any]) -> str:
+    """``guard default · relax …`` from a session.toml ``settings`` table (sessions from before policies
+    record none: they ran under today's strict rules)."""
+    from engine.guard.policy import guard_label
+
+    guard = settings.get("guard")
+    if not guard:
+        return "guard strict (recorded before policies)"
+    return guard_label(guard.get("policy", "default"), guard.get("relax", []), guard.get("refuse", []))

@@ -23,6 +23,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from engine.cli_args import int_at_least
+from engine.cli_guard import (
+    add_guard_flags,
+    format_share,
+    guard_overrides,
+    settings_guard_label,
+    share_of_iteration,
+)
 from engine.config import ConfigError, load_config
 from engine.evaluate import EvaluationError
 from engine.events import (
@@ -35,6 +42,7 @@ from engine.events import (
     StageStarted,
     SuggestionReady,
 )
+from engine.guard.policy import guard_label
 from engine.llm.errors import LLMError
 from engine.loop.machine import AWAITING, FINISHED, PAUSED, Loop
 from engine.tasks import TaskError, load_task
@@ -73,6 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="also print build logs and streamed tokens"
     )
+    add_guard_flags(parser)
 
 
 def _usage(message: str) -> int:
@@ -96,6 +105,9 @@ def _overrides(args: argparse.Namespace, stored: dict[str, Any]) -> dict[str, An
         out["loop"] = loop
     if args.device:
         out["eval"] = {"device": args.device}
+    guard = guard_overrides(args, stored.get("guard") or {})
+    if guard:
+        out["guard"] = guard
     return out
 
 
@@ -146,7 +158,11 @@ def run_command(args: argparse.Namespace) -> int:
             session.close()
         print(f"cudaforge run: {error}", file=sys.stderr)
         return EXIT_USAGE
-    print(f"session {session.name} · branch {loop.branch} · {session.path}", flush=True)
+    print(
+        f"session {session.name} · branch {loop.branch} · {session.path} · "
+        f"{guard_label(config.guard.policy, config.guard.relax, config.guard.refuse)}",
+        flush=True,
+    )
     try:
         code = drive(loop, printer)
         print_summary(session, loop.branch, sys.stdout)
@@ -282,6 +298,7 @@ def summary_rows(session: SessionRepo, branch: str) -> list[dict[str, Any]]:
             seconds = item.read_json("loop.json").get("stage_seconds", {})
         rows.append(
             {
+                "share": share_of_iteration(item),
                 "iteration": item.number,
                 "phase": item.phase,
                 "status": item.status,
@@ -295,7 +312,16 @@ def summary_rows(session: SessionRepo, branch: str) -> list[dict[str, Any]]:
 
 
 def print_summary(session: SessionRepo, branch: str, out: TextIO) -> None:
-    header = ["iter", "phase", "status", "speedup", "tokens", "cost", *(f"{s} s" for s in TABLE_STAGES)]
+    header = [
+        "iter",
+        "phase",
+        "status",
+        "speedup",
+        "share",
+        "tokens",
+        "cost",
+        *(f"{s} s" for s in TABLE_STAGES),
+    ]
     table = [header]
     for row in summary_rows(session, branch):
         cost = "unknown" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
@@ -306,6 +332,7 @@ def print_summary(session: SessionRepo, branch: str, out: TextIO) -> None:
                 row["phase"],
                 row["status"],
                 format_speedup(row["speedup"]),
+                format_share(row.get("share")),
                 str(row["tokens"]),
                 cost,
                 *secs,
@@ -315,6 +342,7 @@ def print_summary(session: SessionRepo, branch: str, out: TextIO) -> None:
     print("", file=out)
     for r in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip(), file=out)
+    print(settings_guard_label(session.settings(branch).get("settings", {})), file=out)
     best = session.best(branch)
     if best is None:
         print("best: no correct kernel yet", file=out)

@@ -177,3 +177,64 @@ def test_result_fields_round_trip_and_old_results_read_as_strict() -> None:
         and back.kernel_share == {"share": 0.5}
     )
     assert EvalResult.from_dict({"status": "correct"}).guard_policy == "strict"
+
+
+@pytest.mark.slow
+def test_headless_run_records_the_guard_in_session_toml_header_and_table(
+    tmp_path: Path, ext_cache: Path
+) -> None:
+    from sessions.repo import SessionRepo
+    from tests.loop_helpers import RELU_TASK, SCRIPTED
+
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    (cwd / "cudaforge.toml").write_text(
+        '[eval]\ntrials = 2\ntiming_trials = 5\ntiming_budget_s = 1.0\n[guard]\nrefuse = ["timing-access"]\n'
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine.cli_run",
+        str(RELU_TASK),
+        "--headless",
+        "--auto-approve",
+        "--rounds",
+        "1",
+        "--device",
+        "cpu",
+        "--name",
+        "g",
+        "--sessions-dir",
+        str(tmp_path / "s"),
+        "--guard",
+        "strict",
+        "--relax",
+        "state-in-forward",
+        "--coder",
+        f"scripted/{SCRIPTED / 'steady' / 'coder'}",
+        "--judge",
+        f"scripted/{SCRIPTED / 'steady' / 'judge'}",
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "CUDAFORGE_CACHE_DIR": str(ext_cache),
+        "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+    }
+    done = subprocess.run(
+        cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    label = "guard strict · relax state-in-forward · refuse timing-access"
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("session g ") and label in first
+    assert "share" in done.stdout and label in done.stdout.split("best:")[0].splitlines()[-1]
+    session = SessionRepo.open(tmp_path / "s" / "g")
+    try:
+        guard = session.settings()["settings"]["guard"]
+        assert guard == {"policy": "strict", "relax": ["state-in-forward"], "refuse": ["timing-access"]}
+        result = EvalResult.from_dict(session.history()[-1].read_json("eval.json"))
+        assert result.guard_policy == "strict" and result.guard_refuse == ["timing-access"]
+        assert "state-in-forward" in result.relaxed_rules
+    finally:
+        session.close()

@@ -31,6 +31,9 @@ def eval_options(config: Config, device: str, cache_root: Path | None = None) ->
         timing=TimingPlan(min_trials=e.timing_trials, budget_s=e.timing_budget_s),
         timeouts=StageTimeouts(**vars(e.timeouts)),
         cache_root=cache_root,
+        guard_policy=config.guard.policy,
+        relax=tuple(config.guard.relax),
+        refuse=tuple(config.guard.refuse),
     )
 
 
@@ -47,6 +50,11 @@ def session_settings(config: Config, device: str) -> dict[str, Any]:
             "tolerances": dict(config.eval.tolerances),
         },
         "profile": {"enabled": config.profile.enabled, "metrics": config.profile.metrics},
+        "guard": {
+            "policy": config.guard.policy,
+            "relax": list(config.guard.relax),
+            "refuse": list(config.guard.refuse),
+        },
     }
 
 
