@@ -238,3 +238,34 @@ def test_headless_run_records_the_guard_in_session_toml_header_and_table(
         assert "state-in-forward" in result.relaxed_rules
     finally:
         session.close()
+
+
+def test_bench_summary_shows_the_guard_and_the_share_distribution() -> None:
+    from engine.bench.summary import TaskRow, format_table, set_statistics
+
+    rows = [
+        TaskRow("a", "done", True, 1.5, 1, 10, 0.0, 1.0, guard="guard default", best_share=0.2),
+        TaskRow("b", "done", True, 0.9, 1, 10, 0.0, 1.0, guard="guard default", best_share=0.6),
+        TaskRow("c", "done", True, 1.1, 1, 10, 0.0, 1.0, guard="guard default", best_share=1.0),
+        TaskRow("d", "done", False, None, 1, 10, 0.0, 1.0, guard="guard default"),
+    ]
+    stats = set_statistics(rows)
+    assert (stats["share_min"], stats["share_median"], stats["share_max"]) == (0.2, 0.6, 1.0)
+    text = format_table(rows)
+    assert "guard: guard default" in text
+    assert "own-kernel share of the best kernels (3 task(s)): min 20% · median 60% · max 100%" in text
+
+
+def test_bench_passes_the_guard_to_every_task() -> None:
+    from engine.bench.runner import BenchOptions, task_command
+    from engine.bench.tasks import BenchTask
+
+    options = BenchOptions(
+        out=Path("/tmp/nowhere"), guard="strict", relax=["timing-access"], refuse=["state-in-forward"]
+    )
+    cmd = task_command(BenchTask("relu", ROOT / "examples" / "tasks" / "relu.py"), options)
+    assert cmd[cmd.index("--guard") + 1] == "strict"
+    assert (
+        cmd[cmd.index("--relax") + 1] == "timing-access"
+        and cmd[cmd.index("--refuse") + 1] == "state-in-forward"
+    )
