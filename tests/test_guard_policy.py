@@ -269,3 +269,17 @@ def test_bench_passes_the_guard_to_every_task() -> None:
         cmd[cmd.index("--relax") + 1] == "timing-access"
         and cmd[cmd.index("--refuse") + 1] == "state-in-forward"
     )
+
+
+def test_sessions_table_shows_the_guard(tmp_path: Path) -> None:
+    from sessions.cli import format_table
+    from sessions.listing import list_sessions
+    from sessions.repo import SessionRepo
+
+    guard = {"policy": "strict", "relax": ["timing-access"], "refuse": []}
+    with SessionRepo.create(
+        tmp_path, task_source="x = 1\n", task_name="t", name="g", settings={"guard": guard}
+    ):
+        pass
+    lines = format_table(list_sessions(tmp_path)).splitlines()
+    assert lines[0].split()[5] == "GUARD" and lines[1].split()[6] == "strict,relax=timing-access"
