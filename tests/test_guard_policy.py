@@ -283,3 +283,47 @@ def test_sessions_table_shows_the_guard(tmp_path: Path) -> None:
         pass
     lines = format_table(list_sessions(tmp_path)).splitlines()
     assert lines[0].split()[5] == "GUARD" and lines[1].split()[6] == "strict,relax=timing-access"
+
+
+def test_output_pane_rows_show_the_guard_and_the_share() -> None:
+    from tui.model import check_rows
+
+    result = EvalResult(
+        status="correct",
+        guard_policy="default",
+        relaxed_rules=["timing-access"],
+        kernel_share={
+            "share": 0.25,
+            "own_ms": 0.1,
+            "library_ms": 0.3,
+            "method": "cuda-profiler",
+            "kernels": [
+                {"name": "cudnn_conv", "own": False, "ms": 0.3, "calls": 1},
+                {"name": "relu_scale_kernel", "own": True, "ms": 0.1, "calls": 1},
+            ],
+        },
+    ).to_dict()
+    rows = {row[0]: row for row in check_rows(result)}
+    assert rows["guard"][1:3] == ("default", "relax timing-access")
+    assert rows["own-kernel share"][1] == "25%" and rows["own-kernel share"][3] == "cuda-profiler"
+    assert "cudnn_conv" in rows["  library kernel"][2]
+    old = {row[0] for row in check_rows({"status": "correct"})}
+    assert "guard" not in old and "own-kernel share" not in old
+
+
+def test_tui_new_and_open_take_the_guard_flags(tmp_path: Path) -> None:
+    from tui.cli import build_parser
+    from tui.commands import _argv_for, _guard_flags, _loop_factory
+
+    args = build_parser(("tui.commands",)).parse_args(
+        ["open", "s", "--guard", "strict", "--relax", "timing-access", "--relax", "timing-access"]
+    )
+    assert _guard_flags(args) == {"policy": "strict", "relax": ["timing-access"]}
+    assert _argv_for(args, "open", "s")[-4:] == ["--guard", "strict", "--relax", "timing-access"]
+    assert callable(_loop_factory(args))
+    bad = build_parser(("tui.commands",)).parse_args(["new", "t.py", "--refuse", "nope"])
+    with pytest.raises(ValueError, match="valid rule ids"):
+        _loop_factory(bad)
+    assert _loop_factory(build_parser(("tui.commands",)).parse_args(["new", "t.py"])) is None
+    missing = _cli("new", str(tmp_path / "t.py"), "--refuse", "nope", cwd=tmp_path)
+    assert missing.returncode == 2 and "valid rule ids" in missing.stderr

@@ -49,15 +49,56 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     add_serve_options(parser)
 
 
+def add_guard_options(parser: argparse.ArgumentParser) -> None:
+    """``--guard``/``--relax``/``--refuse`` as in ``engine.cli_guard`` (inlined: importing the guard package
+    here would slow the TUI's first frame; ids are validated when the loop is made)."""
+    parser.add_argument("--guard", choices=("default", "strict"), default=None, help="guard policy")
+    parser.add_argument(
+        "--relax", action="append", default=None, metavar="RULE", help="turn a guard rule off"
+    )
+    parser.add_argument(
+        "--refuse", action="append", default=None, metavar="RULE", help="make a warning refuse"
+    )
+
+
+def _guard_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``[guard]`` overrides the flags ask for (empty when none were given)."""
+    out: dict[str, Any] = {}
+    if getattr(args, "guard", None):
+        out["policy"] = args.guard
+    for key in ("relax", "refuse"):
+        if getattr(args, key, None):
+            out[key] = list(dict.fromkeys(getattr(args, key)))
+    return out
+
+
+def _loop_factory(args: argparse.Namespace) -> Any:
+    """A loop factory carrying the guard flags, or None (the app's default factory) when none were given."""
+    guard = _guard_flags(args)
+    if not guard:
+        return None
+    from engine.guard.policy import GuardSettings
+    from engine.loop import create_loop
+
+    # unknown ids are a usage error now, before a session is created (GuardPolicyError is a ValueError)
+    GuardSettings(
+        guard.get("policy", "default"), tuple(guard.get("relax", ())), tuple(guard.get("refuse", ()))
+    )
+
+    return lambda repo, on_event: create_loop(repo, on_event=on_event, guard=guard)
+
+
 def register(subparsers: Any) -> None:
     new = subparsers.add_parser("new", help="start a session from a task file, in the TUI")
     new.add_argument("task", type=Path, metavar="TASK.py")
     add_common_options(new)
+    add_guard_options(new)
     new.set_defaults(func=run_new)
 
     open_ = subparsers.add_parser("open", help="resume a session in the TUI")
     open_.add_argument("session", metavar="SESSION")
     add_common_options(open_)
+    add_guard_options(open_)
     open_.set_defaults(func=run_open)
 
     replay = subparsers.add_parser("replay", help="step through a past session, read-only")
@@ -88,6 +129,12 @@ def _argv_for(args: argparse.Namespace, *words: str) -> list[str]:
         argv += ["--sessions-dir", str(args.sessions_dir)]
     if args.no_mouse:
         argv.append("--no-mouse")
+    guard = _guard_flags(args)
+    if guard.get("policy"):
+        argv += ["--guard", guard["policy"]]
+    for key in ("relax", "refuse"):
+        for rule in guard.get(key, []):
+            argv += [f"--{key}", rule]
     return argv
 
 
@@ -113,12 +160,18 @@ def _open_session(args: argparse.Namespace, mode: str) -> int:
     from tui.app import CudaforgeApp
 
     try:
+        factory = _loop_factory(args) if mode == "live" else None
+    except ValueError as error:
+        print(f"cudaforge: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
         repo = SessionRepo.open(args.session, args.sessions_dir)
     except SessionError as error:
         print(f"cudaforge: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        return _run_app(args, CudaforgeApp(sessions_root=args.sessions_dir, session=repo, mode=mode))
+        app = CudaforgeApp(sessions_root=args.sessions_dir, session=repo, mode=mode, loop_factory=factory)
+        return _run_app(args, app)
     finally:
         repo.close()
 
@@ -139,12 +192,18 @@ def run_new(args: argparse.Namespace) -> int:
     from tui.app import CudaforgeApp
 
     try:
+        factory = _loop_factory(args)
+    except ValueError as error:
+        print(f"cudaforge: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
         repo = SessionRepo.create(args.sessions_dir, args.task)
     except SessionError as error:
         print(f"cudaforge: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        return _run_app(args, CudaforgeApp(sessions_root=args.sessions_dir, session=repo, mode="live"))
+        app = CudaforgeApp(sessions_root=args.sessions_dir, session=repo, mode="live", loop_factory=factory)
+        return _run_app(args, app)
     finally:
         repo.close()
 

@@ -20,7 +20,11 @@ __all__ = [
 ]
 
 
-def create_loop(repo: Any, on_event: Callable[[Any], None] | None = None) -> Loop:
+def create_loop(
+    repo: Any,
+    on_event: Callable[[Any], None] | None = None,
+    guard: dict[str, Any] | None = None,
+) -> Loop:
     """A loop on an open session with the user's configuration: the TUI's entry point.
 
     Same wiring as ``cudaforge run``: config files, and NCU/PyTorch-profiler feedback when the
@@ -30,7 +34,11 @@ def create_loop(repo: Any, on_event: Callable[[Any], None] | None = None) -> Loo
     from engine.evaluate import resolve_device
     from engine.loop.factory import make_loop
 
-    config = load_config()
+    # ``guard``: the ``[guard]`` overrides of ``cudaforge new/open --guard/--relax/--refuse``; a resumed
+    # session keeps the guard its session.toml records unless a flag says otherwise.
+    stored = (repo.settings().get("settings", {}) or {}).get("guard") if hasattr(repo, "settings") else None
+    merged = {**(stored or {}), **(guard or {})}
+    config = load_config(overrides={"guard": merged} if merged else None)
     profiler = None
     if config.profile.enabled and resolve_device(config.eval.device) == "cuda":
         from engine.profile.candidate import loop_profiler
