@@ -327,3 +327,28 @@ def test_tui_new_and_open_take_the_guard_flags(tmp_path: Path) -> None:
     assert _loop_factory(build_parser(("tui.commands",)).parse_args(["new", "t.py"])) is None
     missing = _cli("new", str(tmp_path / "t.py"), "--refuse", "nope", cwd=tmp_path)
     assert missing.returncode == 2 and "valid rule ids" in missing.stderr
+
+
+def test_guard_corpus_script_reports_per_level_rates(tmp_path: Path) -> None:
+    assets = tmp_path / "docs" / "assets"
+    (assets / "solutions").mkdir(parents=True)
+    (assets / "problems").mkdir()
+    entries = []
+    for i, (name, level) in enumerate(
+        [("partial_conv_epilogue", 2), ("partial_container_members", 3), ("cheat_kernel-not-called", 1)]
+    ):
+        (assets / "solutions" / f"k{i}.py").write_text((FIXTURES / f"{name}.py").read_text())
+        entries.append({"file": f"k{i}", "level": level, "problem_id": i + 1, "model": "m"})
+    (assets / "raw_data.json").write_text(json.dumps(entries))
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "guard_corpus.py"), str(tmp_path), "--list-refusals"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "| 1 | 1 | 1 (100%) | 1 (100%) |" in done.stdout
+    assert "| 2 | 1 | 0 (0%) | 1 (100%) |" in done.stdout
+    assert "| 3 | 1 | 0 (0%) | 1 (100%) |" in done.stdout
+    assert "l1_p3 k2: line" in done.stdout and "kernel-not-called" in done.stdout
