@@ -131,6 +131,9 @@ def run_command(args: argparse.Namespace) -> int:
                 return _usage(f"no such task file: {args.task}")
             load_task(args.task, describe=False)
             session = None
+            if args.relax or args.refuse:  # flags add to the config's [guard] lists (as on eval and check)
+                files = {"guard": dict(vars(load_config(Path.cwd(), os.environ).guard))}
+                config = load_config(Path.cwd(), os.environ, _overrides(args, files))
     except (ConfigError, TaskError, SessionError) as error:
         return _usage(str(error))
     if config.loop.approval != "auto" and not sys.stdin.isatty():

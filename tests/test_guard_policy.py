@@ -189,7 +189,7 @@ def test_headless_run_records_the_guard_in_session_toml_header_and_table(
     cwd = tmp_path / "project"
     cwd.mkdir()
     (cwd / "cudaforge.toml").write_text(
-        '[eval]\ntrials = 2\ntiming_trials = 5\ntiming_budget_s = 1.0\n[guard]\nrefuse = ["timing-access"]\n'
+        '[eval]\ntrials = 2\ntiming_trials = 5\ntiming_budget_s = 1.0\n[guard]\nrelax = ["timing-disagreement"]\nrefuse = ["timing-access"]\n'
     )
     cmd = [
         sys.executable,
@@ -225,14 +225,15 @@ def test_headless_run_records_the_guard_in_session_toml_header_and_table(
         cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    label = "guard strict · relax state-in-forward · refuse timing-access"
+    label = "guard strict · relax timing-disagreement,state-in-forward · refuse timing-access"
     first = done.stdout.splitlines()[0]
     assert first.startswith("session g ") and label in first
     assert "share" in done.stdout and label in done.stdout.split("best:")[0].splitlines()[-1]
     session = SessionRepo.open(tmp_path / "s" / "g")
     try:
         guard = session.settings()["settings"]["guard"]
-        assert guard == {"policy": "strict", "relax": ["state-in-forward"], "refuse": ["timing-access"]}
+        relax = ["timing-disagreement", "state-in-forward"]
+        assert guard == {"policy": "strict", "relax": relax, "refuse": ["timing-access"]}
         result = EvalResult.from_dict(session.history()[-1].read_json("eval.json"))
         assert result.guard_policy == "strict" and result.guard_refuse == ["timing-access"]
         assert "state-in-forward" in result.relaxed_rules
