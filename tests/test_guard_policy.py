@@ -353,3 +353,35 @@ def test_guard_corpus_script_reports_per_level_rates(tmp_path: Path) -> None:
     assert "| 2 | 1 | 0 (0%) | 1 (100%) |" in done.stdout
     assert "| 3 | 1 | 0 (0%) | 1 (100%) |" in done.stdout
     assert "l1_p3 k2: line" in done.stdout and "kernel-not-called" in done.stdout
+
+
+def test_classify_kernels_per_forward_and_own_names() -> None:
+    from engine.guard.share import classify_kernels
+
+    times = {
+        "void relu_scale_kernel<float>(float const*, float*, float, long)": (0.3, 3),
+        "sm90_xmma_fprop_implicit_gemm_tf32": (1.2, 3),
+        "at::native::vectorized_elementwise_kernel<4, ...>": (0.3, 6),
+    }
+    rows = {r["name"][:12]: r for r in classify_kernels(times, ["relu_scale_kernel"], calls_per=3)}
+    assert rows["void relu_sc"]["own"] and rows["void relu_sc"]["ms"] == pytest.approx(0.1)
+    assert not rows["sm90_xmma_fp"]["own"] and rows["at::native::"]["calls"] == 2
+    record = share_record(rows.values(), "cuda-profiler")
+    assert record["share"] == pytest.approx(0.1 / 0.6) and record["kernels"][0]["name"].startswith("sm90")
+
+
+def test_extension_timer_restores_the_module_after_measuring() -> None:
+    import types
+
+    from engine.guard.share import cpu_extension_share
+
+    module = types.ModuleType("fake_ext")
+
+    def work(n: int) -> int:
+        return sum(range(n))
+
+    module.work = work  # type: ignore[attr-defined]
+    record = cpu_extension_share([module], lambda: (module.work(200_000), sum(range(200_000))))
+    assert module.work is work
+    assert record["method"] == "cpu-extension-wall" and 0.1 < record["share"] < 0.9
+    assert [k["name"] for k in record["kernels"] if k["own"]] == ["fake_ext.work"]
