@@ -112,6 +112,7 @@ class BuildRecorder:
         self.headers = HeaderStore(cache_root)
         self.builds: list[ExtensionBuild] = []
         self.notices: list[str] = []
+        self.modules: list[Any] = []  # what each load_inline returned (the CPU own-kernel share wraps them)
         self._original: Callable[..., Any] | None = None
 
     def install(self) -> None:
@@ -180,6 +181,7 @@ class BuildRecorder:
             record.seconds = time.monotonic() - started
             record.ok = True
             record.cached = bool(before) and _library_mtimes(build_dir) == before
+        self.modules.append(module)
         if header and not record.pch and self.headers.queue(header, build_dir):
             record.pch = "queued"
         return module

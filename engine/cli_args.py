@@ -69,6 +69,11 @@ def loop_overrides(args: argparse.Namespace, stored: Mapping[str, Any] | None = 
         out["loop"] = loop
     if getattr(args, "device", None):
         out["eval"] = {"device": args.device}
+    from engine.cli_guard import guard_overrides
+
+    guard = guard_overrides(args, dict(stored.get("guard") or {}))
+    if guard:
+        out["guard"] = guard
     return out
 
 
@@ -81,3 +86,18 @@ def rounds_target(more: int | None, tip: int | None, stored_target: int) -> int:
     if more is None:
         return stored_target
     return more if tip is None else tip + more
+
+
+def loop_config(args: argparse.Namespace, stored: Mapping[str, Any] | None = None) -> Any:
+    """The one settings resolution of a command that runs the loop (``run``, ``new``, ``open``).
+
+    Config files < a resumed session's stored settings (``stored``, its ``session.toml``) < flags.
+    ``--relax``/``--refuse`` add to the ``[guard]`` lists in force (the session's, else the files'),
+    as they do for ``eval`` and ``check``; ``--guard`` replaces the policy.
+    """
+    from engine.config import load_config
+
+    files = load_config()
+    base = dict(stored or {})
+    base.setdefault("guard", {k: (list(v) if isinstance(v, list) else v) for k, v in vars(files.guard).items()})
+    return load_config(overrides=loop_overrides(args, base))

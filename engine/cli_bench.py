@@ -33,6 +33,8 @@ from engine.bench.settings import merged_settings
 from engine.bench.summary import format_table, write_csv, write_json
 from engine.bench.tasks import BenchError, discover
 from engine.cli_args import int_at_least
+from engine.cli_guard import add_guard_flags
+from engine.guard.policy import GuardPolicyError, GuardSettings, guard_label
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -75,6 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--progress", choices=("auto", "bar", "lines"), default="auto",
         help="a live bar (terminal) or one line per event (default: bar on a terminal)",
     )  # fmt: skip
+    add_guard_flags(parser)
 
 
 def _usage(message: str) -> int:
@@ -121,7 +124,21 @@ def bench_command(args: argparse.Namespace) -> int:
     for note in notes:
         print(note, flush=True)
     out: Path = args.out.resolve()
-    stored = merged_settings(out, {"rounds": args.rounds, "coder": args.coder, "judge": args.judge})
+    try:
+        guard = GuardSettings(args.guard or "default", tuple(args.relax or ()), tuple(args.refuse or ()))
+    except GuardPolicyError as error:
+        return _usage(str(error))
+    stored = merged_settings(
+        out,
+        {
+            "rounds": args.rounds,
+            "coder": args.coder,
+            "judge": args.judge,
+            "guard": args.guard,
+            "relax": list(guard.relax) or None,
+            "refuse": list(guard.refuse) or None,
+        },
+    )
     options = BenchOptions(
         out=out,
         rounds=stored["rounds"],
@@ -132,9 +149,13 @@ def bench_command(args: argparse.Namespace) -> int:
         gpus=gpus,
         compile_baseline=args.compile_baseline,
         ray=args.ray,
+        guard=stored.get("guard"),
+        relax=list(stored.get("relax") or []),
+        refuse=list(stored.get("refuse") or []),
     )
     workers = f"Ray at {args.ray}" if args.ray else f"{len(gpus) if gpus else args.workers} worker(s)"
-    print(f"bench: {len(tasks)} task(s) · {workers} on {device} · {out}", flush=True)
+    label = guard_label(options.guard or "default (or [guard] policy)", options.relax, options.refuse)
+    print(f"bench: {len(tasks)} task(s) · {workers} on {device} · {out} · {label}", flush=True)
     progress = make_progress(args.progress, len(tasks), sys.stdout, options.rounds)
     try:
         failures = Bench(tasks, options, progress).run()

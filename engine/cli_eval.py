@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from engine.cli_args import int_at_least, positive_float
+from engine.cli_guard import add_guard_flags, guard_settings
 from engine.config import ConfigError, load_config
 from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, check_task, evaluate_files
+from engine.guard.policy import GuardPolicyError
 from engine.result import EvalResult
 from engine.tasks import TaskError, load_task
 
@@ -51,6 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="stream the build log and stage changes to stderr"
     )
+    add_guard_flags(parser)
     parser.set_defaults(func=run_eval)
 
 
@@ -65,10 +68,12 @@ def run_eval(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         config = load_config(overrides={"eval": eval_flag_overrides(args)})
-    except ConfigError as error:
+        guard = guard_settings(args, config)
+    except (ConfigError, GuardPolicyError) as error:
         print(f"cudaforge eval: {error}", file=sys.stderr)
         return EXIT_USAGE
     options = EvalOptions.from_config(config)
+    options.guard_policy, options.relax, options.refuse = guard.policy, guard.relax, guard.refuse
     options.do_timing = not args.no_timing
     on_event = _print_event if args.verbose else None
     if not args.json and not args.verbose:
@@ -151,6 +156,7 @@ def format_summary(result: EvalResult, kernel_label: str = "kernel") -> str:
             f"  time   kernel {c.median_ms:.4f} ms (IQR {c.iqr_ms:.4f}, n={c.n}) · reference {r.median_ms:.4f} ms"
             f" → speedup {result.speedup:.2f}×"
         )
+    lines.append(f"  {guard_line(result)}")
     for message in result.messages:
         lines.append(f"  ! {message}")
     for flag in result.flags:
@@ -168,3 +174,14 @@ def format_summary(result: EvalResult, kernel_label: str = "kernel") -> str:
         lines.append("  last output of the worker:")
         lines.extend(f"    {line}" for line in result.stderr_tail.splitlines()[-10:])
     return "\n".join(lines)
+
+
+def guard_line(result: EvalResult) -> str:
+    """The policy, every changed rule, and the own-kernel share when measured (``guard default · share 42%``)."""
+    from engine.guard.policy import guard_label
+
+    text = guard_label(result.guard_policy, result.relaxed_rules, result.guard_refuse)
+    share = result.kernel_share
+    if share:
+        text += f" · own-kernel share {share['share']:.0%} ({share['method']})"
+    return text

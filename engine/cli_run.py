@@ -25,8 +25,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine.cli_args import add_loop_flags, loop_overrides, rounds_target
-from engine.config import ConfigError, load_config, sessions_root
+from engine.cli_args import add_loop_flags, loop_config, rounds_target
+from engine.cli_guard import (
+    add_guard_flags,
+    format_share,
+    settings_guard_label,
+    share_of_iteration,
+)
+from engine.config import ConfigError, sessions_root
 from engine.evaluate import EvaluationError
 from engine.events import (
     AwaitingApproval,
@@ -38,6 +44,7 @@ from engine.events import (
     StageStarted,
     SuggestionReady,
 )
+from engine.guard.policy import guard_label
 from engine.llm.errors import LLMError
 from engine.loop.machine import AWAITING, FINISHED, PAUSED, Loop
 from engine.tasks import TaskError, load_task
@@ -72,6 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="also print build logs and streamed tokens"
     )
+    add_guard_flags(parser)
 
 
 def _usage(message: str) -> int:
@@ -88,12 +96,11 @@ def run_command(args: argparse.Namespace) -> int:
         return _usage("--branch needs --session")
     tip: int | None = None
     try:
-        config = load_config(Path.cwd(), os.environ, loop_overrides(args))
+        config = loop_config(args)
         root = sessions_root(config, args.sessions_dir)
         if args.session:
             session = SessionRepo.open(args.session, root)
-            stored = session.settings(args.branch).get("settings", {})
-            config = load_config(Path.cwd(), os.environ, loop_overrides(args, stored))
+            config = loop_config(args, session.settings(args.branch).get("settings", {}))
             history = session.history(args.branch) if args.branch else session.history()
             tip = history[-1].number if history else None
             config.loop.rounds = rounds_target(args.rounds, tip, config.loop.rounds)
@@ -129,7 +136,11 @@ def run_command(args: argparse.Namespace) -> int:
             session.close()
         print(f"cudaforge run: {error}", file=sys.stderr)
         return EXIT_USAGE
-    print(f"session {session.name} · branch {loop.branch} · {session.path}", flush=True)
+    print(
+        f"session {session.name} · branch {loop.branch} · {session.path} · "
+        f"{guard_label(config.guard.policy, config.guard.relax, config.guard.refuse)}",
+        flush=True,
+    )
     print(plan_line(tip, config.loop.rounds), flush=True)
     try:
         code = drive(loop, printer)
@@ -290,6 +301,7 @@ def summary_rows(session: SessionRepo, branch: str) -> list[dict[str, Any]]:
             seconds = item.read_json("loop.json").get("stage_seconds", {})
         rows.append(
             {
+                "share": share_of_iteration(item),
                 "iteration": item.number,
                 "phase": item.phase,
                 "status": item.status,
@@ -315,7 +327,16 @@ def total_line(rows: list[dict[str, Any]]) -> str:
 
 
 def print_summary(session: SessionRepo, branch: str, out: TextIO) -> None:
-    header = ["iter", "phase", "status", "speedup", "tokens", "cost", *(f"{s} s" for s in TABLE_STAGES)]
+    header = [
+        "iter",
+        "phase",
+        "status",
+        "speedup",
+        "share",
+        "tokens",
+        "cost",
+        *(f"{s} s" for s in TABLE_STAGES),
+    ]
     table = [header]
     rows = summary_rows(session, branch)
     for row in rows:
@@ -327,6 +348,7 @@ def print_summary(session: SessionRepo, branch: str, out: TextIO) -> None:
                 row["phase"],
                 row["status"],
                 format_speedup(row["speedup"]),
+                format_share(row.get("share")),
                 str(row["tokens"]),
                 cost,
                 *secs,
@@ -337,6 +359,7 @@ def print_summary(session: SessionRepo, branch: str, out: TextIO) -> None:
     for r in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip(), file=out)
     print(total_line(rows), file=out)
+    print(settings_guard_label(session.settings(branch).get("settings", {})), file=out)
     best = session.best(branch)
     if best is None:
         print("best: no correct kernel yet", file=out)

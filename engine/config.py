@@ -33,6 +33,7 @@ else:  # pragma: no cover - Python 3.10
 from engine.approval import POLICIES as APPROVAL_POLICIES
 
 PROJECT_FILE = "cudaforge.toml"
+GUARD_POLICIES = ("default", "strict")  # engine.guard.policy.POLICIES, kept import-free here
 DEVICES = ("auto", "cpu", "cuda")
 PROVIDER_NAMES = ("openai", "anthropic")
 DTYPES = ("float32", "float64", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
@@ -97,6 +98,15 @@ class SessionsConfig:
 
 
 @dataclass
+class GuardConfig:
+    """``[guard]``: the policy (``engine.guard.policy``) and per-rule changes, by rule id."""
+
+    policy: str = "default"  # default (KernelBench: PyTorch ops warn) | strict (full replacement)
+    relax: list[str] = field(default_factory=list)  # rules turned off (still reported, marked relaxed)
+    refuse: list[str] = field(default_factory=list)  # warnings turned into refusals
+
+
+@dataclass
 class Config:
     models: ModelsConfig = field(default_factory=ModelsConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
@@ -104,6 +114,7 @@ class Config:
     profile: ProfileConfig = field(default_factory=ProfileConfig)
     ui: UIConfig = field(default_factory=UIConfig)
     sessions: SessionsConfig = field(default_factory=SessionsConfig)
+    guard: GuardConfig = field(default_factory=GuardConfig)
     #: per-provider settings tables (``engine.llm.settings.ProviderSettings`` fields)
     providers: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: price overrides by ``provider/model`` (``engine.llm.prices``)
@@ -288,3 +299,21 @@ def validate(config: Config) -> None:
     for name, value in vars(config.eval.timeouts).items():
         if value <= 0:
             raise ConfigError(f"[eval.timeouts] {name} must be positive")
+    _validate_guard(config.guard)
+
+
+def _validate_guard(guard: GuardConfig) -> None:
+    """An unknown policy or rule id in ``[guard]`` is an error naming the valid ones.
+
+    The rule table lives with the guard, whose import costs ~80 ms: it is loaded only when there are
+    rule ids to check, so the TUI's first frame does not pay for a plain policy name."""
+    if not guard.relax and not guard.refuse:
+        if guard.policy not in GUARD_POLICIES:
+            raise ConfigError(f"[guard] policy is {guard.policy!r}; use one of {', '.join(GUARD_POLICIES)}")
+        return
+    from engine.guard.policy import GuardPolicyError, GuardSettings
+
+    try:
+        GuardSettings(guard.policy, tuple(guard.relax), tuple(guard.refuse))
+    except GuardPolicyError as error:
+        raise ConfigError(f"[guard] {error}") from None

@@ -78,6 +78,8 @@ class EvalOptions:
     gpu_index: int | None = None
     guards: bool = True  # off only to measure their cost; relax single rules with ``relax`` instead
     relax: tuple[str, ...] = ()  # guard rule ids (static or runtime) to report but not enforce
+    guard_policy: str = "default"  # engine.guard.policy: "default" (KernelBench) or "strict"
+    refuse: tuple[str, ...] = ()  # guard rule ids whose warnings refuse in this run
     flag_speedup_above: float = 10.0  # a larger speedup is flagged for human review
     # PyTorch's CPU reference runs on one thread by default: its thread pool slows by up to ~80x when
     # other work takes the cores (seen on the 2-core CI machine), which would fake a large speedup.
@@ -95,6 +97,9 @@ class EvalOptions:
             timing=TimingPlan(min_trials=e.timing_trials, budget_s=e.timing_budget_s),
             timeouts=StageTimeouts(**vars(e.timeouts)),
             cache_root=cache_root,
+            guard_policy=config.guard.policy,
+            relax=tuple(config.guard.relax),
+            refuse=tuple(config.guard.refuse),
         )
 
     def settings(self) -> dict[str, Any]:
@@ -107,6 +112,8 @@ class EvalOptions:
             "timeouts": asdict(self.timeouts),
             "guards": self.guards,
             "relax": list(self.relax),
+            "guard_policy": self.guard_policy,
+            "refuse": list(self.refuse),
             "flag_speedup_above": self.flag_speedup_above,
             "cpu_threads": self.cpu_threads,
         }
@@ -169,8 +176,13 @@ def evaluate(
     options = options or EvalOptions()
     device = resolve_device(options.device)
     static_relax, runtime_relax = split_relaxations(options.relax)
+    static_refuse, runtime_refuse = split_refusals(options.guard_policy, options.refuse)
     started = time.monotonic()
-    findings = static_findings(kernel_source, device, static_relax) if options.guards else []
+    findings = (
+        static_findings(kernel_source, device, static_relax, options.guard_policy, static_refuse)
+        if options.guards
+        else []
+    )
     guard_seconds = time.monotonic() - started
     refusals = [
         f
@@ -189,6 +201,7 @@ def evaluate(
         try:
             kernel_names = kernel_names_from_source(kernel_source) if device == "cuda" else []
             run = _WorkerRun(job_dir, device, options, cache_root, on_event, runtime_relax, kernel_names)
+            run.runtime_refuse = runtime_refuse
             result = run.execute(task_source, kernel_source, task_name)
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
@@ -197,6 +210,8 @@ def evaluate(
     result.relaxed_rules = sorted(
         set(options.relax) | {f["rule"] for f in result.findings if f.get("relaxed")}
     )
+    result.guard_policy = options.guard_policy
+    result.guard_refuse = list(dict.fromkeys(options.refuse))
     if result.speedup is not None and result.speedup > options.flag_speedup_above and result.ok:
         result.flags.append(
             f"speedup {result.speedup:.2f}x is above the {options.flag_speedup_above:g}x review threshold: "
@@ -258,11 +273,36 @@ def split_relaxations(relax: tuple[str, ...] | list[str]) -> tuple[list[str], li
     return [r for r in relax if r in RULES], [r for r in relax if r in RUNTIME_RULES]
 
 
-def static_findings(kernel_source: str, device: str, relax: list[str]) -> list[dict[str, Any]]:
-    """The static guard's findings for the source, as result dicts (relaxed ones marked)."""
+def split_refusals(policy: str, refuse: tuple[str, ...] | list[str]) -> tuple[list[str], list[str]]:
+    """Check the policy and sort the ``refuse`` rule ids into static and runtime ones (unknown: an error)."""
+    from engine.guard import RULES
+    from engine.guard.policy import GuardPolicyError, check_policy, check_rule_ids
+
+    try:
+        check_policy(policy)
+        ids = check_rule_ids(refuse)
+    except GuardPolicyError as error:
+        raise EvaluationError(str(error)) from None
+    return [r for r in ids if r in RULES], [r for r in ids if r not in RULES]
+
+
+def static_findings(
+    kernel_source: str,
+    device: str,
+    relax: list[str],
+    policy: str = "strict",
+    refuse: list[str] | tuple[str, ...] = (),
+) -> list[dict[str, Any]]:
+    """The static guard's findings for the source under ``policy``, as result dicts (relaxed ones marked)."""
     from engine.guard import check_source
 
-    findings = check_source(kernel_source, backend="cuda" if device == "cuda" else "cpu", relax=relax)
+    findings = check_source(
+        kernel_source,
+        backend="cuda" if device == "cuda" else "cpu",
+        relax=relax,
+        policy=policy,
+        refuse=refuse,
+    )
     return [{**f.to_dict(), "source": "static"} for f in findings]
 
 
@@ -283,6 +323,7 @@ class _WorkerRun:
         self.job_dir = job_dir
         self.reference_only = reference_only  # the task check: the worker stops after the reference
         self.runtime_relax = list(runtime_relax or [])  # runtime guard rules to report but not enforce
+        self.runtime_refuse: list[str] = []  # runtime rules whose warnings refuse in this run
         self.kernel_names = list(kernel_names or [])  # the source's __global__ names, for the launch check
         self.device = device
         self.options = options
@@ -321,6 +362,8 @@ class _WorkerRun:
             "use_pch": self.options.use_pch,
             "guards": self.options.guards,
             "relax_runtime": self.runtime_relax,
+            "refuse_runtime": self.runtime_refuse,
+            "guard_policy": self.options.guard_policy,
             "kernel_names": self.kernel_names,
             "cpu_threads": self.options.cpu_threads,
             "reference_only": self.reference_only,

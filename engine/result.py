@@ -149,6 +149,11 @@ class EvalResult:
     flags: list[str] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)
     relaxed_rules: list[str] = field(default_factory=list)
+    guard_policy: str = "default"  # "default" (KernelBench: PyTorch ops warn) or "strict" (full replacement)
+    guard_refuse: list[str] = field(default_factory=list)  # rules turned from warnings into refusals
+    # The candidate's own kernels' share of its forward's device time (engine.guard.share):
+    # {"share", "own_ms", "library_ms", "method", "kernels": [{"name", "own", "ms", "calls"}]}, or None.
+    kernel_share: dict[str, Any] | None = None
     error: dict[str, str] | None = None  # {"type", "message", "traceback"} of a Python exception
     signal: str | None = None  # e.g. "SIGSEGV" when the worker died of a signal
     exit_code: int | None = None
@@ -181,6 +186,8 @@ class EvalResult:
     def from_dict(cls, data: dict[str, Any]) -> EvalResult:
         """Rebuild from ``to_dict`` output, ignoring unknown keys (forward compatible)."""
         data = dict(data)
+        # results older than guard policies were judged by today's strict rules
+        data.setdefault("guard_policy", "strict")
         build = dict(data.get("build") or {})
         build.pop("cached", None)
         extensions = [ExtensionBuild(**_known(ExtensionBuild, e)) for e in build.pop("extensions", [])]

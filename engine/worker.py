@@ -36,6 +36,7 @@ from engine.result import (
 )
 
 VERDICT_FD_ENV = "CUDAFORGE_VERDICT_FD"
+SHARE_REPEATS = 3  # forwards profiled for the own-kernel share (after one warm-up)
 
 
 class Channel:
@@ -139,6 +140,8 @@ class Evaluation:
             return self.result
         if self.job.get("guards", True) and self.launch_guard(task, new):
             return self.result
+        if self.job.get("guards", True) and self.device.type == "cpu":
+            self.cpu_share(task, new)
         if self.job.get("do_timing", True) and not self.time(task, reference, new):
             return self.result
         self.stage("done")
@@ -186,6 +189,7 @@ class Evaluation:
             use_pch=bool(self.job.get("use_pch", True)),
         )
         recorder.install()
+        self.recorder = recorder
         started = time.monotonic()
         try:
             module = import_module_from_source(
@@ -262,7 +266,7 @@ class Evaluation:
         from engine.guard.runtime import RUNTIME_RULES
 
         relaxed = rule in self.job.get("relax_runtime", [])
-        severity = RUNTIME_RULES[rule]
+        severity = "refuse" if rule in self.job.get("refuse_runtime", []) else RUNTIME_RULES[rule]
         self.result.findings.append(
             {
                 "rule": rule,
@@ -380,6 +384,7 @@ class Evaluation:
         import torch
 
         from engine.guard import runtime as rg
+        from engine.guard import share
 
         names = self.job.get("kernel_names") or []
         if self.device.type != "cuda" or not names:
@@ -395,21 +400,27 @@ class Evaluation:
                 ]
             ).encode()
         ).hexdigest()[:24]
-        memo = Path(self.job["cache_root"]) / "launch-checks" / f"{key}.json"
+        # v2: per-kernel device times (the own-kernel share), not only the names
+        memo = Path(self.job["cache_root"]) / "launch-checks-v2" / f"{key}.json"
         try:
-            launched = json.loads(memo.read_text())
+            times = {name: tuple(v) for name, v in json.loads(memo.read_text()).items()}
         except (OSError, ValueError):
             inputs = self.make_inputs(task, int(self.job["seed"]))
             try:
                 with torch.no_grad():
-                    launched = rg.launched_kernels(lambda: new(*inputs))
+                    # warm-up: library autotuning and first-call allocations stay out of the share
+                    new(*inputs)
+                    times = share.cuda_kernel_times(lambda: new(*inputs), repeats=SHARE_REPEATS)
             except Exception as error:  # no CUPTI here: say so rather than refuse
                 self.guard(
                     "kernel-launch-unverified", f"the PyTorch profiler could not list launches: {error}"
                 )
                 return False
             memo.parent.mkdir(parents=True, exist_ok=True)
-            memo.write_text(json.dumps(launched))
+            memo.write_text(json.dumps(times))
+        launched = list(times)
+        record = share.share_record(share.classify_kernels(times, names, SHARE_REPEATS), share.CUDA_METHOD)
+        self.result.kernel_share = record
         own = rg.own_kernels_in(launched, names)
         self.result.messages.append(f"kernels launched by one forward: {', '.join(launched) or 'none'}")
         if not own:
@@ -417,7 +428,24 @@ class Evaluation:
                 "no-own-kernel",
                 f"none of the source's kernels ({', '.join(names)}) launched; launched: {', '.join(launched) or 'none'}",
             )
-        return False
+        trivial = share.trivial_share_message(record)
+        return bool(trivial) and self.guard("own-kernel-trivial", trivial or "")
+
+    def cpu_share(self, task: Any, new: Any) -> None:
+        """On CPU, record the wall-time share of the forward spent inside the C++ extension (never refuses)."""
+        import torch
+
+        from engine.guard import share
+
+        modules = getattr(getattr(self, "recorder", None), "modules", [])
+        if not modules:
+            return
+        inputs = self.make_inputs(task, int(self.job["seed"]))
+        try:
+            with torch.no_grad():
+                self.result.kernel_share = share.cpu_extension_share(modules, lambda: new(*inputs))
+        except Exception as error:  # measuring must never change the verdict
+            self.result.messages.append(f"the CPU own-kernel share could not be measured: {error}")
 
     def time(self, task: Any, reference: Any, new: Any) -> bool:
         """Time both models; then re-check on fresh inputs and compare the two clocks. False when refused."""

@@ -70,8 +70,8 @@ def run_sessions(args: argparse.Namespace) -> int:
 
 
 def format_table(summaries: list[SessionSummary]) -> str:
-    """Fixed-width table: task, created, branches, iterations, best speedup, path."""
-    header = ("TASK", "CREATED", "BRANCHES", "ITERATIONS", "BEST", "PATH")
+    """Fixed-width table: task, created, branches, iterations, best speedup, guard policy, path."""
+    header = ("TASK", "CREATED", "BRANCHES", "ITERATIONS", "BEST", "GUARD", "PATH")
     rows = [
         (
             s.task_name,
@@ -79,6 +79,7 @@ def format_table(summaries: list[SessionSummary]) -> str:
             str(s.branches),
             str(s.iterations),
             format_speedup(s.best_speedup),
+            s.guard or "—",
             str(s.path),
         )
         for s in summaries

@@ -10,6 +10,7 @@ import datetime as dt
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from git.exc import GitError
 
@@ -29,6 +30,7 @@ class SessionSummary:
     branches: int
     iterations: int
     best_speedup: float | None
+    guard: str = ""  # the guard policy and changed rules from session.toml (engine.guard.policy); "" unknown
 
 
 def summarize(repo: SessionRepo) -> SessionSummary:
@@ -43,7 +45,19 @@ def summarize(repo: SessionRepo) -> SessionSummary:
         branches=len(repo.branches()),
         iterations=len(iterations),
         best_speedup=max(speedups) if speedups else None,
+        guard=guard_token(repo.settings().get("settings", {}).get("guard")),
     )
+
+
+def guard_token(guard: Any) -> str:
+    """One space-free table cell: ``default``, ``strict,relax=a,refuse=b``; "" when not recorded."""
+    if not isinstance(guard, dict) or not guard.get("policy"):
+        return ""
+    parts = [str(guard["policy"])]
+    for key in ("relax", "refuse"):
+        if guard.get(key):
+            parts.append(f"{key}=" + "+".join(str(r) for r in guard[key]))
+    return ",".join(parts)
 
 
 def list_sessions(root: str | os.PathLike[str] | None = None) -> list[SessionSummary]:

@@ -59,7 +59,10 @@ def test_side_stream_work_shows_as_a_timing_disagreement(ext_cache: Path) -> Non
 
 def test_matmul_fallback_is_refused(ext_cache: Path) -> None:
     result = run(cheat("return torch.matmul(x, x.t())"), ext_cache)
-    assert result.status == "rejected" and "torch-compute-in-forward" in rules(result)
+    # default policy: the matmul is a warning, the kernel that is never called refuses
+    assert result.status == "rejected" and "kernel-not-called" in rules(result)
+    strict = run(cheat("return torch.matmul(x, x.t())"), ext_cache, guard_policy="strict")
+    assert strict.status == "rejected" and "torch-compute-in-forward" in rules(strict)
 
 
 def test_output_cached_by_data_pointer_is_refused(ext_cache: Path) -> None:

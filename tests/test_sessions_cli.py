@@ -58,13 +58,14 @@ def test_sessions_lists_a_table(root: Path, capsys: pytest.CaptureFixture[str]) 
     code, out, err = run(["sessions", "--sessions-dir", str(root)], capsys)
     assert (code, err) == (0, "")
     lines = out.splitlines()
-    assert lines[0].split() == ["TASK", "CREATED", "BRANCHES", "ITERATIONS", "BEST", "PATH"]
+    assert lines[0].split() == ["TASK", "CREATED", "BRANCHES", "ITERATIONS", "BEST", "GUARD", "PATH"]
     rows = {line.split()[0]: line for line in lines[1:]}
     add_row = rows["level1_add"].split()
-    assert add_row[3:] == ["1", "4", "2.50x", str((root / "add").resolve())]
+    assert add_row[3:] == ["1", "4", "2.50x", "—", str((root / "add").resolve())]
     empty_row = rows["empty"].split()
-    assert empty_row[:2] == ["empty", "task"] and empty_row[-3:] == [
+    assert empty_row[:2] == ["empty", "task"] and empty_row[-4:] == [
         "0",
+        "—",
         "—",
         str((root / "empty").resolve()),
     ]

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 COMMAND_MODULES: tuple[str, ...] = (
     "engine.cli_eval",
+    "engine.cli_guard",
     "engine.doctor",
     "engine.cli_run",
     "engine.cli_bench",

@@ -49,6 +49,29 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     add_serve_options(parser)
 
 
+def add_guard_options(parser: argparse.ArgumentParser) -> None:
+    """``--guard``/``--relax``/``--refuse`` as in ``engine.cli_guard`` (inlined: importing the guard package
+    here would slow the TUI's first frame; ids are validated when the loop is made)."""
+    parser.add_argument("--guard", choices=("default", "strict"), default=None, help="guard policy")
+    parser.add_argument(
+        "--relax", action="append", default=None, metavar="RULE", help="turn a guard rule off"
+    )
+    parser.add_argument(
+        "--refuse", action="append", default=None, metavar="RULE", help="make a warning refuse"
+    )
+
+
+def _guard_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``[guard]`` overrides the flags ask for (empty when none were given)."""
+    out: dict[str, Any] = {}
+    if getattr(args, "guard", None):
+        out["policy"] = args.guard
+    for key in ("relax", "refuse"):
+        if getattr(args, key, None):
+            out[key] = list(dict.fromkeys(getattr(args, key)))
+    return out
+
+
 def register(subparsers: Any) -> None:
     from engine.cli_args import add_loop_flags
 
@@ -56,6 +79,7 @@ def register(subparsers: Any) -> None:
     new.add_argument("task", type=Path, metavar="TASK.py")
     add_common_options(new)
     add_loop_flags(new)
+    add_guard_options(new)
     new.set_defaults(func=run_new)
 
     open_ = subparsers.add_parser("open", help="resume a session in the TUI")
@@ -63,6 +87,7 @@ def register(subparsers: Any) -> None:
     add_common_options(open_)
     add_loop_flags(open_)
     open_.add_argument("--branch", help="continue on this branch")
+    add_guard_options(open_)
     open_.set_defaults(func=run_open)
 
     replay = subparsers.add_parser("replay", help="step through a past session, read-only")
@@ -96,6 +121,12 @@ def _argv_for(args: argparse.Namespace, *words: str) -> list[str]:
             argv += [f"--{flag}", str(getattr(args, flag))]
     if args.no_mouse:
         argv.append("--no-mouse")
+    guard = _guard_flags(args)
+    if guard.get("policy"):
+        argv += ["--guard", guard["policy"]]
+    for key in ("relax", "refuse"):
+        for rule in guard.get(key, []):
+            argv += [f"--{key}", rule]
     return argv
 
 
@@ -105,15 +136,14 @@ def _settings(args: argparse.Namespace, session: Any = None) -> tuple[Any, Path]
     For ``open``, the session's stored models and round target come between the files and the
     flags, as for ``run --session``; ``--rounds N`` then means N more rounds after the tip.
     """
-    from engine.cli_args import loop_overrides, rounds_target
-    from engine.config import load_config, sessions_root
+    from engine.cli_args import loop_config, rounds_target
+    from engine.config import sessions_root
 
-    config = load_config(overrides=loop_overrides(args))
+    config = loop_config(args)
     root = sessions_root(config, args.sessions_dir)
     if session is not None:
         branch = getattr(args, "branch", None)
-        stored = session.settings(branch).get("settings", {})
-        config = load_config(overrides=loop_overrides(args, stored))
+        config = loop_config(args, session.settings(branch).get("settings", {}))
         history = session.history(branch) if branch else session.history()
         tip = history[-1].number if history else None
         config.loop.rounds = rounds_target(getattr(args, "rounds", None), tip, config.loop.rounds)

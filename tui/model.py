@@ -138,10 +138,41 @@ def check_rows(result: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
             )
         )
         rows.append(("reference", _ms(ref.get("median_ms")), f"iqr {_ms(ref.get('iqr_ms'))}", ""))
+    rows.extend(share_rows(result))
     speedup = result.get("speedup")
     rows.append(
         ("verdict", str(result.get("status", "?")), format_speedup(speedup), str(result.get("stage", "")))
     )
+    return rows
+
+
+def share_rows(result: Mapping[str, Any], library_shown: int = 3) -> list[tuple[str, str, str, str]]:
+    """The guard policy, and the own-kernel share (``kernel_share``) with the largest library kernels left."""
+    rows: list[tuple[str, str, str, str]] = []
+    if result.get("guard_policy"):
+        changed = [*(f"relax {r}" for r in result.get("relaxed_rules") or [])]
+        changed += [f"refuse {r}" for r in result.get("guard_refuse") or []]
+        rows.append(("guard", str(result["guard_policy"]), ", ".join(changed), ""))
+    share = result.get("kernel_share")
+    if share:
+        rows.append(
+            (
+                "own-kernel share",
+                f"{share.get('share', 0.0):.0%}",
+                f"own {_ms(share.get('own_ms'))} · library {_ms(share.get('library_ms'))}",
+                str(share.get("method", "")),
+            )
+        )
+        library = [k for k in share.get("kernels") or [] if not k.get("own")][:library_shown]
+        for kernel in library:
+            rows.append(
+                (
+                    "  library kernel",
+                    _ms(kernel.get("ms")),
+                    str(kernel.get("name", ""))[:80],
+                    f"×{kernel.get('calls', 0)}",
+                )
+            )
     return rows
 
 

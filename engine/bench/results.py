@@ -16,6 +16,7 @@ from typing import Any
 from engine.bench.compile_baseline import compile_speedup, read_baseline, speedup_vs_compile
 from engine.bench.summary import TaskRow
 from engine.bench.tasks import BenchTask
+from engine.cli_guard import settings_guard_label, share_of_iteration
 from sessions.errors import SessionError
 from sessions.paths import is_session_dir
 from sessions.repo import SessionRepo
@@ -114,4 +115,10 @@ def task_row(out: Path, task: BenchTask, rounds: int | None = None) -> TaskRow:
         compile_speedup=compile_speedup(baseline),
         speedup_vs_compile=speedup_vs_compile(best_speedup, baseline),
         best_by_round=best_by_round(history),
+        guard=settings_guard_label(settings),
+        best_share=_share(share_of_iteration(best)) if best is not None else None,
     )
+
+
+def _share(record: dict | None) -> float | None:
+    return None if not record else record.get("share")

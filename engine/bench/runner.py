@@ -61,6 +61,9 @@ class BenchOptions:
     python: str = sys.executable
     compile_baseline: bool = False
     ray: str | None = None  # a Ray address, or "auto" for a local instance
+    guard: str | None = None  # --guard for every task's session (engine.guard.policy)
+    relax: list[str] = field(default_factory=list)
+    refuse: list[str] = field(default_factory=list)
 
 
 def task_command(task: BenchTask, options: BenchOptions) -> list[str]:
@@ -74,8 +77,11 @@ def task_command(task: BenchTask, options: BenchOptions) -> list[str]:
     cmd += ["--device", options.device]
     if options.rounds is not None:
         cmd += ["--rounds", str(options.rounds)]
-    for flag, value in (("--coder", options.coder), ("--judge", options.judge)):
+    for flag, value in (("--coder", options.coder), ("--judge", options.judge), ("--guard", options.guard)):
         if value:
+            cmd += [flag, value]
+    for flag, values in (("--relax", options.relax), ("--refuse", options.refuse)):
+        for value in values or []:
             cmd += [flag, value]
     return cmd
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 FILENAME = "bench.json"
-KEYS = ("rounds", "coder", "judge")
+KEYS = ("rounds", "coder", "judge", "guard", "relax", "refuse")
 
 
 def merged_settings(out: Path, flags: dict[str, Any]) -> dict[str, Any]:

@@ -53,6 +53,9 @@ class TaskRow:
     speedup_vs_compile: float | None = None
     # best correct speedup so far after each round 0..rounds (None before the first correct one)
     best_by_round: tuple[float | None, ...] = ()
+    # the session's guard (engine.guard.policy label) and its best kernel's own-kernel share
+    guard: str = ""
+    best_share: float | None = None
 
 
 def fast_p(rows: Sequence[TaskRow], p: float) -> float:
@@ -98,6 +101,19 @@ def set_statistics(rows: Sequence[TaskRow]) -> dict[str, Any]:
         "total_minutes": sum(r.minutes for r in rows),
         "gpu_hours": gpu_minutes / 60.0,
         **_compile_statistics(rows),
+        **_guard_statistics(rows),
+    }
+
+
+def _guard_statistics(rows: Sequence[TaskRow]) -> dict[str, Any]:
+    """The guard settings the set ran under, and the own-kernel share of the best kernels."""
+    shares = sorted(r.best_share for r in rows if r.correct and r.best_share is not None)
+    return {
+        "guards": sorted({r.guard for r in rows if r.guard}),
+        "share_tasks": len(shares),
+        "share_min": shares[0] if shares else None,
+        "share_median": statistics.median(shares) if shares else None,
+        "share_max": shares[-1] if shares else None,
     }
 
 
@@ -183,6 +199,13 @@ def format_table(rows: Sequence[TaskRow]) -> str:
         )
         + f" · GPU-hours {s['gpu_hours']:.3f}",
     ]
+    if s["guards"]:
+        lines.append("guard: " + " | ".join(s["guards"]))
+    if s["share_tasks"]:
+        lines.append(
+            f"own-kernel share of the best kernels ({s['share_tasks']} task(s)): min {s['share_min']:.0%} · "
+            f"median {s['share_median']:.0%} · max {s['share_max']:.0%}"
+        )
     if with_compile:
         lines.append(
             f"against torch.compile ({s['vs_compile_tasks']} task(s)): mean {_num(s['vs_compile_mean'], '.2f')} · "

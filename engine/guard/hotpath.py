@@ -529,6 +529,8 @@ class _FnPass:
                 if _is_nn_module_qualname(sq):
                     last = (sq or "").rsplit(".", 1)[-1]
                     resolved = True
+                    if last in NN_CONTAINERS:
+                        self.container_members(call, method, what)
                     if last not in NN_NON_COMPUTE_MODULES and last not in NN_CONTAINERS:
                         self.flag(
                             "submodule-compute-in-forward",
@@ -540,6 +542,25 @@ class _FnPass:
                     self.module_call(call, sub.func.id, method, what)
         if not resolved:
             self.hp.unresolved.append((call.lineno, what))
+
+    def container_members(self, call: ast.Call, method: str, what: str) -> None:
+        """Calling (or iterating) an `nn.Sequential`/`ModuleList` built from a list: its members are not
+        visible in the container's arguments (`nn.ModuleList(layers)`, `nn.Sequential(*make_block())`), so
+        every in-file module class the owner's `__init__` instantiates (nested helpers included) joins the
+        hot path. Over-approximate on purpose: a kernel called through such a member is really called."""
+        if not self.cls:
+            return
+        found = self.idx.method(self.cls, "__init__")
+        if not found:
+            return
+        for sub in ast.walk(found[1]):
+            if (
+                isinstance(sub, ast.Call)
+                and isinstance(sub.func, ast.Name)
+                and sub.func.id in self.idx.classes
+                and sub.func.id not in (self.cls, "Model")
+            ):
+                self.module_call(call, sub.func.id, method, what)
 
     def module_call(self, call: ast.Call, cname: str, method: str, what: str) -> None:
         """Calling an instance of an in-file class: its `forward` (or `__call__`) joins the hot path."""

@@ -41,6 +41,12 @@ human and recorded). Every rule can be relaxed per run; a relaxed finding is sti
 | kernel-source-unresolved       | warn     | a build call's sources could not be resolved statically, so they were not fully checked |
 | torch-compute-in-extension     | refuse   | ATen/torch compute called from the C++/CUDA source (`torch::matmul`, `at::native::...`, `.mm(`) |
 
+The severities above are the ``strict`` policy's. Under the ``default`` policy (KernelBench's semantics,
+``engine.guard.policy``) the five "PyTorch on the hot path" rules — torch-compute-in-forward,
+functional-in-forward, submodule-compute-in-forward, tensor-arithmetic-in-forward and
+torch-compute-in-extension — warn instead, and the runtime rule ``own-kernel-trivial``
+(``engine.guard.runtime``) refuses a candidate whose own kernels do no measurable work.
+
 "Hot path" means `ModelNew.forward` and everything it calls within the file, transitively
 (methods via `self.m(...)`, module functions, in-file `nn.Module`s and `autograd.Function`s,
 lambdas stored on `self`). Module-level code and `__init__` may use torch freely to build weights.

@@ -12,6 +12,7 @@ testable on CPU. Rule ids (stable; relax them per rule in config, and each relax
 | no-own-kernel | refuse | on CUDA, none of the source's own ``__global__`` kernels launched in a forward |
 | timing-disagreement | refuse | the host clock (device-wide sync) saw far more time than the events: hidden work |
 | kernel-launch-unverified | warn | the launch check could not run (profiler unavailable) |
+| own-kernel-trivial | refuse | on CUDA, the source's own kernels launched but took under ``OWN_SHARE_MIN`` of the forward's device time: the work is all in PyTorch |
 
 A speedup above the review threshold is a *flag* (``EvalResult.flags``), never a refusal.
 """
@@ -33,7 +34,12 @@ RUNTIME_RULES: dict[str, str] = {
     "no-own-kernel": "refuse",
     "timing-disagreement": "refuse",
     "kernel-launch-unverified": "warn",
+    "own-kernel-trivial": "refuse",
 }
+
+# Provisional (issue 14): an own-kernel share below this fraction of the forward's device time counts as
+# "no measurable work". The lead sets the final value from benchmarks/guard_share.py on the H200.
+OWN_SHARE_MIN = 0.01
 
 # Host-clock vs event disagreement: honest forwards differ by their CPU overhead (tens of µs);
 # work hidden on a side stream shows as much more (1.7 µs by events vs 258 µs by the host clock

@@ -16,17 +16,28 @@ from typing import Literal
 from engine.guard.findings import Finding
 from engine.guard.hotpath import HotPath, RawFinding
 from engine.guard.native import defines_global_kernel, scan_native
+from engine.guard.policy import GuardSettings
 from engine.guard.pyindex import REGISTERED_OP, BuildCall, ModuleIndex
-from engine.guard.rules import RULES, validate_relax
+from engine.guard.rules import validate_relax
 from engine.guard.wholefile import WholeFileScan
 
 Backend = Literal["cuda", "cpu"]
 _NATIVE_MARKERS = ("#include", "__global__", "<<<", "PYBIND11_MODULE", "TORCH_LIBRARY")
 
 
-def check_source(source: str, backend: Backend = "cuda", relax: Iterable[str] = ()) -> list[Finding]:
-    """All findings for one candidate source, sorted by line. Relaxed rules still appear, marked."""
+def check_source(
+    source: str,
+    backend: Backend = "cuda",
+    relax: Iterable[str] = (),
+    policy: str = "strict",
+    refuse: Iterable[str] = (),
+) -> list[Finding]:
+    """All findings for one candidate source, sorted by line. Relaxed rules still appear, marked.
+
+    ``policy`` and ``refuse`` set each finding's severity (``engine.guard.policy``); the default here is
+    ``strict``, the rule table's own severities, while an evaluation passes its run's policy."""
     relaxed = validate_relax(relax)
+    settings = GuardSettings(policy, tuple(relaxed), tuple(refuse))
     if backend not in ("cuda", "cpu"):
         raise ValueError(f"unknown backend {backend!r}; expected 'cuda' or 'cpu'")
     try:
@@ -37,21 +48,27 @@ def check_source(source: str, backend: Backend = "cuda", relax: Iterable[str] = 
         ]
     else:
         raw = _check_tree(tree, backend)
-    return _finalize(raw, relaxed)
+    return _finalize(raw, relaxed, settings)
 
 
-def check_file(path: str | Path, backend: Backend = "cuda", relax: Iterable[str] = ()) -> list[Finding]:
+def check_file(
+    path: str | Path,
+    backend: Backend = "cuda",
+    relax: Iterable[str] = (),
+    policy: str = "strict",
+    refuse: Iterable[str] = (),
+) -> list[Finding]:
     """`check_source` on a file's text."""
-    return check_source(Path(path).read_text(encoding="utf-8"), backend, relax)
+    return check_source(Path(path).read_text(encoding="utf-8"), backend, relax, policy, refuse)
 
 
-def _finalize(raw: list[RawFinding], relaxed: frozenset[str]) -> list[Finding]:
+def _finalize(raw: list[RawFinding], relaxed: frozenset[str], settings: GuardSettings) -> list[Finding]:
     """One finding per rule and line (the first message wins), in line order."""
     seen: dict[tuple[str, int], str] = {}
     for rule, line, message in raw:
         seen.setdefault((rule, line), message)
     return [
-        Finding(rule, RULES[rule].severity, line, message, rule in relaxed)
+        Finding(rule, settings.severity(rule), line, message, rule in relaxed)  # type: ignore[arg-type]
         for (rule, line), message in sorted(seen.items(), key=lambda kv: (kv[0][1], kv[0][0]))
     ]
 

@@ -33,6 +33,11 @@ def session_settings(config: Config, device: str) -> dict[str, Any]:
             "tolerances": dict(config.eval.tolerances),
         },
         "profile": {"enabled": config.profile.enabled, "metrics": config.profile.metrics},
+        "guard": {
+            "policy": config.guard.policy,
+            "relax": list(config.guard.relax),
+            "refuse": list(config.guard.refuse),
+        },
     }
 
 

@@ -232,7 +232,23 @@ class WorkbenchScreen(Screen[None]):
         status.round = self.shown.number if self.shown is not None else 0
         total = len(self.history)
         playing = " ▶" if self._player is not None else ""
-        status.mode = f"{self.mode} {self.index + 1 if total else 0}/{total}{playing} · {self.branch}"
+        status.mode = f"{self.mode} {self.index + 1 if total else 0}/{total}{playing} · {self.branch}{self._guard_text()}"
+
+    def _guard_text(self) -> str:
+        """`` · guard default`` from the shown iteration's eval.json (the policy it was judged under; none
+        for results recorded before policies)."""
+        result = getattr(self, "_shown_result", None)
+        if self.shown is None:
+            return ""
+        if result is None or result[0] != self.shown.sha:
+            try:
+                data = self.shown.read_json("eval.json") or {}
+            except Exception:
+                data = {}
+            policy = data.get("guard_policy") or ""  # results from before policies: not shown
+            self._shown_result = (self.shown.sha, policy)
+            result = self._shown_result
+        return f" · guard {result[1]}" if result[1] else ""
 
     def show_index(self, index: int) -> None:
         if not self.history:

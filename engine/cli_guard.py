@@ -1,0 +1,169 @@
+"""Guard flags shared by ``eval``, ``check``, ``run``, ``bench``, ``new`` and ``open``, and ``cudaforge check``.
+
+``cudaforge check TASK.py KERNEL.py`` runs the static guard alone: no build, no GPU (``--device cuda``
+only selects the CUDA rules; it reads the source). Exit codes (a contract): 0 when ``eval`` would go on
+to build, 1 when it would refuse, 2 for usage errors (missing files, unknown rule ids or policy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from engine.guard.policy import POLICIES, GuardPolicyError, GuardSettings
+
+EXIT_WOULD_BUILD, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
+
+
+def add_guard_flags(parser: argparse.ArgumentParser) -> None:
+    """``--guard default|strict``, ``--relax RULE`` and ``--refuse RULE`` (both repeatable)."""
+    parser.add_argument(
+        "--guard",
+        choices=POLICIES,
+        default=None,
+        help="guard policy: default (KernelBench: PyTorch ops beside own kernels warn) or strict "
+        "(full replacement); default: [guard] policy in the config, else default",
+    )
+    parser.add_argument(
+        "--relax", action="append", default=None, metavar="RULE", help="turn a guard rule off (repeatable)"
+    )
+    parser.add_argument(
+        "--refuse",
+        action="append",
+        default=None,
+        metavar="RULE",
+        help="turn a guard warning into a refusal (repeatable)",
+    )
+
+
+def guard_settings(args: argparse.Namespace, config: Any = None) -> GuardSettings:
+    """The run's guard settings: config ``[guard]`` (when given) overlaid by the flags. Flags add to the
+    config's relax/refuse lists; ``--guard`` replaces its policy. Raises ``GuardPolicyError`` on unknown ids."""
+    section = getattr(config, "guard", None)
+    policy = getattr(args, "guard", None) or getattr(section, "policy", None) or "default"
+    relax = [*(getattr(section, "relax", None) or []), *(getattr(args, "relax", None) or [])]
+    refuse = [*(getattr(section, "refuse", None) or []), *(getattr(args, "refuse", None) or [])]
+    return GuardSettings(policy, tuple(relax), tuple(refuse))
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="run the static guard alone (no build, no GPU): exit 0 would build, 1 refused",
+        description="Read KERNEL.py and report what the static guard finds, as eval would before building. "
+        "Nothing is built or run; --device cuda works without a GPU.",
+    )
+    parser.add_argument("task", type=Path, help="KernelBench-format task file")
+    parser.add_argument("kernel", type=Path, help="candidate file defining ModelNew")
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cuda", help="which backend's rules (default cuda)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the verdict and findings as JSON")
+    add_guard_flags(parser)
+    parser.set_defaults(func=run_check)
+
+
+def check_files(task: Path, kernel: Path, device: str, settings: GuardSettings) -> dict[str, Any]:
+    """The verdict eval's guard stage would reach, with findings in eval's shape (``source: static``)."""
+    from engine.evaluate import LEFT_TO_BUILD, split_relaxations, static_findings
+
+    static_relax, _ = split_relaxations(list(settings.relax))
+    static_refuse = [r for r in settings.refuse if r not in _runtime_ids()]
+    findings = static_findings(
+        kernel.read_text(encoding="utf-8"), device, static_relax, settings.policy, static_refuse
+    )
+    refusals = [
+        f
+        for f in findings
+        if f["severity"] == "refuse" and not f["relaxed"] and f["rule"] not in LEFT_TO_BUILD
+    ]
+    return {
+        "task": str(task),
+        "kernel": str(kernel),
+        "device": device,
+        "guard_policy": settings.policy,
+        "guard_refuse": list(settings.refuse),
+        "relaxed_rules": sorted(set(settings.relax) | {f["rule"] for f in findings if f["relaxed"]}),
+        "refused": bool(refusals),
+        "findings": findings,
+    }
+
+
+def _runtime_ids() -> set[str]:
+    from engine.guard.runtime import RUNTIME_RULES
+
+    return set(RUNTIME_RULES)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    for label, path in (("task", args.task), ("kernel", args.kernel)):
+        if not path.is_file():
+            print(f"cudaforge check: no such {label} file: {path}", file=sys.stderr)
+            return EXIT_USAGE
+    try:
+        settings = guard_settings(args, _config_or_none())
+        verdict = check_files(args.task, args.kernel, args.device, settings)
+    except (GuardPolicyError, ValueError) as error:
+        print(f"cudaforge check: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(verdict, indent=2))
+    else:
+        state = "REFUSED" if verdict["refused"] else "would build"
+        print(f"{args.kernel} ({settings.label()}, {args.device}): {state}")
+        for f in verdict["findings"]:
+            tag = f"{f['severity']}{', relaxed' if f['relaxed'] else ''}"
+            print(f"  line {f['line']}: [{f['rule']}] ({tag}) {f['message']}")
+    return EXIT_REFUSED if verdict["refused"] else EXIT_WOULD_BUILD
+
+
+def _config_or_none() -> Any:
+    """The resolved config's ``[guard]`` table when the config loads; flags alone otherwise."""
+    try:
+        from engine.config import load_config
+
+        return load_config()
+    except Exception:
+        return None
+
+
+def guard_overrides(args: argparse.Namespace, stored: dict[str, Any]) -> dict[str, Any]:
+    """The ``guard`` table of config overrides: a resumed session's stored table, then the flags on top
+    (``--guard`` replaces the policy; ``--relax``/``--refuse`` add to the lists)."""
+    out: dict[str, Any] = {k: (list(v) if isinstance(v, list) else v) for k, v in stored.items()}
+    if getattr(args, "guard", None):
+        out["policy"] = args.guard
+    for key in ("relax", "refuse"):
+        extra = getattr(args, key, None) or []
+        if extra:
+            out[key] = list(dict.fromkeys([*out.get(key, []), *extra]))
+    return out
+
+
+def format_share(share: dict[str, Any] | float | None) -> str:
+    """``37%`` for a share record (or a bare fraction), ``-`` when not measured."""
+    if isinstance(share, dict):
+        share = share.get("share")
+    return "-" if share is None else f"{share:.0%}"
+
+
+def share_of_iteration(item: Any) -> dict[str, Any] | None:
+    """The ``kernel_share`` of one session iteration's eval.json (None when absent or unreadable)."""
+    try:
+        return (item.read_json("eval.json") or {}).get("kernel_share")
+    except Exception:
+        return None
+
+
+def settings_guard_label(settings: dict[str, Any]) -> str:
+    """``guard default · relax …`` from a session.toml ``settings`` table (sessions from before policies
+    record none: they ran under today's strict rules)."""
+    from engine.guard.policy import guard_label
+
+    guard = settings.get("guard")
+    if not guard:
+        return "guard strict (recorded before policies)"
+    return guard_label(guard.get("policy", "default"), guard.get("relax", []), guard.get("refuse", []))
