@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.build import default_cache_root, remove_stale_torch_lock
+from engine import sandbox
 from engine.profile.kernels import kernel_names_from_source
 from engine.result import (
     REJECTED,
@@ -37,6 +38,7 @@ from engine.result import (
     ExtensionBuild,
     TrialResult,
 )
+from engine.sandbox.logcap import CappedLog
 from engine.timing import TimingPlan
 from engine.tolerances import DEFAULT_TOLERANCES
 from engine.worker import VERDICT_FD_ENV
@@ -80,6 +82,7 @@ class EvalOptions:
     # PyTorch's CPU reference runs on one thread by default: its thread pool slows by up to ~80x when
     # other work takes the cores (seen on the 2-core CI machine), which would fake a large speedup.
     cpu_threads: int = 1
+    sandbox: str = "auto"  # auto | bwrap | landlock | off: what confines the worker (engine.sandbox)
 
     def settings(self) -> dict[str, Any]:
         """What the result records about how it was obtained."""
@@ -93,6 +96,7 @@ class EvalOptions:
             "relax": list(self.relax),
             "flag_speedup_above": self.flag_speedup_above,
             "cpu_threads": self.cpu_threads,
+            "sandbox": self.sandbox,
         }
 
 
@@ -245,6 +249,8 @@ class _WorkerRun:
         self.final: dict[str, Any] | None = None
         self._log_offset = 0
         self._pending = b""
+        self.sandbox_used = ""
+        self.sandbox_warnings: list[str] = []
 
     def _emit(self, event: EvalEvent) -> None:
         if self.on_event:
@@ -277,24 +283,39 @@ class _WorkerRun:
     def execute(self, task_source: str, kernel_source: str, task_name: str) -> EvalResult:
         job_path = self.write_job(task_source, kernel_source, task_name)
         read_fd, write_fd = os.pipe()
-        env = dict(os.environ)
-        env[VERDICT_FD_ENV] = str(write_fd)
-        env["PYTHONUNBUFFERED"] = "1"
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
+        extra = {VERDICT_FD_ENV: str(write_fd), "PYTHONUNBUFFERED": "1"}
         if self.options.gpu_index is not None:
-            env["CUDA_VISIBLE_DEVICES"] = str(self.options.gpu_index)
-        started = time.monotonic()
-        with open(self.log_path, "wb") as log:
-            process = subprocess.Popen(
+            extra["CUDA_VISIBLE_DEVICES"] = str(self.options.gpu_index)
+        try:
+            launch = sandbox.prepare(
+                self.options.sandbox,
                 [sys.executable, "-m", "engine.worker", str(job_path)],
+                job_dir=self.job_dir,
+                writable=[self.cache_root],
+                extra_env=extra,
+            )
+        except sandbox.SandboxError as error:
+            os.close(read_fd)
+            os.close(write_fd)
+            raise EvaluationError(str(error)) from error
+        self.sandbox_used, self.sandbox_warnings = launch.mechanism, launch.warnings
+        started = time.monotonic()
+        out_read, out_write = os.pipe()
+        output = CappedLog(out_read, self.log_path)
+        try:
+            process = subprocess.Popen(
+                launch.argv,
                 stdin=subprocess.DEVNULL,
-                stdout=log,
+                stdout=out_write,
                 stderr=subprocess.STDOUT,
                 cwd=self.job_dir,
-                env=env,
+                env=launch.env,
                 pass_fds=(write_fd,),
                 start_new_session=True,  # its own process group: one killpg takes ninja and nvcc too
             )
+        finally:
+            os.close(out_write)
+        output.start()
         os.close(write_fd)
         self._set_stage("start")
         timed_out = False
@@ -305,6 +326,7 @@ class _WorkerRun:
             if process.poll() is None:
                 _kill_group(process)
             process.wait()
+        output.join(timeout=2.0)
         self._drain_log()
         if self.final is None:  # the stage it died or was killed in still gets its time
             self.durations[self.stage] = (
@@ -427,6 +449,8 @@ class _WorkerRun:
         lines = self._log_text().splitlines()
         result.stderr_tail = "\n".join(lines[-STDERR_TAIL_LINES:])
         result.exit_code = returncode
+        result.sandbox = self.sandbox_used
+        result.messages.extend(w for w in self.sandbox_warnings if w not in result.messages)
         result.durations = {
             **self.durations,
             **{k: v for k, v in result.durations.items() if k not in self.durations},

@@ -429,6 +429,9 @@ def main(argv: list[str]) -> int:
         )
         return 2
     channel = Channel(int(fd_text))
+    from engine.sandbox.landlock import apply_from_env
+
+    apply_from_env()  # Landlock mode: confine this process before any candidate code is read
     job = json.loads(Path(argv[1]).read_text())
     channel.send("ready", pid=os.getpid())
     evaluation = Evaluation(job, channel)
