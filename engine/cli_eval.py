@@ -45,6 +45,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--atol-fp32", type=positive_float, default=None, help="tolerance for float32 outputs"
     )
     parser.add_argument(
+        "--relax",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="report but do not enforce this guard rule (repeatable, or comma-separated)",
+    )
+    parser.add_argument(
+        "--sandbox",
+        choices=("auto", "bwrap", "landlock", "off"),
+        default=None,
+        help="what confines the candidate (default: [eval] sandbox of the config, else auto)",
+    )
+    parser.add_argument(
         "-v", "--verbose", action="store_true", help="stream the build log and stage changes to stderr"
     )
     parser.set_defaults(func=run_eval)
@@ -70,6 +83,8 @@ def run_eval(args: argparse.Namespace) -> int:
         do_timing=not args.no_timing,
         timeouts=timeouts,
         tolerances={"float32": args.atol_fp32} if args.atol_fp32 else {},
+        relax=tuple(r.strip() for value in args.relax for r in value.split(",") if r.strip()),
+        sandbox=args.sandbox or _configured_sandbox(),
     )
     on_event = _print_event if args.verbose else None
     if not args.json and not args.verbose:
@@ -79,11 +94,23 @@ def run_eval(args: argparse.Namespace) -> int:
     except EvaluationError as error:
         print(f"cudaforge eval: {error}", file=sys.stderr)
         return EXIT_USAGE
+    if result.sandbox == "off":
+        print("cudaforge eval: warning: the sandbox is off; candidate code ran with your full rights", file=sys.stderr)
     if args.json:
         print(result.to_json())
     else:
         print(format_summary(result, args.kernel.name))
     return EXIT_CORRECT if result.ok else EXIT_NOT_CORRECT
+
+
+def _configured_sandbox() -> str:
+    """``[eval] sandbox`` from the config files, ``auto`` when none says otherwise."""
+    try:
+        from engine.config import load_config
+
+        return load_config().eval.sandbox
+    except Exception:  # noqa: BLE001 - a broken config is reported by the commands that need it
+        return "auto"
 
 
 def _print_event(event: EvalEvent) -> None:
@@ -115,6 +142,8 @@ def format_summary(result: EvalResult, kernel_label: str = "kernel") -> str:
             f"  time   kernel {c.median_ms:.4f} ms (IQR {c.iqr_ms:.4f}, n={c.n}) · reference {r.median_ms:.4f} ms"
             f" → speedup {result.speedup:.2f}×"
         )
+    if result.sandbox:
+        lines.append(f"  sandbox {result.sandbox}")
     for message in result.messages:
         lines.append(f"  ! {message}")
     for flag in result.flags:

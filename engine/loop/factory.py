@@ -31,6 +31,7 @@ def eval_options(config: Config, device: str, cache_root: Path | None = None) ->
         timing=TimingPlan(min_trials=e.timing_trials, budget_s=e.timing_budget_s),
         timeouts=StageTimeouts(**vars(e.timeouts)),
         cache_root=cache_root,
+        sandbox=e.sandbox,
     )
 
 
