@@ -15,6 +15,7 @@ from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, StageTimeou
 from engine.result import EvalResult
 from engine.tasks import TaskError, load_task
 from engine.timing import TimingPlan
+from sessions.secrets import Scrubber
 
 EXIT_CORRECT, EXIT_NOT_CORRECT, EXIT_USAGE = 0, 1, 2
 
@@ -95,11 +96,15 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"cudaforge eval: {error}", file=sys.stderr)
         return EXIT_USAGE
     if result.sandbox == "off":
-        print("cudaforge eval: warning: the sandbox is off; candidate code ran with your full rights", file=sys.stderr)
+        print(
+            "cudaforge eval: warning: the sandbox is off; candidate code ran with your full rights",
+            file=sys.stderr,
+        )
+    scrub = Scrubber().text  # second line behind the sandbox: a leaked key never reaches the terminal
     if args.json:
-        print(result.to_json())
+        print(scrub(result.to_json()))
     else:
-        print(format_summary(result, args.kernel.name))
+        print(scrub(format_summary(result, args.kernel.name)))
     return EXIT_CORRECT if result.ok else EXIT_NOT_CORRECT
 
 
@@ -113,11 +118,14 @@ def _configured_sandbox() -> str:
         return "auto"
 
 
+_SCRUB = Scrubber().text
+
+
 def _print_event(event: EvalEvent) -> None:
     if event.kind == "stage":
         print(f"── {event.stage}", file=sys.stderr)
     elif event.kind == "log":
-        print(f"   {event.text}", file=sys.stderr)
+        print(f"   {_SCRUB(event.text)}", file=sys.stderr)
 
 
 def format_summary(result: EvalResult, kernel_label: str = "kernel") -> str:

@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.build import default_cache_root, remove_stale_torch_lock
 from engine import sandbox
+from engine.build import default_cache_root, remove_stale_torch_lock
 from engine.profile.kernels import kernel_names_from_source
 from engine.result import (
     REJECTED,

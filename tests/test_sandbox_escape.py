@@ -81,8 +81,13 @@ def world(tmp_path: Path, ext_cache: Path):
     cwd.mkdir()
     listener = Listener()
     yield {
-        "home": home, "sessions": sessions, "out": out, "cwd": cwd, "cache": ext_cache,
-        "listener": listener, "tmp": tmp_path,
+        "home": home,
+        "sessions": sessions,
+        "out": out,
+        "cwd": cwd,
+        "cache": ext_cache,
+        "listener": listener,
+        "tmp": tmp_path,
     }
     listener.close()
 
@@ -90,12 +95,22 @@ def world(tmp_path: Path, ext_cache: Path):
 def candidate_source(name: str, world: dict, mark: str) -> str:
     payload = (ESCAPES / f"{name}.py").read_text()
     for key, value in {
-        "@OUT@": world["out"], "@HOME@": world["home"], "@REPO@": REPO, "@CWD@": world["cwd"],
-        "@CACHE@": world["cache"], "@SESSIONS@": world["sessions"], "@PORT@": world["listener"].port,
-        "@ENGINE_PID@": os.getpid(), "@MARK@": mark,
+        "@OUT@": world["out"],
+        "@HOME@": world["home"],
+        "@REPO@": REPO,
+        "@CWD@": world["cwd"],
+        "@CACHE@": world["cache"],
+        "@SESSIONS@": world["sessions"],
+        "@PORT@": world["listener"].port,
+        "@ENGINE_PID@": os.getpid(),
+        "@MARK@": mark,
     }.items():
         payload = payload.replace(key, str(value))
-    return f"try:\n    exec({payload!r})\nexcept BaseException:\n    pass\n\n{HONEST.read_text()}" if name != "stderr_crash" else payload + "\n" + HONEST.read_text()
+    return (
+        f"try:\n    exec({payload!r})\nexcept BaseException:\n    pass\n\n{HONEST.read_text()}"
+        if name != "stderr_crash"
+        else payload + "\n" + HONEST.read_text()
+    )
 
 
 def refusing_rules(source: str) -> list[str]:
@@ -104,8 +119,14 @@ def refusing_rules(source: str) -> list[str]:
     return sorted({f.rule for f in check_source(source, backend="cpu") if f.severity == "refuse"})
 
 
-def run_eval(kernel: Path, mechanism: str, world: dict, relax: list[str], user: list[str] | None = None,
-             cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_eval(
+    kernel: Path,
+    mechanism: str,
+    world: dict,
+    relax: list[str],
+    user: list[str] | None = None,
+    cache: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": str(REPO),
@@ -120,8 +141,25 @@ def run_eval(kernel: Path, mechanism: str, world: dict, relax: list[str], user: 
     }
     if os.environ.get("CUDAFORGE_BWRAP"):
         env["CUDAFORGE_BWRAP"] = os.environ["CUDAFORGE_BWRAP"]
-    argv = [*(user or []), sys.executable, "-m", "tui.cli", "eval", str(TASK), str(kernel), "--device", "cpu",
-            "--no-timing", "--trials", "2", "--json", "--sandbox", mechanism, "--timeout", "240"]
+    argv = [
+        *(user or []),
+        sys.executable,
+        "-m",
+        "tui.cli",
+        "eval",
+        str(TASK),
+        str(kernel),
+        "--device",
+        "cpu",
+        "--no-timing",
+        "--trials",
+        "2",
+        "--json",
+        "--sandbox",
+        mechanism,
+        "--timeout",
+        "240",
+    ]
     for rule in relax:
         argv += ["--relax", rule]
     return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=world["cwd"], timeout=600)
@@ -201,9 +239,18 @@ def test_ordinary_user_runs_the_sandboxed_eval(world: dict, tmp_path: Path) -> N
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to switch to an ordinary uid")
     probe = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
-         f"import torch, engine; open({str(REPO / 'README.md')!r}).read()"],
-        capture_output=True, text=True, env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]},
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-c",
+            f"import torch, engine; open({str(REPO / 'README.md')!r}).read()",
+        ],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]},
     )
     if probe.returncode != 0:
         pytest.skip(f"uid 65534 cannot read the venv or the repo here: {probe.stderr.strip()[-300:]}")

@@ -37,8 +37,22 @@ NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 
 READ_ACCESS = EXECUTE | READ_FILE | READ_DIR
-SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys", "/dev",
-               "/run", "/var/lib", "/snap")
+SYSTEM_READ = (
+    "/usr",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/bin",
+    "/sbin",
+    "/etc",
+    "/opt",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/run",
+    "/var/lib",
+    "/snap",
+)
 
 
 class LandlockError(OSError):
@@ -46,8 +60,11 @@ class LandlockError(OSError):
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -101,8 +118,11 @@ def restrict(read: Iterable[str], write: Iterable[str]) -> int:
     create, add_rule, restrict_self = _numbers()
     libc = _libc()
     handled = _fs_access(abi)
-    attr = _RulesetAttr(handled, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
-                        SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET if abi >= 6 else 0)
+    attr = _RulesetAttr(
+        handled,
+        NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
+        SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET if abi >= 6 else 0,
+    )
     size = 8 if abi < 4 else (16 if abi < 6 else 24)
     ruleset = libc.syscall(create, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if ruleset < 0:

@@ -18,7 +18,9 @@ TAIL_BYTES = 256_000
 class CappedLog:
     """Copies everything readable from ``fd`` into ``path`` in a thread, within the cap."""
 
-    def __init__(self, fd: int, path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES) -> None:
+    def __init__(
+        self, fd: int, path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES
+    ) -> None:
         self.fd = fd
         self.path = path
         self.head_bytes = head_bytes

@@ -7,6 +7,7 @@ in every result. The mechanism actually used is recorded in ``EvalResult.sandbox
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -20,7 +21,7 @@ from engine.sandbox.env import worker_env
 MODES = ("auto", "bwrap", "landlock", "off")
 OFF_WARNING = (
     "sandbox is off: candidate code ran with your full rights (files, network, environment); "
-    "set [eval] sandbox = \"auto\""
+    'set [eval] sandbox = "auto"'
 )
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,10 +88,8 @@ def hidden_dirs(env: Mapping[str, str], extra: Sequence[Path | str] = ()) -> lis
     folders = [Path(os.path.expanduser("~")), Path.cwd(), *map(Path, extra)]
     if env.get("HOME"):
         folders.append(Path(env["HOME"]))
-    try:
+    with contextlib.suppress(Exception):  # a broken sessions setting must not stop an evaluation
         folders.append(default_sessions_root())
-    except Exception:  # noqa: BLE001 - a broken sessions setting must not stop an evaluation
-        pass
     return folders
 
 
@@ -114,7 +113,11 @@ def prepare(
     home.mkdir(parents=True, exist_ok=True)
     extra = {"PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), parent_env.get("PYTHONPATH")]))}
     extra.update(extra_env or {})
-    readable = [*_python_dirs(), PACKAGE_ROOT, *(Path(p) for p in parent_env.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    readable = [
+        *_python_dirs(),
+        PACKAGE_ROOT,
+        *(Path(p) for p in parent_env.get("PYTHONPATH", "").split(os.pathsep) if p),
+    ]
     if mechanism == "off":
         env = {**parent_env, **extra}
         return Launch(list(command), env, "off", [OFF_WARNING])
