@@ -34,6 +34,7 @@ from engine.result import (
 )
 
 VERDICT_FD_ENV = "CUDAFORGE_VERDICT_FD"
+SANDBOXED_ENV = "CUDAFORGE_SANDBOX"  # the mechanism confining this worker (engine.sandbox), when one does
 
 
 class Channel:
@@ -446,6 +447,10 @@ def main(argv: list[str]) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     channel.send("result", result=result.to_dict())
+    if os.environ.get(SANDBOXED_ENV):  # the sandbox dies with this process: let its header maker finish
+        from engine.pch import wait_for_makers
+
+        wait_for_makers()
     # Skip interpreter teardown: after a CUDA fault, destructors may hang or crash.
     os._exit(0)
 

@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -25,6 +26,8 @@ from tests.conftest import EXAMPLES, REPO
 ESCAPES = Path(__file__).parent / "fixtures" / "escape"
 TASK = EXAMPLES / "tasks" / "relu.py"
 HONEST = EXAMPLES / "kernels" / "relu_cpu.py"
+CUDA_TASK = EXAMPLES / "tasks" / "relu_large.py"
+CUDA_HONEST = EXAMPLES / "kernels" / "relu_cuda.py"
 FAKE_OPENAI = "sk-test-SANDBOXLEAK-0123456789abcdef"
 FAKE_AWS = "AWSSECRET/SANDBOXLEAK/abcdefghij"
 FAKE_SSH = "-----BEGIN OPENSSH PRIVATE KEY-----\nSANDBOXLEAK-ssh-private\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -68,6 +71,12 @@ class Listener:
 @pytest.fixture
 def world(tmp_path: Path, ext_cache: Path):
     """The user's world as a candidate would like to find it: a home with a key, sessions, a cwd."""
+    made = make_world(tmp_path, ext_cache)
+    yield made
+    made["listener"].close()
+
+
+def make_world(tmp_path: Path, ext_cache: Path) -> dict:
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_rsa").write_text(FAKE_SSH)
@@ -80,7 +89,7 @@ def world(tmp_path: Path, ext_cache: Path):
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     listener = Listener()
-    yield {
+    return {
         "home": home,
         "sessions": sessions,
         "out": out,
@@ -89,10 +98,9 @@ def world(tmp_path: Path, ext_cache: Path):
         "listener": listener,
         "tmp": tmp_path,
     }
-    listener.close()
 
 
-def candidate_source(name: str, world: dict, mark: str) -> str:
+def candidate_source(name: str, world: dict, mark: str, honest: Path = HONEST) -> str:
     payload = (ESCAPES / f"{name}.py").read_text()
     for key, value in {
         "@OUT@": world["out"],
@@ -107,16 +115,16 @@ def candidate_source(name: str, world: dict, mark: str) -> str:
     }.items():
         payload = payload.replace(key, str(value))
     return (
-        f"try:\n    exec({payload!r})\nexcept BaseException:\n    pass\n\n{HONEST.read_text()}"
+        f"try:\n    exec({payload!r})\nexcept BaseException:\n    pass\n\n{honest.read_text()}"
         if name != "stderr_crash"
-        else payload + "\n" + HONEST.read_text()
+        else payload + "\n" + honest.read_text()
     )
 
 
-def refusing_rules(source: str) -> list[str]:
+def refusing_rules(source: str, backend: str = "cpu") -> list[str]:
     from engine.guard import check_source
 
-    return sorted({f.rule for f in check_source(source, backend="cpu") if f.severity == "refuse"})
+    return sorted({f.rule for f in check_source(source, backend=backend) if f.severity == "refuse"})
 
 
 def run_eval(
@@ -126,6 +134,7 @@ def run_eval(
     relax: list[str],
     user: list[str] | None = None,
     cache: Path | None = None,
+    device: str = "cpu",
 ) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": os.environ["PATH"],
@@ -147,10 +156,10 @@ def run_eval(
         "-m",
         "tui.cli",
         "eval",
-        str(TASK),
+        str(TASK if device == "cpu" else CUDA_TASK),
         str(kernel),
         "--device",
-        "cpu",
+        device,
         "--no-timing",
         "--trials",
         "2",
@@ -174,14 +183,26 @@ def _alive(mark: str) -> bool:
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 @pytest.mark.parametrize("name", NAMES)
 def test_escape_attempt_has_no_effect(name: str, mechanism: str, world: dict) -> None:
+    check_escape(name, mechanism, world, "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.parametrize("name", NAMES)
+def test_escape_attempt_has_no_effect_on_cuda(name: str, mechanism: str, world: dict) -> None:
+    """The same corpus, the honest part being the CUDA ReLU on the GPU (run on the H200)."""
+    check_escape(name, mechanism, world, "cuda")
+
+
+def check_escape(name: str, mechanism: str, world: dict, device: str) -> None:
     _skip_unless(mechanism)
     if name == "daemon" and mechanism == "landlock":
         pytest.xfail("Landlock does not tie a setsid daemon to the run (bwrap's pid namespace does)")
     mark = f"{int(time.time() * 1000) % 100000 + 100000}.{os.getpid() % 1000}"
-    source = candidate_source(name, world, mark)
+    source = candidate_source(name, world, mark, HONEST if device == "cpu" else CUDA_HONEST)
     kernel = world["tmp"] / f"{name}.py"
     kernel.write_text(source)
-    done = run_eval(kernel, mechanism, world, refusing_rules(source))
+    done = run_eval(kernel, mechanism, world, refusing_rules(source, device), device=device)
     # cudaforge survived and returned a result, whatever the candidate did
     assert done.returncode in (0, 1), done.stderr[-3000:]
     result = json.loads(done.stdout)
@@ -219,6 +240,16 @@ def test_honest_kernel_is_correct_under_the_sandbox(mechanism: str, world: dict)
     assert done.returncode == 0 and result["status"] == "correct" and result["sandbox"] == mechanism
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_honest_cuda_kernel_is_correct_under_the_sandbox(mechanism: str, world: dict) -> None:
+    _skip_unless(mechanism)
+    done = run_eval(CUDA_HONEST, mechanism, world, [], device="cuda")
+    result = json.loads(done.stdout)
+    assert done.returncode == 0, (result["messages"], result["stderr_tail"])
+    assert result["status"] == "correct" and result["sandbox"] == mechanism
+
+
 @pytest.mark.slow
 def test_flooding_output_is_capped_and_the_engine_reports(world: dict) -> None:
     """A candidate printing 1.5 GB: the log stays small, the result comes back."""
@@ -233,44 +264,44 @@ def test_flooding_output_is_capped_and_the_engine_reports(world: dict) -> None:
 
 
 @pytest.mark.slow
-def test_ordinary_user_runs_the_sandboxed_eval(world: dict, tmp_path: Path) -> None:
-    """The same eval as uid 65534 (nobody): bwrap must start its namespaces unprivileged."""
+def test_ordinary_user_runs_the_sandboxed_eval(ext_cache: Path) -> None:
+    """The ssh-key escape as uid 65534 (nobody): bwrap must start its namespaces unprivileged, and the
+    attempt must fail as it does for root. Its world lives in a /tmp folder nobody can traverse to."""
     _skip_unless("bwrap")
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to switch to an ordinary uid")
+    user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     probe = subprocess.run(
-        [
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            sys.executable,
-            "-c",
-            f"import torch, engine; open({str(REPO / 'README.md')!r}).read()",
-        ],
+        [*user, sys.executable, "-c", f"import torch, engine; open({str(REPO / 'README.md')!r}).read()"],
         capture_output=True,
         text=True,
         env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]},
+        cwd="/",
     )
     if probe.returncode != 0:
-        pytest.skip(f"uid 65534 cannot read the venv or the repo here: {probe.stderr.strip()[-300:]}")
-    for path in (world["tmp"], *world["tmp"].rglob("*")):
-        os.chown(path, 65534, 65534)
-    cache = world["tmp"] / "cache"
-    cache.mkdir()
-    os.chown(cache, 65534, 65534)
-    os.chmod(world["tmp"], 0o755)
-    for parent in world["tmp"].parents:
-        if not os.access(parent, os.X_OK):
-            pytest.skip(f"{parent} is not searchable by others")
-    user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    source = candidate_source("ssh_key", world, "0")
-    kernel = world["tmp"] / "ssh_key.py"
-    kernel.write_text(source)
-    os.chown(kernel, 65534, 65534)
-    done = run_eval(kernel, "bwrap", world, refusing_rules(source), user=user, cache=cache)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout)
-    assert result["status"] == "correct" and result["sandbox"] == "bwrap"
-    assert "SANDBOXLEAK" not in done.stdout
-    assert list(world["out"].iterdir()) == []
+        pytest.skip(f"uid 65534 cannot import torch/cudaforge from here: {probe.stderr.strip()[-300:]}")
+    base = Path(tempfile.mkdtemp(prefix="cudaforge-nobody-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        world = make_world(base, base / "cache")
+        for path in (base, *base.rglob("*")):
+            os.chown(path, 65534, 65534)
+        (base / "cache").mkdir()
+        os.chown(base / "cache", 65534, 65534)
+        source = candidate_source("ssh_key", world, "0")
+        kernel = base / "ssh_key.py"
+        kernel.write_text(source)
+        os.chown(kernel, 65534, 65534)
+        done = run_eval(kernel, "bwrap", world, refusing_rules(source), user=user, cache=base / "cache")
+        world["listener"].close()
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = json.loads(done.stdout)
+        assert result["status"] == "correct" and result["sandbox"] == "bwrap"
+        assert "SANDBOXLEAK" not in done.stdout
+        assert list(world["out"].iterdir()) == []
+        assert (
+            "ssh_key_leak" not in os.listdir(base / "cache")
+            or "SANDBOXLEAK" not in (base / "cache" / "ssh_key_leak").read_text()
+        )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
