@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.sandbox import available_mechanisms
+from engine.sandbox import available_mechanisms, prepare
+from engine.sandbox.bwrap import find_bwrap
 from tests.conftest import EXAMPLES, REPO
 
 ESCAPES = Path(__file__).parent / "fixtures" / "escape"
@@ -271,15 +272,32 @@ def test_ordinary_user_runs_the_sandboxed_eval(ext_cache: Path) -> None:
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to switch to an ordinary uid")
     user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    bwrap = find_bwrap()
     probe = subprocess.run(
-        [*user, sys.executable, "-c", f"import torch, engine; open({str(REPO / 'README.md')!r}).read()"],
+        [
+            *user,
+            bwrap,
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            sys.executable,
+            "-c",
+            f"import torch, engine; open({str(REPO / 'README.md')!r}).read()",
+        ],
         capture_output=True,
         text=True,
         env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]},
         cwd="/",
     )
     if probe.returncode != 0:
-        pytest.skip(f"uid 65534 cannot import torch/cudaforge from here: {probe.stderr.strip()[-300:]}")
+        pytest.skip(
+            f"uid 65534 cannot run this interpreter with torch and cudaforge ({sys.executable}, which may "
+            f"live in a folder only root can enter): {probe.stderr.strip()[-300:]}"
+        )
     base = Path(tempfile.mkdtemp(prefix="cudaforge-nobody-", dir="/tmp"))
     try:
         os.chmod(base, 0o755)
@@ -294,14 +312,72 @@ def test_ordinary_user_runs_the_sandboxed_eval(ext_cache: Path) -> None:
         os.chown(kernel, 65534, 65534)
         done = run_eval(kernel, "bwrap", world, refusing_rules(source), user=user, cache=base / "cache")
         world["listener"].close()
-        assert done.returncode == 0, done.stderr[-3000:]
         result = json.loads(done.stdout)
+        assert done.returncode == 0, (result["messages"], result["stderr_tail"])
         assert result["status"] == "correct" and result["sandbox"] == "bwrap"
         assert "SANDBOXLEAK" not in done.stdout
         assert list(world["out"].iterdir()) == []
         assert (
             "ssh_key_leak" not in os.listdir(base / "cache")
             or "SANDBOXLEAK" not in (base / "cache" / "ssh_key_leak").read_text()
+        )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+SHELL_ESCAPES = r"""
+touch "$1/outside" 2>/dev/null
+cat "$2/.ssh/id_rsa" > "$3/stolen" 2>/dev/null
+env > "$3/env"
+touch "$3/job_ok"
+"""
+
+
+def test_ordinary_user_bwrap_confines_a_shell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As uid 65534, the sandbox's own command line (from ``prepare``) around a shell that tries to write
+    outside, read the home's key and see the parent's keys: namespaces start unprivileged, all fail."""
+    _skip_unless("bwrap")
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to switch to an ordinary uid")
+    base = Path(tempfile.mkdtemp(prefix="cudaforge-nobody-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        home, out, job = base / "home", base / "out", base / "job"
+        (home / ".ssh").mkdir(parents=True)
+        (home / ".ssh" / "id_rsa").write_text(FAKE_SSH)
+        out.mkdir()
+        job.mkdir()
+        for path in (base, *base.rglob("*")):
+            os.chown(path, 65534, 65534)
+        parent = {"PATH": "/usr/bin:/bin", "HOME": str(home), "OPENAI_API_KEY": FAKE_OPENAI}
+        monkeypatch.setenv("HOME", str(home))  # as that user's own cudaforge would see it
+        monkeypatch.setenv("CUDAFORGE_SESSIONS_DIR", str(base / "sessions"))
+        monkeypatch.chdir(job)
+        launch = prepare(
+            "bwrap",
+            ["/bin/sh", "-c", SHELL_ESCAPES, "sh", str(out), str(home), str(job)],
+            job_dir=job,
+            writable=[],
+            parent_env=parent,
+            hidden=[home],
+        )
+        for path in job.rglob("*"):
+            os.chown(path, 65534, 65534)
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *launch.argv],
+            capture_output=True,
+            text=True,
+            env=launch.env,
+            cwd=job,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert (job / "job_ok").exists()
+        assert list(out.iterdir()) == []
+        assert "SANDBOXLEAK" not in (job / "stolen").read_text()
+        assert (
+            FAKE_OPENAI not in (job / "env").read_text()
+            and f"HOME={job / 'home'}" in (job / "env").read_text()
         )
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -64,8 +64,12 @@ def _existing_dirs(paths: Iterable[Path | str | None]) -> list[Path]:
     for path in paths:
         if not path:
             continue
-        resolved = Path(path).resolve()
-        if resolved.is_dir() and resolved != Path("/") and resolved not in seen:
+        try:
+            resolved = Path(path).resolve()
+            is_dir = resolved.is_dir()
+        except OSError:  # a folder this user may not look into is not one the sandbox can bind
+            continue
+        if is_dir and resolved != Path("/") and resolved not in seen:
             seen.append(resolved)
     return seen
 

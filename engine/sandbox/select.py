@@ -77,7 +77,10 @@ def resolve_mode(mode: str, env: Mapping[str, str] | None = None) -> str:
 def _python_dirs() -> list[Path]:
     """Folders the interpreter and its packages live in (bound back when hidden, readable under Landlock)."""
     dirs = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent}
-    dirs.update(Path(p) for p in sys.path if p and Path(p).is_dir())
+    for entry in sys.path:
+        with contextlib.suppress(OSError):
+            if entry and Path(entry).is_dir():
+                dirs.add(Path(entry))
     return sorted(dirs)
 
 
