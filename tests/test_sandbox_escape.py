@@ -241,6 +241,15 @@ def test_honest_kernel_is_correct_under_the_sandbox(mechanism: str, world: dict)
     assert done.returncode == 0 and result["status"] == "correct" and result["sandbox"] == mechanism
 
 
+@pytest.mark.slow
+def test_sandbox_off_warns_every_time(world: dict) -> None:
+    for _ in range(2):
+        done = run_eval(HONEST, "off", world, [])
+        result = json.loads(done.stdout)
+        assert result["status"] == "correct" and result["sandbox"] == "off"
+        assert "sandbox is off" in done.stderr and any("sandbox is off" in m for m in result["messages"])
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_honest_cuda_kernel_is_correct_under_the_sandbox(mechanism: str, world: dict) -> None:

@@ -107,6 +107,24 @@ def test_bwrap_command_hides_home_and_binds_back_what_the_worker_needs(tmp_path:
     ):
         assert flag in argv
     assert argv[-4:] == ["--", "python", "-m", "engine.worker"]
+    if Path("/etc/shadow").is_file():
+        assert "--ro-bind /dev/null /etc/shadow" in text
+    if Path("/home").is_dir():
+        assert "--tmpfs /home" in text  # other users' homes too
+
+
+def test_a_working_directory_in_the_system_is_not_hidden(tmp_path: Path) -> None:
+    argv = bwrap_command(
+        "bwrap",
+        ["true"],
+        env={},
+        writable=[tmp_path],
+        hidden=["/usr/local", "/usr", "/opt"],
+        keep_readable=[],
+        chdir=tmp_path,
+    )
+    assert "/usr" not in [argv[i + 1] for i, a in enumerate(argv) if a == "--tmpfs"]
+    assert "/usr/local" not in argv and "/opt" not in argv
 
 
 def test_bwrap_is_found_through_the_environment_variable(tmp_path: Path) -> None:

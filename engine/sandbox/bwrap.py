@@ -22,6 +22,31 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 BWRAP_ENV = "CUDAFORGE_BWRAP"
+# Never hidden, nor anything inside them (a cwd of /usr/local would otherwise hide the toolchain).
+SYSTEM_DIRS = tuple(
+    Path(p)
+    for p in (
+        "/usr",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/bin",
+        "/sbin",
+        "/etc",
+        "/opt",
+        "/var",
+        "/proc",
+        "/sys",
+        "/dev",
+        "/run",
+        "/snap",
+        "/nix",
+        "/boot",
+    )
+)
+# Always hidden when present: other users' homes and the machine's own secrets.
+ALWAYS_HIDDEN_DIRS = ("/home", "/root", "/etc/ssh", "/etc/sudoers.d")
+ALWAYS_HIDDEN_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers")
 
 
 def find_bwrap(env: Mapping[str, str] | None = None) -> str | None:
@@ -74,6 +99,11 @@ def _existing_dirs(paths: Iterable[Path | str | None]) -> list[Path]:
     return seen
 
 
+def _touches_system(folder: Path) -> bool:
+    """True when hiding ``folder`` would hide (part of) the system: it is, contains or lies in one."""
+    return any(folder == s or s in folder.parents or folder in s.parents for s in SYSTEM_DIRS)
+
+
 def _below(path: Path, roots: Sequence[Path]) -> bool:
     return any(path == root or root in path.parents for root in roots)
 
@@ -94,7 +124,11 @@ def bwrap_command(
     ``hidden`` (home, sessions, cwd), then ``keep_readable`` bound back read-only where it lies
     below a hidden folder, then the ``writable`` folders.
     """
-    hidden_dirs = [d for d in _existing_dirs(hidden) if d != Path("/tmp")]
+    hidden_dirs = [
+        d
+        for d in _existing_dirs([*ALWAYS_HIDDEN_DIRS, *hidden])
+        if d != Path("/tmp") and (str(d).startswith("/etc/") or not _touches_system(d))
+    ]
     writable_dirs = _existing_dirs(writable)
     argv = [bwrap, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     # A hidden folder that contains a needed one (the venv under $HOME) is still hidden; the needed
@@ -102,7 +136,13 @@ def bwrap_command(
     for folder in sorted(hidden_dirs, key=lambda p: len(p.parts)):
         if not any(folder == w or w in folder.parents for w in writable_dirs):
             argv += ["--tmpfs", str(folder)]
-    for folder in _existing_dirs(keep_readable):
+    for name in ALWAYS_HIDDEN_FILES:
+        if os.path.isfile(name):
+            argv += ["--ro-bind", "/dev/null", name]
+    readable = _existing_dirs(keep_readable)
+    for folder in readable:
+        if any(other in folder.parents for other in readable):
+            continue  # its parent is bound already
         if _below(folder, hidden_dirs) or _below(folder, [Path("/tmp")]):
             argv += ["--ro-bind", str(folder), str(folder)]
     for folder in writable_dirs:

@@ -119,7 +119,13 @@ def prepare(
     readable = [
         *_python_dirs(),
         PACKAGE_ROOT,
-        *(Path(p) for p in parent_env.get("PYTHONPATH", "").split(os.pathsep) if p),
+        *(
+            Path(p)
+            for name in ("PYTHONPATH", "PATH", "LD_LIBRARY_PATH")
+            for p in parent_env.get(name, "").split(os.pathsep)
+            if p
+        ),
+        *(Path(parent_env[n]) for n in ("CUDA_HOME", "CUDA_PATH") if parent_env.get(n)),
     ]
     if mechanism == "off":
         env = {**parent_env, **extra}
