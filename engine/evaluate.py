@@ -323,6 +323,9 @@ class _WorkerRun:
             timed_out = self._listen(process, read_fd)
         finally:
             os.close(read_fd)
+            if not timed_out:  # bwrap reports its child's death a moment after the pipe closes
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=2.0)
             if process.poll() is None:
                 _kill_group(process)
             process.wait()
@@ -333,7 +336,10 @@ class _WorkerRun:
                 self.durations.get(self.stage, 0.0) + time.monotonic() - self.stage_started
             )
         self.durations["total"] = time.monotonic() - started
-        return self._assemble(process.returncode, timed_out)
+        returncode = process.returncode
+        if launch.mechanism == "bwrap" and returncode is not None and returncode > 128:
+            returncode = 128 - returncode  # bwrap exits 128+N when its child died of signal N
+        return self._assemble(returncode, timed_out)
 
     def _set_stage(self, stage: str) -> None:
         now = time.monotonic()
