@@ -218,7 +218,7 @@ def check_escape(name: str, mechanism: str, world: dict, device: str) -> None:
     assert sorted(p.name for p in world["out"].iterdir()) == []
     assert sorted(p.name for p in world["cwd"].iterdir()) == []
     assert not (world["home"] / "system_call").exists() and not (world["home"] / "raw_write").exists()
-    assert not (REPO / "raw_write").exists()
+    assert not (REPO / "raw_write").exists() and not (REPO / "mount_escape").exists()
     assert sorted(p.name for p in (world["sessions"] / "victim").iterdir()) == []
     for leak in ("api_key_leak", "ssh_key_leak"):
         path = world["cache"] / leak

@@ -81,6 +81,10 @@ def _namespace_flags() -> list[str]:
         "--unshare-uts",
         "--die-with-parent",
         "--new-session",
+        # Run as root, bwrap would keep every capability: CAP_SYS_ADMIN alone could unmount the tmpfs
+        # over the home folder or remount / read-write. Measured: as root without this, CapEff was full.
+        "--cap-drop",
+        "ALL",
     ]
 
 
