@@ -19,6 +19,7 @@ from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, check_task,
 from engine.guard.policy import GuardPolicyError
 from engine.result import EvalResult
 from engine.tasks import TaskError, load_task
+from sessions.secrets import Scrubber
 
 EXIT_CORRECT, EXIT_NOT_CORRECT, EXIT_USAGE = 0, 1, 2
 
@@ -51,6 +52,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--atol-fp32", type=positive_float, default=None, help="tolerance for float32 outputs"
     )
     parser.add_argument(
+        "--sandbox",
+        choices=("auto", "bwrap", "landlock", "off"),
+        default=None,
+        help="what confines the candidate (default: [eval] sandbox of the config, else auto)",
+    )
+    parser.add_argument(
         "-v", "--verbose", action="store_true", help="stream the build log and stage changes to stderr"
     )
     add_guard_flags(parser)
@@ -75,6 +82,8 @@ def run_eval(args: argparse.Namespace) -> int:
     options = EvalOptions.from_config(config)
     options.guard_policy, options.relax, options.refuse = guard.policy, guard.relax, guard.refuse
     options.do_timing = not args.no_timing
+    if args.sandbox:
+        options.sandbox = args.sandbox
     on_event = _print_event if args.verbose else None
     if not args.json and not args.verbose:
         print(f"evaluating {args.kernel} against {args.task} …", file=sys.stderr)
@@ -85,10 +94,16 @@ def run_eval(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if result.stage == "guard" and not result.task_error:
         result = _task_error_first(args.task, options, result)
+    if result.sandbox == "off":
+        print(
+            "cudaforge eval: warning: the sandbox is off; candidate code ran with your full rights",
+            file=sys.stderr,
+        )
+    scrub = Scrubber().text  # second line behind the sandbox: a leaked key never reaches the terminal
     if args.json:
-        print(result.to_json())
+        print(scrub(result.to_json()))
     else:
-        print(format_summary(result, args.kernel.name))
+        print(scrub(format_summary(result, args.kernel.name)))
     if result.task_error:
         return EXIT_USAGE
     return EXIT_CORRECT if result.ok else EXIT_NOT_CORRECT
@@ -117,11 +132,14 @@ def _task_error_first(task: Path, options: EvalOptions, refused: EvalResult) -> 
     return checked
 
 
+_SCRUB = Scrubber().text
+
+
 def _print_event(event: EvalEvent) -> None:
     if event.kind == "stage":
         print(f"── {event.stage}", file=sys.stderr)
     elif event.kind == "log":
-        print(f"   {event.text}", file=sys.stderr)
+        print(f"   {_SCRUB(event.text)}", file=sys.stderr)
 
 
 def failed_side_text(result: EvalResult) -> str:
@@ -157,6 +175,8 @@ def format_summary(result: EvalResult, kernel_label: str = "kernel") -> str:
             f" → speedup {result.speedup:.2f}×"
         )
     lines.append(f"  {guard_line(result)}")
+    if result.sandbox:
+        lines.append(f"  sandbox {result.sandbox}")
     for message in result.messages:
         lines.append(f"  ! {message}")
     for flag in result.flags:

@@ -51,6 +51,7 @@ from engine.tasks import TaskError, load_task
 from sessions.errors import SessionError
 from sessions.message import format_speedup
 from sessions.repo import SessionRepo
+from sessions.secrets import Scrubber
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 LOOP_STAGES = ("seed", "judge", "gate", "coder", "evaluate", "profile", "commit")
@@ -129,7 +130,7 @@ def run_command(args: argparse.Namespace) -> int:
         if resolve_device(config.eval.device) == "cuda" and config.profile.enabled:
             from engine.profile.candidate import loop_profiler
 
-            profiler = loop_profiler(config.profile.metrics)
+            profiler = loop_profiler(config.profile.metrics, sandbox=config.eval.sandbox)
         loop = make_loop(session, config, device=config.eval.device, on_event=printer, profiler=profiler)
     except (SessionError, LLMError, EvaluationError, ConfigError) as error:
         if session is not None:
@@ -246,10 +247,12 @@ class Printer:
         self.out = out
         self.verbose = verbose
         self.lock = threading.Lock()
+        self.scrubber = Scrubber()  # a Judge reply that echoes a key must not reach the terminal
 
     def __call__(self, event: Event) -> None:
         line = self.format(event)
         if line is not None:
+            line = self.scrubber.text(line)
             with self.lock:
                 print(line, file=self.out, flush=True)
 

@@ -76,6 +76,7 @@ class EvalConfig:
     timing_trials: int = 100
     timing_budget_s: float = 20.0
     seed: int = 42
+    sandbox: str = "auto"  # auto | bwrap | landlock | off (engine.sandbox)
     tolerances: dict[str, float] = field(default_factory=dict)
     timeouts: TimeoutsConfig = field(default_factory=TimeoutsConfig)
 
@@ -283,6 +284,7 @@ def validate(config: Config) -> None:
 
     choice(config.loop.approval, APPROVAL_POLICIES, "[loop] approval")
     choice(config.eval.device, DEVICES, "[eval] device")
+    choice(config.eval.sandbox, ("auto", "bwrap", "landlock", "off"), "[eval] sandbox")
     if config.loop.rounds < 0:
         raise ConfigError("[loop] rounds must be >= 0")
     if config.eval.trials < 1 or config.eval.timing_trials < 1:

@@ -103,6 +103,7 @@ def run_checks() -> list[Check]:
     )
 
     checks.extend(_profiling_checks())
+    checks.append(_sandbox_check())
 
     for variable in API_KEY_VARIABLES:
         state = "ok" if os.environ.get(variable) else "warn"
@@ -129,6 +130,19 @@ def run_checks() -> list[Check]:
         )
     )
     return checks
+
+
+def _sandbox_check() -> Check:
+    """Which sandbox confines candidate code here, and how to get a stronger one (engine.sandbox)."""
+    from engine.config import ConfigError, load_config
+    from engine.sandbox.report import sandbox_status
+
+    try:
+        configured = load_config().eval.sandbox
+    except ConfigError:
+        configured = "auto"
+    state, detail, fix = sandbox_status(configured)
+    return Check("sandbox", state, detail, fix)
 
 
 def _first_line(command: list[str]) -> str:

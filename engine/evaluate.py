@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine import sandbox
 from engine.build import default_cache_root, remove_stale_torch_lock
 from engine.profile.kernels import kernel_names_from_source
 from engine.result import (
@@ -39,6 +40,7 @@ from engine.result import (
     ExtensionBuild,
     TrialResult,
 )
+from engine.sandbox.logcap import CappedLog
 from engine.timing import TimingPlan
 from engine.tolerances import DEFAULT_TOLERANCES
 from engine.worker import VERDICT_FD_ENV
@@ -84,6 +86,7 @@ class EvalOptions:
     # PyTorch's CPU reference runs on one thread by default: its thread pool slows by up to ~80x when
     # other work takes the cores (seen on the 2-core CI machine), which would fake a large speedup.
     cpu_threads: int = 1
+    sandbox: str = "auto"  # auto | bwrap | landlock | off: what confines the worker (engine.sandbox)
 
     @classmethod
     def from_config(cls, config: Any, device: str | None = None, cache_root: Path | None = None) -> EvalOptions:
@@ -100,6 +103,7 @@ class EvalOptions:
             guard_policy=config.guard.policy,
             relax=tuple(config.guard.relax),
             refuse=tuple(config.guard.refuse),
+            sandbox=e.sandbox,
         )
 
     def settings(self) -> dict[str, Any]:
@@ -116,6 +120,7 @@ class EvalOptions:
             "refuse": list(self.refuse),
             "flag_speedup_above": self.flag_speedup_above,
             "cpu_threads": self.cpu_threads,
+            "sandbox": self.sandbox,
         }
 
 
@@ -340,6 +345,8 @@ class _WorkerRun:
         self.final: dict[str, Any] | None = None
         self._log_offset = 0
         self._pending = b""
+        self.sandbox_used = ""
+        self.sandbox_warnings: list[str] = []
 
     def _emit(self, event: EvalEvent) -> None:
         if self.on_event:
@@ -375,24 +382,39 @@ class _WorkerRun:
     def execute(self, task_source: str, kernel_source: str, task_name: str) -> EvalResult:
         job_path = self.write_job(task_source, kernel_source, task_name)
         read_fd, write_fd = os.pipe()
-        env = dict(os.environ)
-        env[VERDICT_FD_ENV] = str(write_fd)
-        env["PYTHONUNBUFFERED"] = "1"
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
+        extra = {VERDICT_FD_ENV: str(write_fd), "PYTHONUNBUFFERED": "1"}
         if self.options.gpu_index is not None:
-            env["CUDA_VISIBLE_DEVICES"] = str(self.options.gpu_index)
-        started = time.monotonic()
-        with open(self.log_path, "wb") as log:
-            process = subprocess.Popen(
+            extra["CUDA_VISIBLE_DEVICES"] = str(self.options.gpu_index)
+        try:
+            launch = sandbox.prepare(
+                self.options.sandbox,
                 [sys.executable, "-m", "engine.worker", str(job_path)],
+                job_dir=self.job_dir,
+                writable=[self.cache_root],
+                extra_env=extra,
+            )
+        except sandbox.SandboxError as error:
+            os.close(read_fd)
+            os.close(write_fd)
+            raise EvaluationError(str(error)) from error
+        self.sandbox_used, self.sandbox_warnings = launch.mechanism, launch.warnings
+        started = time.monotonic()
+        out_read, out_write = os.pipe()
+        output = CappedLog(out_read, self.log_path)
+        try:
+            process = subprocess.Popen(
+                launch.argv,
                 stdin=subprocess.DEVNULL,
-                stdout=log,
+                stdout=out_write,
                 stderr=subprocess.STDOUT,
                 cwd=self.job_dir,
-                env=env,
+                env=launch.env,
                 pass_fds=(write_fd,),
                 start_new_session=True,  # its own process group: one killpg takes ninja and nvcc too
             )
+        finally:
+            os.close(out_write)
+        output.start()
         os.close(write_fd)
         self._set_stage("start")
         timed_out = False
@@ -400,16 +422,23 @@ class _WorkerRun:
             timed_out = self._listen(process, read_fd)
         finally:
             os.close(read_fd)
+            if not timed_out:  # bwrap reports its child's death a moment after the pipe closes
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=2.0)
             if process.poll() is None:
                 _kill_group(process)
             process.wait()
+        output.join(timeout=2.0)
         self._drain_log()
         if self.final is None:  # the stage it died or was killed in still gets its time
             self.durations[self.stage] = (
                 self.durations.get(self.stage, 0.0) + time.monotonic() - self.stage_started
             )
         self.durations["total"] = time.monotonic() - started
-        return self._assemble(process.returncode, timed_out)
+        returncode = process.returncode
+        if launch.mechanism == "bwrap" and returncode is not None and returncode > 128:
+            returncode = 128 - returncode  # bwrap exits 128+N when its child died of signal N
+        return self._assemble(returncode, timed_out)
 
     def _set_stage(self, stage: str) -> None:
         now = time.monotonic()
@@ -525,6 +554,8 @@ class _WorkerRun:
         lines = self._log_text().splitlines()
         result.stderr_tail = "\n".join(lines[-STDERR_TAIL_LINES:])
         result.exit_code = returncode
+        result.sandbox = self.sandbox_used
+        result.messages.extend(w for w in self.sandbox_warnings if w not in result.messages)
         result.durations = {
             **self.durations,
             **{k: v for k, v in result.durations.items() if k not in self.durations},

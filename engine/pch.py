@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+STALE_MAKING_S = 1800.0  # a "making" marker this old belongs to a maker that was killed
 MAX_HEADER_SETS = 3  # each precompiled header is ~0.7 GB; flag sets beyond this build without one
 _FIRST_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"]([^>\"]+)[>\"]", re.M)
 _EXTENSION_NAME = re.compile(r"\s-DTORCH_EXTENSION_NAME=\S+")
@@ -65,7 +66,7 @@ class HeaderStore:
 
     def queue(self, key: str, build_dir: Path) -> bool:
         """Start making the header for ``key`` in the background from ``build_dir``'s compile command."""
-        if self.ready(key) or (self.folder(key) / "making").exists():
+        if self.ready(key) or _making_recently(self.folder(key) / "making"):
             return False
         if len([p for p in self.root.glob("*") if p.is_dir()]) >= MAX_HEADER_SETS:
             return False
@@ -78,14 +79,43 @@ class HeaderStore:
         tmp = folder / "torch" / f"extension.h.gch.tmp{os.getpid()}"
         target = folder / "torch" / "extension.h.gch"
         script = f"{command} -o {shlex.quote(str(tmp))} && mv {shlex.quote(str(tmp))} {shlex.quote(str(target))}; rm -f {shlex.quote(str(tmp))} {shlex.quote(str(folder / 'making'))}"
-        subprocess.Popen(
-            ["sh", "-c", script],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=open(folder / "make.log", "w"),  # noqa: SIM115 - handed to the child
-            start_new_session=True,  # outlives the worker and its process group
+        MAKERS.append(
+            subprocess.Popen(
+                ["sh", "-c", script],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=open(folder / "make.log", "w"),  # noqa: SIM115 - handed to the child
+                start_new_session=True,  # outlives the worker and its process group
+            )
         )
         return True
+
+
+# Header makers started by this process. Inside a sandbox nothing outlives the worker, so the worker
+# waits for these before it exits (``wait_for_makers``); without one they run on in the background.
+MAKERS: list[subprocess.Popen] = []
+
+
+def wait_for_makers(timeout_s: float = 600.0) -> None:
+    """Let this process's header makers finish (bounded), so a sandbox's teardown does not kill them."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    for maker in MAKERS:
+        try:
+            maker.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            maker.kill()
+
+
+def _making_recently(marker: Path) -> bool:
+    """True while a header is being made; a marker left by a killed maker goes stale."""
+    import time
+
+    try:
+        return time.time() - marker.stat().st_mtime < STALE_MAKING_S
+    except OSError:
+        return False
 
 
 def _header_command(build_dir: Path, folder: Path) -> str | None:

@@ -161,6 +161,7 @@ class EvalResult:
     durations: dict[str, float] = field(default_factory=dict)  # seconds per stage, plus "total"
     settings: dict[str, Any] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
+    sandbox: str = ""  # what confined the candidate: "bwrap", "landlock" or "off" (engine.sandbox)
     schema: int = SCHEMA_VERSION
     # Added with the reference check: which side failed ("reference" | "candidate"; None when correct),
     # and True when the task itself is broken (its reference fails on its own inputs): no kernel is at fault.

@@ -37,6 +37,7 @@ from engine.result import (
 
 VERDICT_FD_ENV = "CUDAFORGE_VERDICT_FD"
 SHARE_REPEATS = 3  # forwards profiled for the own-kernel share (after one warm-up)
+SANDBOXED_ENV = "CUDAFORGE_SANDBOX"  # the mechanism confining this worker (engine.sandbox), when one does
 
 
 class Channel:
@@ -492,6 +493,9 @@ def main(argv: list[str]) -> int:
         )
         return 2
     channel = Channel(int(fd_text))
+    from engine.sandbox.landlock import apply_from_env
+
+    apply_from_env()  # Landlock mode: confine this process before any candidate code is read
     job = json.loads(Path(argv[1]).read_text())
     channel.send("ready", pid=os.getpid())
     evaluation = Evaluation(job, channel)
@@ -506,6 +510,10 @@ def main(argv: list[str]) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     channel.send("result", result=result.to_dict())
+    if os.environ.get(SANDBOXED_ENV):  # the sandbox dies with this process: let its header maker finish
+        from engine.pch import wait_for_makers
+
+        wait_for_makers()
     # Skip interpreter teardown: after a CUDA fault, destructors may hang or crash.
     os._exit(0)
 

@@ -225,6 +225,19 @@ class ChatMessage:
         return f"{self.role.capitalize()}{model} · {self.tokens} tok · {cost}"
 
 
+def scrub(text: str) -> str:
+    """``text`` with any secret of the environment redacted: the screen is no place for a key."""
+    from sessions.secrets import Scrubber
+
+    global _SCRUBBER
+    if _SCRUBBER is None:
+        _SCRUBBER = Scrubber()
+    return _SCRUBBER.text(text)
+
+
+_SCRUBBER: Any = None
+
+
 def conversation(transcript: Iterable[Mapping[str, Any]]) -> list[ChatMessage]:
     """The replies of a recorded transcript (prompts are long and live in the repo, not the pane)."""
     messages = []
@@ -238,7 +251,7 @@ def conversation(transcript: Iterable[Mapping[str, Any]]) -> list[ChatMessage]:
             ChatMessage(
                 role=str(call.get("role", "?")),
                 model=str(call.get("model", "")),
-                text=str(text),
+                text=scrub(str(text)),
                 tokens=tokens,
                 cost_usd=call.get("cost_usd"),
             )
@@ -268,7 +281,7 @@ def suggestion_markdown(suggestion: Mapping[str, Any] | None) -> str:
         lines.append("**Key metrics:** " + ", ".join(str(m) for m in metrics))
     if len(lines) == 1:
         lines.append(str(suggestion.get("text", "")) or json.dumps(dict(suggestion), indent=2))
-    return "\n\n".join(lines)
+    return scrub("\n\n".join(lines))
 
 
 def _own_fields(suggestion: Mapping[str, Any]) -> tuple[str, ...]:

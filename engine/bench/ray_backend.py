@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.bench.tasks import BenchError
+from sessions.secrets import scrub_text
 
 if TYPE_CHECKING:
     from engine.bench.runner import Bench, TaskPlan
@@ -136,6 +137,7 @@ def _drain(lines: Any, bench: Bench, logs: dict[str, Path], resumed: set[str], e
         if line == "\x00start":
             bench.progress.started(name, extra, name in resumed)
             continue
+        line = scrub_text(line)  # the bench log and the screen never show a key
         with logs[name].open("a", encoding="utf-8") as log:
             log.write(f"$ {extra}\n" if line == "\x00command" else line + "\n")
         if line != "\x00command":

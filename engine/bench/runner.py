@@ -41,6 +41,7 @@ from engine.bench.progress import LineProgress
 from engine.bench.results import DONE, read_status, session_dir, task_row, write_status
 from engine.bench.tasks import BenchTask
 from sessions.paths import is_session_dir
+from sessions.secrets import Scrubber
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INTERRUPTED = 130
@@ -120,6 +121,7 @@ def execute(
     passed on to the child as SIGINT so it can finish its stage and leave the session resumable).
     """
     codes: list[int] = []
+    scrub = Scrubber().text  # a child's output never puts a key in the bench log or on the screen
     log = None
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -143,7 +145,7 @@ def execute(
             assert proc.stdout is not None
             try:
                 for raw in proc.stdout:
-                    line = raw.rstrip("\n")
+                    line = scrub(raw.rstrip("\n"))
                     if log is not None:
                         log.write(line + "\n")
                         log.flush()

@@ -36,5 +36,5 @@ def create_loop(repo: Any, on_event: Callable[[Any], None] | None = None, config
     if config.profile.enabled and resolve_device(config.eval.device) == "cuda":
         from engine.profile.candidate import loop_profiler
 
-        profiler = loop_profiler(config.profile.metrics)
+        profiler = loop_profiler(config.profile.metrics, sandbox=config.eval.sandbox)
     return make_loop(repo, config, device=config.eval.device, on_event=on_event, profiler=profiler)

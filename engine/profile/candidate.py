@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine import sandbox
 from engine.build import default_cache_root
 from engine.profile.availability import ProfileUnavailable
 from engine.profile.fallback import summarize_torch_profiler
@@ -39,6 +40,19 @@ class ProfileOptions:
     cache_root: Path | None = None
     gpu_index: int = 0
     sections: tuple[str, ...] = RULE_SECTIONS  # ncu sections whose rules feed the summary
+    sandbox: str = "auto"  # what confines the profiled candidate (engine.sandbox): auto|bwrap|landlock|off
+
+
+def _launcher(work: Path, cache_root: Path, mode: str):
+    """Turns a command (ncu + the target, or the target alone) into its sandboxed argv and env."""
+
+    def launch(command: list[str]) -> tuple[list[str], dict[str, str]]:
+        prepared = sandbox.prepare(
+            mode, command, job_dir=work, writable=[cache_root], extra_env={"PYTHONUNBUFFERED": "1"}
+        )
+        return prepared.argv, prepared.env
+
+    return launch
 
 
 def _env() -> dict[str, str]:
@@ -57,13 +71,20 @@ def profile_candidate(
     """Profile one forward of the candidate; returns the result and the GPU spec it was read against."""
     options = options or ProfileOptions()
     work = Path(tempfile.mkdtemp(prefix="cudaforge-profile-"))
+    cache_root = (options.cache_root or default_cache_root()).resolve()
+    cache_root.mkdir(parents=True, exist_ok=True)
+    try:
+        launch = _launcher(work, cache_root, options.sandbox)
+    except sandbox.SandboxError as error:
+        shutil.rmtree(work, ignore_errors=True)
+        return ProfileResult(kind="none", unavailable=ProfileUnavailable("error", str(error), "")), None
     try:
         (work / "task.py").write_text(task_source)
         (work / "kernel.py").write_text(kernel_source)
         job = {
             "task_path": str(work / "task.py"),
             "kernel_path": str(work / "kernel.py"),
-            "cache_root": str((options.cache_root or default_cache_root()).resolve()),
+            "cache_root": str(cache_root),
             "output": str(work / "report.json"),
         }
         started = time.monotonic()
@@ -81,13 +102,14 @@ def profile_candidate(
                 duration_ms=duration_ms,
                 env=_env(),
                 sections=options.sections,
+                launcher=launch,
             )
         spec = _spec(work / "report.json")
         if result is not None and result.kind == "ncu":
             if spec is not None:  # the GPU is known only now: redo the roofline against its peaks
                 result.summary = summarize(result.metrics, result.rules, spec, duration_ms=duration_ms)
             return result, spec
-        fallback = _torch_profiler(work, job, options, result.unavailable if result else None)
+        fallback = _torch_profiler(work, job, options, result.unavailable if result else None, launch)
         fallback.duration_s = time.monotonic() - started
         return fallback, _spec(work / "report.json") or spec
     finally:
@@ -103,14 +125,16 @@ def _spec(report_path: Path) -> GpuSpec | None:
 
 
 def _torch_profiler(
-    work: Path, job: dict, options: ProfileOptions, why: ProfileUnavailable | None
+    work: Path, job: dict, options: ProfileOptions, why: ProfileUnavailable | None, launch=None
 ) -> ProfileResult:
     (work / "job_torch.json").write_text(json.dumps({**job, "mode": "torch-profiler"}))
+    command = [sys.executable, "-m", "engine.profile.target", str(work / "job_torch.json")]
+    argv, env = launch(command) if launch else (command, _env())
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "engine.profile.target", str(work / "job_torch.json")],
+            argv,
             cwd=work,
-            env=_env(),
+            env=env,
             capture_output=True,
             text=True,
             timeout=options.timeout_s,
@@ -127,7 +151,7 @@ def _torch_profiler(
     return ProfileResult(kind="torch-profiler", summary=summary, unavailable=why)
 
 
-def loop_profiler(metrics: str | list[str] = "default", cache_root: Path | None = None):
+def loop_profiler(metrics: str | list[str] = "default", cache_root: Path | None = None, sandbox: str = "auto"):
     """The loop's profiler hook: ``(task_source, kernel_source, EvalResult) -> profile.json dict``.
 
     The dict carries ``judge_block``, the hardware section of the Judge's optimize prompt (which kind of
@@ -136,7 +160,7 @@ def loop_profiler(metrics: str | list[str] = "default", cache_root: Path | None 
 
     def profile(task_source: str, kernel_source: str, result) -> dict:
         duration = result.timing.candidate.median_ms if getattr(result, "timing", None) else None
-        options = ProfileOptions(metrics=metrics, cache_root=cache_root)
+        options = ProfileOptions(metrics=metrics, cache_root=cache_root, sandbox=sandbox)
         profiled, spec = profile_candidate(task_source, kernel_source, duration, options)
         data = profiled.to_dict()
         data["judge_block"] = profiled.judge_block(spec)

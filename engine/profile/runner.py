@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -83,6 +83,7 @@ def profile_with_ncu(
     duration_ms: float | None = None,
     env: Mapping[str, str] | None = None,
     extra: Sequence[str] = (),
+    launcher: Callable[[list[str]], tuple[list[str], dict[str, str]]] | None = None,
 ) -> ProfileResult:
     """Profile `python script_args...` with ncu and return metrics, rule results and the Judge summary."""
     start = time.monotonic()
@@ -116,7 +117,9 @@ def profile_with_ncu(
     )
     try:
         with gpu_profile_lock(gpu, lock_dir=lock_dir, timeout_s=lock_timeout_s):
-            rc, out, err, timed_out = run_command(cmd, timeout_s=timeout_s, cwd=workdir, env=env)
+            # the sandbox (engine.sandbox) wraps ncu and the profiled candidate together
+            argv, run_env = launcher(cmd) if launcher else (cmd, env)
+            rc, out, err, timed_out = run_command(argv, timeout_s=timeout_s, cwd=workdir, env=run_env)
     except TimeoutError as exc:
         return unavailable(
             ProfileUnavailable(

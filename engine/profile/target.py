@@ -38,8 +38,10 @@ def main(job_path: str) -> int:
     import torch
 
     from engine.build import BuildRecorder
+    from engine.sandbox.landlock import apply_from_env
     from engine.tasks import import_module_from_source
 
+    apply_from_env()  # Landlock mode: confined before the candidate is read
     job = json.loads(Path(job_path).read_text())
     task = import_module_from_source(Path(job["task_path"]).read_text(), job["task_path"])
     BuildRecorder(Path(job["cache_root"])).install()

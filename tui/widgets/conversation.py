@@ -20,7 +20,7 @@ from textual.containers import VerticalScroll
 from textual.widget import AwaitMount, Widget
 from textual.widgets import Static
 
-from tui.model import ChatMessage
+from tui.model import ChatMessage, scrub
 
 FLUSH_S = 0.1
 
@@ -38,7 +38,7 @@ class ChatEntry(Widget):
         style = self.get_component_rich_style("chat-entry--header")
         header = Padding(Text(self.message.header(), style=style), (0, 1), style=style, expand=True)
         code = "ansi_dark" if self.app.current_theme.dark else "ansi_light"  # the terminal's palette
-        body = Markdown(self.message.text, code_theme=code, inline_code_theme=code)
+        body = Markdown(scrub(self.message.text), code_theme=code, inline_code_theme=code)
         return Group(header, Padding(body, (0, 1)))
 
     def refresh_message(self) -> None:
@@ -96,4 +96,4 @@ class ConversationPane(VerticalScroll):
 
     def transcript_text(self) -> str:
         """Everything shown, as plain text (for tests and copy)."""
-        return "\n".join(f"{e.message.header()}\n{e.message.text}" for e in self.query(ChatEntry))
+        return "\n".join(f"{e.message.header()}\n{scrub(e.message.text)}" for e in self.query(ChatEntry))

@@ -17,7 +17,7 @@ from textual.containers import Vertical
 from textual.widget import Widget
 from textual.widgets import Log, Static
 
-from tui.model import build_log_lines, check_rows, ncu_rows, speedup_chart
+from tui.model import build_log_lines, check_rows, ncu_rows, scrub, speedup_chart
 from tui.widgets.tabs import Pane, PaneTabs
 
 if TYPE_CHECKING:  # imported with the first table shown
@@ -84,7 +84,7 @@ class OutputPane(Vertical):
         self.query_one("#build-log", Log).clear()
 
     def append_build(self, lines: Iterable[str]) -> None:
-        self.query_one("#build-log", Log).write_lines(list(lines))
+        self.query_one("#build-log", Log).write_lines([scrub(line) for line in lines])
 
     def show_result(self, result: dict[str, Any] | None, replace_log: bool) -> None:
         self._result = result

@@ -1,0 +1,40 @@
+"""What ``cudaforge doctor`` says about the sandbox: which one is active and how to get a stronger one."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from engine.sandbox import landlock
+from engine.sandbox.select import SandboxError, available_mechanisms, resolve_mode
+
+HOW_TO_GET_BWRAP = (
+    "install bubblewrap (apt-get install bubblewrap), or unpack its .deb with dpkg -x and set "
+    "CUDAFORGE_BWRAP=/path/to/bwrap"
+)
+
+
+def sandbox_status(configured: str, env: Mapping[str, str] | None = None) -> tuple[str, str, str]:
+    """(state, detail, fix) for the doctor's ``sandbox`` line."""
+    env = os.environ if env is None else env
+    status = available_mechanisms(env)
+    try:
+        active = resolve_mode(configured, env)
+    except SandboxError as error:
+        return "missing", f"[eval] sandbox = {configured!r}: {error}", HOW_TO_GET_BWRAP
+    if active == "bwrap":
+        return "ok", f"bwrap (configured: {configured}) · namespaces, no network, private home and tmp", ""
+    if active == "landlock":
+        abi = landlock.abi_version()
+        detail = f"landlock ABI {abi} (configured: {configured}); bwrap unavailable: {status['bwrap']}"
+        return "warn", detail, f"for the stronger bwrap sandbox: {HOW_TO_GET_BWRAP}"
+    why = (
+        "configured off"
+        if configured == "off"
+        else f"bwrap: {status['bwrap']}; landlock: {status['landlock']}"
+    )
+    return (
+        "warn",
+        f"off: candidate code runs with your full rights ({why})",
+        ('set [eval] sandbox = "auto" and ' + HOW_TO_GET_BWRAP),
+    )

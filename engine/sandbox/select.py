@@ -1,0 +1,153 @@
+"""Pick the sandbox for a run and turn a worker command into the confined command and environment.
+
+``auto`` picks the strongest mechanism that works on this machine: bwrap (namespaces), then Landlock
+(in-process rules), then nothing. ``off`` runs candidate code with the user's full rights and says so
+in every result. The mechanism actually used is recorded in ``EvalResult.sandbox``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.sandbox import bwrap, landlock
+from engine.sandbox.env import worker_env
+
+MODES = ("auto", "bwrap", "landlock", "off")
+OFF_WARNING = (
+    "sandbox is off: candidate code ran with your full rights (files, network, environment); "
+    'set [eval] sandbox = "auto"'
+)
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+class SandboxError(RuntimeError):
+    """The sandbox asked for cannot run here (e.g. ``bwrap`` requested but not installed)."""
+
+
+@dataclass
+class Launch:
+    """How to start one confined run: the argv, its whole environment, and what confines it."""
+
+    argv: list[str]
+    env: dict[str, str]
+    mechanism: str  # "bwrap" | "landlock" | "off"
+    warnings: list[str] = field(default_factory=list)
+
+
+def available_mechanisms(env: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """For each mechanism: None when it works here, else why not (what ``cudaforge doctor`` shows)."""
+    env = os.environ if env is None else env
+    found = bwrap.find_bwrap(env)
+    if found is None:
+        why_bwrap: str | None = (
+            f"bwrap not found (${bwrap.BWRAP_ENV} unset and no bwrap on PATH)"
+            if not env.get(bwrap.BWRAP_ENV)
+            else f"${bwrap.BWRAP_ENV}={env[bwrap.BWRAP_ENV]} is not executable"
+        )
+    else:
+        why_bwrap = bwrap.probe(found)
+    abi = landlock.abi_version()
+    return {
+        "bwrap": why_bwrap,
+        "landlock": None if abi >= 1 else "the kernel has no Landlock (Linux 5.13+ with landlock enabled)",
+        "off": None,
+    }
+
+
+def resolve_mode(mode: str, env: Mapping[str, str] | None = None) -> str:
+    """The mechanism ``mode`` means here; raises SandboxError when an explicit one cannot run."""
+    if mode not in MODES:
+        raise SandboxError(f"unknown sandbox {mode!r}: use one of {', '.join(MODES)}")
+    if mode == "off":
+        return "off"
+    status = available_mechanisms(env)
+    if mode == "auto":
+        return next(m for m in ("bwrap", "landlock", "off") if status[m] is None)
+    if status[mode] is not None:
+        raise SandboxError(f"sandbox {mode!r} cannot run here: {status[mode]}")
+    return mode
+
+
+def _python_dirs() -> list[Path]:
+    """Folders the interpreter and its packages live in (bound back when hidden, readable under Landlock)."""
+    dirs = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent}
+    for entry in sys.path:
+        with contextlib.suppress(OSError):
+            if entry and Path(entry).is_dir():
+                dirs.add(Path(entry))
+    return sorted(dirs)
+
+
+def hidden_dirs(env: Mapping[str, str], extra: Sequence[Path | str] = ()) -> list[Path]:
+    """What the candidate must not see: the user's home, the sessions root, the working directory."""
+    from sessions.paths import default_sessions_root  # the sessions root the user configured
+
+    folders = [Path(os.path.expanduser("~")), Path.cwd(), *map(Path, extra)]
+    if env.get("HOME"):
+        folders.append(Path(env["HOME"]))
+    with contextlib.suppress(Exception):  # a broken sessions setting must not stop an evaluation
+        folders.append(default_sessions_root())
+    return folders
+
+
+def prepare(
+    mode: str,
+    command: Sequence[str],
+    *,
+    job_dir: Path,
+    writable: Sequence[Path],
+    extra_env: Mapping[str, str] | None = None,
+    parent_env: Mapping[str, str] | None = None,
+    hidden: Sequence[Path | str] = (),
+) -> Launch:
+    """The confined form of ``command`` (run with cwd ``job_dir``), for the sandbox ``mode``.
+
+    ``writable`` are the folders besides ``job_dir`` the run may write (the build cache).
+    """
+    parent_env = dict(os.environ if parent_env is None else parent_env)
+    mechanism = resolve_mode(mode, parent_env)
+    home = job_dir / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    extra = {"PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), parent_env.get("PYTHONPATH")]))}
+    extra.update(extra_env or {})
+    readable = [
+        *_python_dirs(),
+        PACKAGE_ROOT,
+        *(
+            Path(p)
+            for name in ("PYTHONPATH", "PATH", "LD_LIBRARY_PATH")
+            for p in parent_env.get(name, "").split(os.pathsep)
+            if p
+        ),
+        *(Path(parent_env[n]) for n in ("CUDA_HOME", "CUDA_PATH") if parent_env.get(n)),
+    ]
+    if mechanism == "off":
+        env = {**parent_env, **extra}
+        return Launch(list(command), env, "off", [OFF_WARNING])
+    env = worker_env(parent_env, home, extra)
+    env["CUDAFORGE_SANDBOX"] = mechanism  # the worker waits for its header maker (engine.pch) before exiting
+    writable_dirs = [job_dir, *writable]
+    if mechanism == "bwrap":
+        exe = bwrap.find_bwrap(parent_env)
+        assert exe is not None
+        argv = bwrap.bwrap_command(
+            exe,
+            command,
+            env=env,
+            writable=writable_dirs,
+            hidden=hidden_dirs(parent_env, hidden),
+            keep_readable=readable,
+            chdir=job_dir,
+        )
+        return Launch(argv, env, "bwrap")
+    tmp = job_dir / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env["TMPDIR"] = str(tmp)
+    env[landlock.LANDLOCK_ENV] = json.dumps(landlock.rules_for(readable, writable_dirs))
+    return Launch(list(command), env, "landlock")
