@@ -287,6 +287,7 @@ def split_sources(cpp_text: str, cuda_text: str) -> SplitSources:
         raise SplitSkipped(f"line {line}: top-level {kind} is not handled")
     if not kernels:
         raise SplitSkipped("no __global__ kernel in cuda_sources")
+    _check_cpp_sources_apart(cpp_text, root)
 
     kernel_names = set(kernels)
     cpp_parts: list[str] = [CPP_PRELUDE]
@@ -316,6 +317,31 @@ def split_sources(cpp_text: str, cuda_text: str) -> SplitSources:
                 f"(void*)&{LAUNCH_PREFIX}{kernel.name}{targs};\n"
             )
     return SplitSources(cpp="".join(cpp_parts), cuda="".join(cuda_parts), kernels=sorted(kernel_names))
+
+
+def _check_cpp_sources_apart(cpp_text: str, cuda_root) -> None:  # noqa: ANN001
+    """cpp_sources and the host code were two translation units; now they are one. That is only the
+    same program when cpp_sources defines nothing (functions, macros, variables) that the host code
+    also names, so that no overload set or macro changes meaning."""
+    if not cpp_text.strip():
+        return
+    cpp_root = _parser().parse(cpp_text.encode()).root_node
+    defined: set[str] = set()
+    for node in cpp_root.children:
+        if node.type in ("preproc_def", "preproc_function_def"):
+            defined.add(_text(node.child_by_field_name("name")))
+        elif node.type == "function_definition":
+            defined.add(_function_name(node) or "")
+        elif node.type in ("preproc_include", "comment", "declaration", ";"):
+            if node.type == "declaration" and "(" not in _text(node):
+                defined |= _identifiers(node)
+        elif node.type in ("using_declaration", "alias_declaration", "type_definition", "struct_specifier"):
+            defined |= _identifiers(node)
+        else:
+            raise SplitSkipped(f"cpp_sources has a top-level {node.type}, which is not handled")
+    shared = (defined - {""}) & _identifiers(cuda_root)
+    if shared:
+        raise SplitSkipped(f"cpp_sources defines {sorted(shared)[0]!r}, which cuda_sources also names")
 
 
 def _declared_names(decl) -> set[str]:  # noqa: ANN001

@@ -15,6 +15,7 @@ from engine.split import LAUNCH_PREFIX, SplitSkipped, split_sources
 HEAD = "#include <torch/extension.h>\n#include <cuda_runtime.h>\n"
 
 DISPATCH = HEAD + r"""
+#include <c10/cuda/CUDAStream.h>
 #define CHECK_CUDA(x) TORCH_CHECK(x.is_cuda(), #x " must be CUDA")
 template <typename scalar_t>
 __device__ scalar_t square(scalar_t v) { return v * v; }
@@ -30,7 +31,7 @@ torch::Tensor square_cuda(torch::Tensor x) {
     auto out = torch::empty_like(x);
     int n = x.numel();
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "square", ([&] {
-        square_kernel<scalar_t><<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        square_kernel<scalar_t><<<(n + 255) / 256, 256, 0, c10::cuda::getCurrentCUDAStream()>>>(
             x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), n);
     }));
     return out;
@@ -62,7 +63,7 @@ __global__ void sum_kernel(const float* in, float* out, int n) {
 torch::Tensor fill_then_sum(torch::Tensor x) {
     auto out = torch::zeros({1}, x.options());
     auto tmp = torch::empty_like(x);
-    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     int n = x.numel();
     fill_kernel<<<(n + TILE - 1) / TILE, TILE, 0, stream>>>(tmp.data_ptr<float>(), Pair{1.0f, 2.0f}, n);
     sum_kernel<256><<<(n + 255) / 256, 256, 256 * sizeof(float), stream>>>(tmp.data_ptr<float>(), out.data_ptr<float>(), n);
@@ -108,7 +109,7 @@ def test_dispatch_launch_becomes_a_templated_launcher_instantiated_for_the_dispa
     assert _cuda_only(split.cuda)
     assert f"{LAUNCH_PREFIX}square_kernel<float>" in split.cuda and f"{LAUNCH_PREFIX}square_kernel<double>" in split.cuda
     assert "<<<" not in split.cpp and "<<<" in split.cuda
-    assert f"{LAUNCH_PREFIX}square_kernel<scalar_t>((n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()" in split.cpp
+    assert f"{LAUNCH_PREFIX}square_kernel<scalar_t>((n + 255) / 256, 256, 0, c10::cuda::getCurrentCUDAStream()" in split.cpp
     assert "__device__ scalar_t square" in split.cuda and "square(scalar_t" not in split.cpp
     assert split.cpp.startswith("#include <torch/extension.h>")  # the precompiled header stands in for it
     assert split.kernels == ["square_kernel"]
@@ -181,3 +182,27 @@ def test_a_compile_error_is_reported_against_the_candidates_own_line(tmp_path: P
     line = BROKEN.splitlines().index("    out[i] = undefined_name * 2.0f;") + 1
     assert proc.returncode != 0
     assert f'cuda_sources({line}): error: identifier "undefined_name" is undefined' in proc.stderr
+
+
+@pytest.mark.slow
+def test_cpp_unit_compiles_against_torch_with_the_launcher_calls(tmp_path: Path) -> None:
+    """The host side: launcher declarations, calls inside the AT_DISPATCH lambda, cpp_sources merged in.
+
+    (This machine's CPU torch lacks the CUDA stream headers, so the stream variant is checked on the GPU.)
+    """
+    import sysconfig
+
+    import torch.utils.cpp_extension as cpp_extension
+
+    source = DISPATCH.replace("#include <c10/cuda/CUDAStream.h>\n", "").replace("c10::cuda::getCurrentCUDAStream()", "0")
+    split = split_sources("torch::Tensor square_cuda(torch::Tensor x);", source)
+    (tmp_path / "unit.cpp").write_text(split.cpp)
+    includes = [f"-I{p}" for p in [*cpp_extension.include_paths(), sysconfig.get_paths()["include"]]]
+    cuda_home = cpp_extension.CUDA_HOME or "/usr/local/cuda"
+    proc = subprocess.run(
+        ["g++", "-std=c++17", "-fsyntax-only", *includes, f"-I{cuda_home}/include", str(tmp_path / "unit.cpp")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
