@@ -38,7 +38,14 @@ def recorded_calls(solution: Path) -> list[dict]:
 
     def fake(name, cpp_sources, cuda_sources=None, *args, **kwargs):  # noqa: ANN001, ANN202
         join = lambda s: s if isinstance(s, str) else "\n".join(s or [])  # noqa: E731
-        calls.append({"name": name, "cpp": join(cpp_sources), "cuda": join(cuda_sources), "kwargs": {k: v for k, v in kwargs.items() if isinstance(v, (str, bool, list, type(None)))}})
+        calls.append(
+            {
+                "name": name,
+                "cpp": join(cpp_sources),
+                "cuda": join(cuda_sources),
+                "kwargs": {k: v for k, v in kwargs.items() if isinstance(v, (str, bool, list, type(None)))},
+            }
+        )
         raise _Recorded
 
     original = cpp_extension.load_inline
@@ -57,7 +64,9 @@ def recorded_calls(solution: Path) -> list[dict]:
 
 
 def _reason_class(reason: str) -> str:
-    return re.sub(r"\(line \d+\)|line \d+:?|'[^']*'|\"[^\"]*\"|\b[A-Za-z_]\w*_kernel\w*|kernel \w+", "…", reason)[:90]
+    return re.sub(
+        r"\(line \d+\)|line \d+:?|'[^']*'|\"[^\"]*\"|\b[A-Za-z_]\w*_kernel\w*|kernel \w+", "…", reason
+    )[:90]
 
 
 def nvcc_compile(cuda: str) -> tuple[bool, str]:
@@ -66,7 +75,9 @@ def nvcc_compile(cuda: str) -> tuple[bool, str]:
         src.write_text(cuda)
         proc = subprocess.run(
             ["nvcc", "-c", "-std=c++17", "-arch=sm_90", "-O1", str(src), "-o", str(Path(tmp) / "unit.o")],
-            capture_output=True, text=True, timeout=300,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         return proc.returncode == 0, proc.stderr[-1500:]
 
@@ -74,7 +85,9 @@ def nvcc_compile(cuda: str) -> tuple[bool, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("solutions", type=Path)
-    parser.add_argument("--nvcc", type=int, default=0, help="compile the CUDA unit of this many transformed kernels")
+    parser.add_argument(
+        "--nvcc", type=int, default=0, help="compile the CUDA unit of this many transformed kernels"
+    )
     parser.add_argument("--out", type=Path)
     options = parser.parse_args()
     files = sorted(options.solutions.glob("*.py"))
@@ -105,7 +118,14 @@ def main() -> None:
         for unit in row["units"]:
             started = time.monotonic()
             ok, err = nvcc_compile(unit.cuda)
-            compiled.append({"file": row["file"], "ok": ok, "seconds": round(time.monotonic() - started, 2), "stderr": "" if ok else err})
+            compiled.append(
+                {
+                    "file": row["file"],
+                    "ok": ok,
+                    "seconds": round(time.monotonic() - started, 2),
+                    "stderr": "" if ok else err,
+                }
+            )
             print(f"nvcc {row['file']}: {'ok' if ok else 'FAILED'}", file=sys.stderr, flush=True)
     transformed = sum(r["status"] == "transformed" for r in rows)
     summary = {

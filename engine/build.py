@@ -38,7 +38,9 @@ PCH_FLAG = (
     "-Winvalid-pch"  # added to builds that use cudaforge's precompiled header; g++ says when it is not used
 )
 _TORCH_HEADER = re.compile(r"#\s*include\s*[<\"](torch/|ATen/|c10/)")
-SPLIT_ENV = "CUDAFORGE_BUILD_SPLIT"  # "0" builds stock-layout candidates the stock way (benchmarks compare both)
+SPLIT_ENV = (
+    "CUDAFORGE_BUILD_SPLIT"  # "0" builds stock-layout candidates the stock way (benchmarks compare both)
+)
 
 
 def default_cache_root() -> Path:
@@ -146,8 +148,8 @@ class BuildRecorder:
             print(f"[cudaforge] building {name!r} the stock way: {skip}", flush=True)
             return self._build_once(name, cpp_sources, cuda_sources, args, kwargs, path, str(skip))
         print(
-            f"[cudaforge] split build of {name!r}: compiler messages naming \"{CUDA_FILE}\" line N mean line N"
-            f" of the candidate's cuda_sources string, \"{CPP_FILE}\" its cpp_sources",
+            f'[cudaforge] split build of {name!r}: compiler messages naming "{CUDA_FILE}" line N mean line N'
+            f' of the candidate\'s cuda_sources string, "{CPP_FILE}" its cpp_sources',
             flush=True,
         )
         try:

@@ -32,7 +32,9 @@ CPP_FILE = "cpp_sources"
 LAUNCH_PREFIX = "cf_launch_"
 
 _TORCH_INCLUDE = re.compile(r"^(torch/|ATen/|c10/|pybind11/)")
-_CUDA_ONLY_INCLUDE = re.compile(r"^(cuda/|cub/|thrust/|cooperative_groups|mma\.h|cuda_pipeline|cuda_awbarrier|curand_kernel|sm_)")
+_CUDA_ONLY_INCLUDE = re.compile(
+    r"^(cuda/|cub/|thrust/|cooperative_groups|mma\.h|cuda_pipeline|cuda_awbarrier|curand_kernel|sm_)"
+)
 _TORCH_TEXT = re.compile(r"\b(torch|at|c10|pybind11|py)::|\bAT_[A-Z_]+\b|\bTORCH_[A-Z_]+\b|\bC10_[A-Z_]+\b")
 _DEVICE_ONLY_HOST_USE = re.compile(r"\b(thrust|cub)::")
 
@@ -50,7 +52,9 @@ CPP_PRELUDE = (
     "#include <cuda_fp16.h>\n"
     "#include <cuda_bf16.h>\n"
 )
-CUDA_PRELUDE = "#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <cstdint>\n"
+CUDA_PRELUDE = (
+    "#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <cstdint>\n"
+)
 
 
 class SplitSkipped(Exception):
@@ -248,7 +252,9 @@ def split_sources(cpp_text: str, cuda_text: str) -> SplitSources:
                 if _TORCH_TEXT.search(_text(node)):
                     raise SplitSkipped(f"function {name} uses torch")
                 text = _text(node)
-                linkage = template is not None or re.search(r"\b(static|inline|constexpr)\b", text.split("(")[0])
+                linkage = template is not None or re.search(
+                    r"\b(static|inline|constexpr)\b", text.split("(")[0]
+                )
                 pieces.append(("cuda", text, line))
                 pieces.append(("cpp", text if linkage else "static inline " + text, line))
             else:
@@ -256,7 +262,12 @@ def split_sources(cpp_text: str, cuda_text: str) -> SplitSources:
                     raise SplitSkipped(f"host function template {name} is not handled")
                 pieces.append(("host", inner, line))
             continue
-        if inner.type == "declaration" and quals & {"__constant__", "__device__", "__shared__", "__managed__"}:
+        if inner.type == "declaration" and quals & {
+            "__constant__",
+            "__device__",
+            "__shared__",
+            "__managed__",
+        }:
             if template is not None:
                 raise SplitSkipped(f"line {line}: templated device variable")
             device_names |= {_text(c) for c in inner.children if c.is_named} & _identifiers(inner)
@@ -273,7 +284,15 @@ def split_sources(cpp_text: str, cuda_text: str) -> SplitSources:
             pieces.append(("cpp" if _TORCH_TEXT.search(_text(node)) else "both", _text(node), line))
             continue
         if kind == "using_declaration":
-            pieces.append(("cpp" if _TORCH_TEXT.search(_text(node)) or re.search(r"\b(torch|at|c10)\b", _text(node)) else "both", _text(node), line))
+            pieces.append(
+                (
+                    "cpp"
+                    if _TORCH_TEXT.search(_text(node)) or re.search(r"\b(torch|at|c10)\b", _text(node))
+                    else "both",
+                    _text(node),
+                    line,
+                )
+            )
             continue
         if kind == "declaration":
             text = _text(node)
@@ -300,7 +319,10 @@ def split_sources(cpp_text: str, cuda_text: str) -> SplitSources:
             cuda_parts += [_line_directive(line, CUDA_FILE), text + "\n", _launcher(kernel, body=True)]
             cpp_parts += [_line_directive(line, CUDA_FILE), _launcher(kernel, body=False)]
         elif unit == "host":
-            cpp_parts += [_line_directive(line, CUDA_FILE), _rewrite_host(item, kernels, device_names, cuda_text) + "\n"]
+            cpp_parts += [
+                _line_directive(line, CUDA_FILE),
+                _rewrite_host(item, kernels, device_names, cuda_text) + "\n",
+            ]
         else:
             text = str(item)
             if unit in ("cuda", "both"):
@@ -310,7 +332,9 @@ def split_sources(cpp_text: str, cuda_text: str) -> SplitSources:
     cuda_parts.append(_line_directive(1, "cudaforge_launchers"))
     for kernel in kernels.values():
         if kernel.template_params and not kernel.instantiations:
-            raise SplitSkipped(f"template kernel {kernel.name} is never launched with known template arguments")
+            raise SplitSkipped(
+                f"template kernel {kernel.name} is never launched with known template arguments"
+            )
         for i, targs in enumerate(sorted(kernel.instantiations)):
             cuda_parts.append(
                 f"static void* const cf_instance_{kernel.name}_{i} __attribute__((used)) = "
@@ -357,7 +381,9 @@ def _declared_names(decl) -> set[str]:  # noqa: ANN001
 def _launcher(kernel: Kernel, body: bool) -> str:
     """The launcher's definition (CUDA unit) or declaration (C++ unit), on one line after the kernel."""
     head = f"{kernel.template_params} " if kernel.template_params else ""
-    params = ", ".join(["dim3 cf_grid", "dim3 cf_block", "size_t cf_shared", "cudaStream_t cf_stream", *kernel.params])
+    params = ", ".join(
+        ["dim3 cf_grid", "dim3 cf_block", "size_t cf_shared", "cudaStream_t cf_stream", *kernel.params]
+    )
     signature = f"{head}void {LAUNCH_PREFIX}{kernel.name}({params})"
     if not body:
         return signature + ";\n"
@@ -418,7 +444,9 @@ def _rewrite_host(fn, kernels: dict[str, Kernel], device_names: set[str], source
             raise SplitSkipped(f"launch of {_text(fn_node)!r} not understood (line {_line(call)})")
         kernel = kernels.get(name)
         if kernel is None:
-            raise SplitSkipped(f"launch of {name!r}, which is not a kernel of this source (line {_line(call)})")
+            raise SplitSkipped(
+                f"launch of {name!r}, which is not a kernel of this source (line {_line(call)})"
+            )
         cfg = [_text(c) for c in config.children if c.is_named]
         if not 2 <= len(cfg) <= 4:
             raise SplitSkipped(f"launch of {name} with {len(cfg)} configuration arguments")
@@ -426,7 +454,9 @@ def _rewrite_host(fn, kernels: dict[str, Kernel], device_names: set[str], source
         _record_instances(kernel, targs, _dispatch_macro(call), _line(call))
         original = data[call.start_byte : call.end_byte].decode()
         inner_args = _text(args)[1:-1]
-        replacement = f"{LAUNCH_PREFIX}{name}{targs}({', '.join(cfg)}{', ' if inner_args.strip() else ''}{inner_args})"
+        replacement = (
+            f"{LAUNCH_PREFIX}{name}{targs}({', '.join(cfg)}{', ' if inner_args.strip() else ''}{inner_args})"
+        )
         replacement = replacement.replace("\n", " ") + "\n" * original.count("\n")
         edits.append((call.start_byte - start, call.end_byte - start, replacement))
     out = text.encode()
@@ -447,7 +477,9 @@ def _record_instances(kernel: Kernel, targs: str, dispatch: str | None, line: in
         kernel.instantiations.add(targs)
         return
     if dispatch is None:
-        raise SplitSkipped(f"template kernel {kernel.name} launched with deduced or scalar_t arguments outside AT_DISPATCH (line {line})")
+        raise SplitSkipped(
+            f"template kernel {kernel.name} launched with deduced or scalar_t arguments outside AT_DISPATCH (line {line})"
+        )
     types = DISPATCH_TYPES.get(dispatch)
     if types is None:
         raise SplitSkipped(f"{dispatch} is not handled (half/bfloat16 or custom type lists)")

@@ -14,7 +14,9 @@ from engine.split import LAUNCH_PREFIX, SplitSkipped, split_sources
 
 HEAD = "#include <torch/extension.h>\n#include <cuda_runtime.h>\n"
 
-DISPATCH = HEAD + r"""
+DISPATCH = (
+    HEAD
+    + r"""
 #include <c10/cuda/CUDAStream.h>
 #define CHECK_CUDA(x) TORCH_CHECK(x.is_cuda(), #x " must be CUDA")
 template <typename scalar_t>
@@ -37,8 +39,11 @@ torch::Tensor square_cuda(torch::Tensor x) {
     return out;
 }
 """
+)
 
-SEVERAL = HEAD + r"""
+SEVERAL = (
+    HEAD
+    + r"""
 #include <ATen/cuda/CUDAContext.h>
 constexpr int TILE = 32;
 __constant__ float scale[1];
@@ -70,10 +75,13 @@ torch::Tensor fill_then_sum(torch::Tensor x) {
     return out;
 }
 """
+)
 
 HALF_DISPATCH = DISPATCH.replace("AT_DISPATCH_FLOATING_TYPES", "AT_DISPATCH_FLOATING_TYPES_AND_HALF")
 
-SYMBOL_FROM_HOST = HEAD + r"""
+SYMBOL_FROM_HOST = (
+    HEAD
+    + r"""
 __constant__ float coeff[4];
 __global__ void k(float* out) { out[threadIdx.x] = coeff[threadIdx.x]; }
 torch::Tensor run(torch::Tensor x, torch::Tensor c) {
@@ -82,8 +90,11 @@ torch::Tensor run(torch::Tensor x, torch::Tensor c) {
     return x;
 }
 """
+)
 
-BROKEN = HEAD + r"""
+BROKEN = (
+    HEAD
+    + r"""
 __global__ void broken_kernel(float* out, int n) {
     int i = threadIdx.x;
     out[i] = undefined_name * 2.0f;
@@ -93,6 +104,7 @@ torch::Tensor run(torch::Tensor x) {
     return x;
 }
 """
+)
 
 
 def _cuda_only(text: str) -> bool:
@@ -107,9 +119,15 @@ def _code(text: str) -> str:
 def test_dispatch_launch_becomes_a_templated_launcher_instantiated_for_the_dispatched_types() -> None:
     split = split_sources("torch::Tensor square_cuda(torch::Tensor x);", DISPATCH)
     assert _cuda_only(split.cuda)
-    assert f"{LAUNCH_PREFIX}square_kernel<float>" in split.cuda and f"{LAUNCH_PREFIX}square_kernel<double>" in split.cuda
+    assert (
+        f"{LAUNCH_PREFIX}square_kernel<float>" in split.cuda
+        and f"{LAUNCH_PREFIX}square_kernel<double>" in split.cuda
+    )
     assert "<<<" not in split.cpp and "<<<" in split.cuda
-    assert f"{LAUNCH_PREFIX}square_kernel<scalar_t>((n + 255) / 256, 256, 0, c10::cuda::getCurrentCUDAStream()" in split.cpp
+    assert (
+        f"{LAUNCH_PREFIX}square_kernel<scalar_t>((n + 255) / 256, 256, 0, c10::cuda::getCurrentCUDAStream()"
+        in split.cpp
+    )
     assert "__device__ scalar_t square" in split.cuda and "square(scalar_t" not in split.cpp
     assert split.cpp.startswith("#include <torch/extension.h>")  # the precompiled header stands in for it
     assert split.kernels == ["square_kernel"]
@@ -152,7 +170,15 @@ def test_sources_it_is_not_sure_about_are_left_to_the_stock_build(source: str, r
 def _nvcc(cuda: str, tmp_path: Path) -> subprocess.CompletedProcess:
     (tmp_path / "unit.cu").write_text(cuda)
     return subprocess.run(
-        ["nvcc", "-c", "-std=c++17", "-arch=sm_90", str(tmp_path / "unit.cu"), "-o", str(tmp_path / "unit.o")],
+        [
+            "nvcc",
+            "-c",
+            "-std=c++17",
+            "-arch=sm_90",
+            str(tmp_path / "unit.cu"),
+            "-o",
+            str(tmp_path / "unit.o"),
+        ],
         capture_output=True,
         text=True,
         timeout=600,
@@ -165,7 +191,9 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc
 @pytest.mark.slow
 @needs_nvcc
 @pytest.mark.parametrize("source", [DISPATCH, SEVERAL], ids=["dispatch", "several"])
-def test_cuda_unit_compiles_with_nvcc_without_torch_and_exports_the_launchers(source: str, tmp_path: Path) -> None:
+def test_cuda_unit_compiles_with_nvcc_without_torch_and_exports_the_launchers(
+    source: str, tmp_path: Path
+) -> None:
     split = split_sources("", source)
     proc = _nvcc(split.cuda, tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -194,13 +222,22 @@ def test_cpp_unit_compiles_against_torch_with_the_launcher_calls(tmp_path: Path)
 
     import torch.utils.cpp_extension as cpp_extension
 
-    source = DISPATCH.replace("#include <c10/cuda/CUDAStream.h>\n", "").replace("c10::cuda::getCurrentCUDAStream()", "0")
+    source = DISPATCH.replace("#include <c10/cuda/CUDAStream.h>\n", "").replace(
+        "c10::cuda::getCurrentCUDAStream()", "0"
+    )
     split = split_sources("torch::Tensor square_cuda(torch::Tensor x);", source)
     (tmp_path / "unit.cpp").write_text(split.cpp)
     includes = [f"-I{p}" for p in [*cpp_extension.include_paths(), sysconfig.get_paths()["include"]]]
     cuda_home = cpp_extension.CUDA_HOME or "/usr/local/cuda"
     proc = subprocess.run(
-        ["g++", "-std=c++17", "-fsyntax-only", *includes, f"-I{cuda_home}/include", str(tmp_path / "unit.cpp")],
+        [
+            "g++",
+            "-std=c++17",
+            "-fsyntax-only",
+            *includes,
+            f"-I{cuda_home}/include",
+            str(tmp_path / "unit.cpp"),
+        ],
         capture_output=True,
         text=True,
         timeout=600,

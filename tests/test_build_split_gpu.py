@@ -75,7 +75,12 @@ class ModelNew(nn.Module):
 
 
 def run(source: str, cache: Path) -> EvalResult:
-    return evaluate(TASK.read_text(), source, EvalOptions(device="cuda", cache_root=cache, do_timing=False), task_name=TASK.stem)
+    return evaluate(
+        TASK.read_text(),
+        source,
+        EvalOptions(device="cuda", cache_root=cache, do_timing=False),
+        task_name=TASK.stem,
+    )
 
 
 def test_the_stock_example_takes_the_split_build_and_is_correct(tmp_path: Path) -> None:
@@ -94,11 +99,14 @@ def test_dispatch_template_stream_shared_memory_kernel_takes_the_split_build(tmp
 
 def test_a_compile_error_names_the_candidates_own_line(ext_cache: Path) -> None:
     source = STOCK_KERNEL.read_text().replace(
-        "if (i < n) out[i] = in[i] > 0.0f ? in[i] : 0.0f;", "if (i < n) out[i] = in[i] > 0.0f ? in[i] : undeclared_thing;"
+        "if (i < n) out[i] = in[i] > 0.0f ? in[i] : 0.0f;",
+        "if (i < n) out[i] = in[i] > 0.0f ? in[i] : undeclared_thing;",
     )
     assert "undeclared_thing" in source
     cuda = source.split('cuda_source = r"""')[1]
-    line = cuda.splitlines().index("    if (i < n) out[i] = in[i] > 0.0f ? in[i] : undeclared_thing;") + 1  # the string starts with a newline
+    line = (
+        cuda.splitlines().index("    if (i < n) out[i] = in[i] > 0.0f ? in[i] : undeclared_thing;") + 1
+    )  # the string starts with a newline
     result = run(source, ext_cache)
     assert result.status == "compile_error"
     assert f'cuda_sources({line}): error: identifier "undeclared_thing" is undefined' in result.build.log
