@@ -30,7 +30,7 @@ from typing import Any
 
 from engine.pch import HeaderStore, first_include, header_key
 from engine.result import ExtensionBuild
-from engine.split import CPP_FILE, CUDA_FILE, SplitSkipped, split_sources
+from engine.split import CPP_FILE, CUDA_FILE, SplitSkipped, host_flags, split_sources
 
 TORCH_LOCK_NAME = "lock"
 OUR_LOCK_NAME = ".cudaforge-build.lock"
@@ -153,9 +153,7 @@ class BuildRecorder:
             flush=True,
         )
         try:
-            return self._build_once(
-                name, split.cpp, split.cuda, args, {**kwargs, "no_implicit_headers": True}, "split"
-            )
+            return self._build_once(name, split.cpp, split.cuda, args, _split_kwargs(kwargs), "split")
         except Exception as error:  # noqa: BLE001 - any failure of the rewrite falls back to the stock build
             self.builds.pop()
             reason = f"the split build failed ({type(error).__name__}); built the stock way"
@@ -228,6 +226,15 @@ class BuildRecorder:
         if header and not record.pch and self.headers.queue(header, build_dir):
             record.pch = "queued"
         return module
+
+
+def _split_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The candidate's ``load_inline`` arguments for its split units (torch headers only in the C++ one)."""
+    extra = host_flags(kwargs.get("extra_cuda_cflags"))
+    split = {**kwargs, "no_implicit_headers": True}
+    if extra:
+        split["extra_cflags"] = [*(kwargs.get("extra_cflags") or []), *extra]
+    return split
 
 
 def _built_with_pch(build_dir: Path) -> bool:

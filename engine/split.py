@@ -52,8 +52,23 @@ CPP_PRELUDE = (
     "#include <cuda_fp16.h>\n"
     "#include <cuda_bf16.h>\n"
 )
-CUDA_PRELUDE = (
-    "#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <cstdint>\n"
+# torch's headers bring these into the stock .cu; with them the device code sees the same overload
+# sets (abs, min, max, std:: math) as in the stock build.
+CUDA_PRELUDE = "".join(
+    f"#include <{h}>\n"
+    for h in (
+        "cuda_runtime.h",
+        "cuda_fp16.h",
+        "cuda_bf16.h",
+        "cmath",
+        "cstdlib",
+        "cstdint",
+        "cstdio",
+        "algorithm",
+        "limits",
+        "type_traits",
+        "utility",
+    )
 )
 
 
@@ -489,3 +504,28 @@ def _record_instances(kernel: Kernel, targs: str, dispatch: str | None, line: in
         targs = "<scalar_t>"
     for t in types:
         kernel.instantiations.add(re.sub(r"\bscalar_t\b", t, targs))
+
+
+def host_flags(extra_cuda_cflags: list[str] | None) -> list[str]:
+    """The part of the candidate's nvcc flags that applied to its host code, for the C++ unit.
+
+    In the stock build the host wrappers were compiled by nvcc, so ``-D``/``-U`` macros and
+    ``-Xcompiler`` options given for CUDA reached them; in the split build they live in the C++ unit.
+    """
+    flags: list[str] = []
+    items = [str(f) for f in extra_cuda_cflags or []]
+    i = 0
+    while i < len(items):
+        flag = items[i]
+        if flag in ("-D", "-U") and i + 1 < len(items):
+            flags += [flag, items[i + 1]]
+            i += 1
+        elif flag.startswith(("-D", "-U")):
+            flags.append(flag)
+        elif flag in ("-Xcompiler", "--compiler-options") and i + 1 < len(items):
+            flags += [f for f in items[i + 1].split(",") if f]
+            i += 1
+        elif flag.startswith(("-Xcompiler=", "--compiler-options=")):
+            flags += [f for f in flag.split("=", 1)[1].split(",") if f]
+        i += 1
+    return flags

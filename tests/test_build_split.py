@@ -243,3 +243,11 @@ def test_cpp_unit_compiles_against_torch_with_the_launcher_calls(tmp_path: Path)
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_macros_and_host_options_given_to_nvcc_still_reach_the_moved_host_code() -> None:
+    from engine.split import host_flags
+
+    given = ["-O3", "--use_fast_math", "-DTILE=16", "-D", "WIDE", "-Xcompiler", "-fopenmp,-Wall", "-UNDEBUG"]
+    assert host_flags(given) == ["-DTILE=16", "-D", "WIDE", "-fopenmp", "-Wall", "-UNDEBUG"]
+    assert host_flags(None) == []
