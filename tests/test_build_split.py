@@ -251,3 +251,58 @@ def test_macros_and_host_options_given_to_nvcc_still_reach_the_moved_host_code()
     given = ["-O3", "--use_fast_math", "-DTILE=16", "-D", "WIDE", "-Xcompiler", "-fopenmp,-Wall", "-UNDEBUG"]
     assert host_flags(given) == ["-DTILE=16", "-D", "WIDE", "-fopenmp", "-Wall", "-UNDEBUG"]
     assert host_flags(None) == []
+
+
+class _Compiler:
+    """Stands in for torch's load_inline, which cannot link CUDA extensions on this CPU-only machine;
+    the real build is covered by tests/test_build_split_gpu.py."""
+
+    def __init__(self, fail_split: bool) -> None:
+        self.fail_split = fail_split
+        self.calls: list[dict] = []
+
+    def __call__(self, name, cpp_sources, cuda_sources, *args, **kwargs):  # noqa: ANN001, ANN204
+        self.calls.append({"cpp": cpp_sources, "cuda": cuda_sources, **kwargs})
+        if self.fail_split and kwargs.get("no_implicit_headers"):
+            raise RuntimeError("Error building extension")
+        return object()
+
+
+@pytest.mark.parametrize("fail_split", [False, True], ids=["split", "falls-back"])
+def test_the_build_hook_builds_split_and_falls_back_to_stock_when_that_fails(
+    tmp_path: Path, fail_split: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.build import BuildRecorder
+
+    monkeypatch.delenv("CUDAFORGE_BUILD_SPLIT", raising=False)
+    recorder = BuildRecorder(tmp_path, use_pch=False)
+    recorder._original = compiler = _Compiler(fail_split)
+    recorder._build(
+        "ext", "torch::Tensor square_cuda(torch::Tensor x);", DISPATCH, (), {"extra_cuda_cflags": ["-DW=2"]}
+    )
+    first = compiler.calls[0]
+    assert first["no_implicit_headers"] and first["cpp"].startswith("#include <torch/extension.h>")
+    assert "torch/" not in first["cuda"] and first["extra_cflags"] == ["-DW=2"]
+    [record] = recorder.builds
+    if fail_split:
+        assert len(compiler.calls) == 2 and compiler.calls[1]["cuda"] == DISPATCH
+        assert record.path == "stock" and "split build failed" in (record.split_skipped or "")
+    else:
+        assert len(compiler.calls) == 1 and record.path == "split" and record.split_skipped is None
+
+
+def test_the_build_hook_says_why_a_source_was_not_split(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.build import BuildRecorder
+
+    recorder = BuildRecorder(tmp_path, use_pch=False)
+    recorder._original = compiler = _Compiler(fail_split=False)
+    recorder._build("ext", "", HALF_DISPATCH, (), {})
+    assert compiler.calls[0]["cuda"] == HALF_DISPATCH
+    assert recorder.builds[0].path == "stock" and "AND_HALF" in (recorder.builds[0].split_skipped or "")
+    monkeypatch.setenv("CUDAFORGE_BUILD_SPLIT", "0")
+    recorder._build("ext2", "", DISPATCH, (), {})
+    assert (
+        recorder.builds[1].path == "stock" and recorder.builds[1].split_skipped == "CUDAFORGE_BUILD_SPLIT=0"
+    )
