@@ -30,6 +30,7 @@ from typing import Any
 
 from engine.pch import HeaderStore, first_include, header_key
 from engine.result import ExtensionBuild
+from engine.split import CPP_FILE, CUDA_FILE, SplitSkipped, host_flags, split_sources
 
 TORCH_LOCK_NAME = "lock"
 OUR_LOCK_NAME = ".cudaforge-build.lock"
@@ -37,6 +38,9 @@ PCH_FLAG = (
     "-Winvalid-pch"  # added to builds that use cudaforge's precompiled header; g++ says when it is not used
 )
 _TORCH_HEADER = re.compile(r"#\s*include\s*[<\"](torch/|ATen/|c10/)")
+SPLIT_ENV = (
+    "CUDAFORGE_BUILD_SPLIT"  # "0" builds stock-layout candidates the stock way (benchmarks compare both)
+)
 
 
 def default_cache_root() -> Path:
@@ -133,6 +137,40 @@ class BuildRecorder:
     def _build(
         self, name: str, cpp_sources: Any, cuda_sources: Any, args: tuple, kwargs: dict[str, Any]
     ) -> Any:
+        cpp_text, cuda_text = _as_text(cpp_sources), _as_text(cuda_sources)
+        path = classify_build_path(cuda_sources, bool(kwargs.get("no_implicit_headers")))
+        if path != "stock":
+            return self._build_once(name, cpp_sources, cuda_sources, args, kwargs, path)
+        if os.environ.get(SPLIT_ENV, "1") == "0":
+            return self._build_once(name, cpp_sources, cuda_sources, args, kwargs, path, f"{SPLIT_ENV}=0")
+        try:
+            split = split_sources(cpp_text, cuda_text)
+        except SplitSkipped as skip:
+            print(f"[cudaforge] building {name!r} the stock way: {skip}", flush=True)
+            return self._build_once(name, cpp_sources, cuda_sources, args, kwargs, path, str(skip))
+        print(
+            f'[cudaforge] split build of {name!r}: compiler messages naming "{CUDA_FILE}" line N mean line N'
+            f' of the candidate\'s cuda_sources string, "{CPP_FILE}" its cpp_sources',
+            flush=True,
+        )
+        try:
+            return self._build_once(name, split.cpp, split.cuda, args, _split_kwargs(kwargs), "split")
+        except Exception as error:  # noqa: BLE001 - any failure of the rewrite falls back to the stock build
+            self.builds.pop()
+            reason = f"the split build failed ({type(error).__name__}); built the stock way"
+            print(f"[cudaforge] {reason}", flush=True)
+            return self._build_once(name, cpp_sources, cuda_sources, args, kwargs, path, reason)
+
+    def _build_once(
+        self,
+        name: str,
+        cpp_sources: Any,
+        cuda_sources: Any,
+        args: tuple,
+        kwargs: dict[str, Any],
+        path: str,
+        split_skipped: str | None = None,
+    ) -> Any:
         assert self._original is not None
         kwargs = dict(kwargs)
         kwargs.pop("build_directory", None)  # ours, so that builds are isolated by content
@@ -146,7 +184,6 @@ class BuildRecorder:
         build_dir.mkdir(parents=True, exist_ok=True)
         if self.on_build_dir:
             self.on_build_dir(str(build_dir))
-        path = classify_build_path(cuda_sources, bool(kwargs.get("no_implicit_headers")))
         header = None
         if (
             self.use_pch
@@ -154,7 +191,13 @@ class BuildRecorder:
         ):
             header = header_key(kwargs, bool(cuda_text.strip()))
         record = ExtensionBuild(
-            name=name, build_dir=str(build_dir), cached=False, seconds=0.0, path=path, ok=False
+            name=name,
+            build_dir=str(build_dir),
+            cached=False,
+            seconds=0.0,
+            path=path,
+            ok=False,
+            split_skipped=split_skipped,
         )
         started = time.monotonic()
         with open(build_dir / OUR_LOCK_NAME, "w") as guard:
@@ -185,6 +228,15 @@ class BuildRecorder:
         if header and not record.pch and self.headers.queue(header, build_dir):
             record.pch = "queued"
         return module
+
+
+def _split_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The candidate's ``load_inline`` arguments for its split units (torch headers only in the C++ one)."""
+    extra = host_flags(kwargs.get("extra_cuda_cflags"))
+    split = {**kwargs, "no_implicit_headers": True}
+    if extra:
+        split["extra_cflags"] = [*(kwargs.get("extra_cflags") or []), *extra]
+    return split
 
 
 def _built_with_pch(build_dir: Path) -> bool:

@@ -111,9 +111,10 @@ class ExtensionBuild:
     build_dir: str
     cached: bool
     seconds: float
-    path: str  # "fast" (torch-free CUDA source), "stock" (torch headers in the .cu) or "cpp" (no CUDA)
+    path: str  # "fast" (torch-free CUDA source), "stock" (torch headers in the .cu), "split" (a stock source rewritten by engine.split) or "cpp" (no CUDA)
     ok: bool = True
     pch: str = ""  # "used": the binding compiled against cudaforge's precompiled torch header; "queued": one is being made
+    split_skipped: str | None = None  # why a stock-layout source was built the stock way instead of split
 
 
 @dataclass

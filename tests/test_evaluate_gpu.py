@@ -51,7 +51,8 @@ def test_correct_cuda_kernel(ext_cache: Path) -> None:
     assert result.speedup and result.speedup > 0
 
 
-def test_stock_layout_still_builds_and_says_so(ext_cache: Path) -> None:
+def test_stock_layout_still_builds_and_says_so(ext_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDAFORGE_BUILD_SPLIT", "0")  # the split build (default) is tested in test_build_split_gpu.py
     result = run(STOCK_KERNEL.read_text(), ext_cache, do_timing=False)
     assert result.status == "correct", (result.messages, result.stderr_tail)
     assert result.build.extensions[0].path == "stock"
