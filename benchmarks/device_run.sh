@@ -49,7 +49,7 @@ setup() {
 }
 
 section_tests() {
-  timeout 560 python3 -m pytest -p no:cacheprovider -m "gpu and not timing" -n 4 tests -q -rfE 2>&1 | tail -60
+  timeout "${TESTS_TIMEOUT:-560}" python3 -m pytest -p no:cacheprovider -m "gpu and not timing" -n 4 tests -q -rfE --durations=15 2>&1 | tail -80
 }
 
 section_timing() {
@@ -78,6 +78,24 @@ section_corpus() {
   tar -C /tmp/lb/out -czf "$1/results.tgz" results checks 2>/dev/null
   [ "${COMPARE_N:-0}" -gt 0 ] && timeout 200 python3 benchmarks/evalset_leaderboard.py compare /tmp/lb/out --n "$COMPARE_N" \
     && cp /tmp/lb/out/compare_alone.json "$1/"
+}
+
+section_split() {
+  # stock vs split cold builds of the same corpus kernels, side by side, then their outputs compared
+  timeout "${SPLIT_TIMEOUT:-480}" python3 benchmarks/split_build.py "$CORPUS/lb/docs/assets" --out /tmp/split \
+    --limit "${SPLIT_N:-24}" --jobs "${SPLIT_JOBS:-12}"
+  python3 benchmarks/split_build.py "$CORPUS/lb/docs/assets" --out /tmp/split --report | tail -20
+  cp /tmp/split/summary.json /tmp/split/table.txt /tmp/split/rows.jsonl "$1/" 2>/dev/null
+}
+
+section_share() {
+  # the own-kernel share of the guard fixtures: honest partial kernels against trivial-but-present ones
+  timeout 300 python3 benchmarks/guard_share.py --device cuda | tee "$1/share.md"
+}
+
+section_sandbox() {
+  python3 -m tui.cli doctor 2>&1 | grep -i sandbox
+  timeout 300 python3 benchmarks/sandbox_overhead.py --device cuda --rounds "${SANDBOX_ROUNDS:-5}" --json "$1/overhead.json"
 }
 
 section_bench() {
