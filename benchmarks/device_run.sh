@@ -49,7 +49,10 @@ setup() {
 }
 
 section_tests() {
-  timeout "${TESTS_TIMEOUT:-560}" python3 -m pytest -p no:cacheprovider -m "gpu and not timing" -n 4 tests -q -rfE --durations=15 2>&1 | tail -80
+  # TESTS narrows the run (default: every test file); the whole output is kept in pytest.log
+  timeout "${TESTS_TIMEOUT:-560}" python3 -m pytest -p no:cacheprovider -m "gpu and not timing" -n 4 ${TESTS:-tests} \
+    -q -rfE --durations=15 > "$1/pytest.log" 2>&1
+  tail -60 "$1/pytest.log"
 }
 
 section_timing() {

@@ -38,3 +38,9 @@ def ext_cache() -> Path:
     root = Path(os.environ.get("CUDAFORGE_TEST_CACHE", REPO / ".cache" / "test-extensions"))
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+def python_path() -> str:
+    """PYTHONPATH for a subprocess running this checkout: the repo first, then whatever the caller had
+    (on the GPU machine the project's other dependencies come from a PYTHONPATH folder of wheels)."""
+    return os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")]))

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sessions.repo import SessionRepo
-from tests.conftest import REPO
+from tests.conftest import python_path
 from tests.loop_helpers import SCRIPTED
 
 pytestmark = pytest.mark.slow
@@ -40,7 +40,7 @@ def setup(tmp_path: Path, cache: Path) -> tuple[Path, dict[str, str]]:
     (cwd / "cudaforge.toml").write_text(FAST_CONFIG)
     env = {
         **os.environ,
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": python_path(),
         "CUDAFORGE_CACHE_DIR": str(cache),
         "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
     }

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, REPO
+from tests.conftest import EXAMPLES, python_path
 
 pytestmark = pytest.mark.gpu
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.gpu
 def test_compile_baseline_times_compiled_and_eager_with_cuda_events(tmp_path: Path) -> None:
     (tmp_path / "cudaforge.toml").write_text("[eval]\ntiming_trials = 50\ntiming_budget_s = 5.0\n")
     out = tmp_path / "baseline.json"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    env = {**os.environ, "PYTHONPATH": python_path(), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
     done = subprocess.run(
         [sys.executable, "-m", "engine.bench.compile_baseline", str(EXAMPLES / "tasks" / "relu_large.py"),
          "--device", "cuda", "--json", str(out)],

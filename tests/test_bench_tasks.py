@@ -57,7 +57,8 @@ def test_each_gpu_worker_sees_only_its_gpu() -> None:
 
 def test_a_rerun_keeps_the_first_runs_settings_unless_flags_change_them(tmp_path: Path) -> None:
     first = merged_settings(tmp_path, {"rounds": 2, "coder": "scripted/a", "judge": None})
-    assert first == {"rounds": 2, "coder": "scripted/a", "judge": None}
+    unset_guard = {"guard": None, "relax": None, "refuse": None}  # the guard flags, recorded as given
+    assert first == {"rounds": 2, "coder": "scripted/a", "judge": None, **unset_guard}
     again = merged_settings(tmp_path, {"rounds": None, "coder": None, "judge": "scripted/j"})
-    assert again == {"rounds": 2, "coder": "scripted/a", "judge": "scripted/j"}
+    assert again == {"rounds": 2, "coder": "scripted/a", "judge": "scripted/j", **unset_guard}
     assert merged_settings(tmp_path, {"rounds": 5})["rounds"] == 5

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, REPO
+from tests.conftest import EXAMPLES, python_path
 
 TASK = EXAMPLES / "tasks" / "relu.py"
 KERNEL = EXAMPLES / "kernels" / "relu_cpu.py"
@@ -19,7 +19,7 @@ KERNEL = EXAMPLES / "kernels" / "relu_cpu.py"
 def cudaforge(
     *args: str, cache: Path | None = None, extra_env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), **(extra_env or {})}
+    env = {**os.environ, "PYTHONPATH": python_path(), **(extra_env or {})}
     if cache is not None:
         env["CUDAFORGE_CACHE_DIR"] = str(cache)
     return subprocess.run(

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from engine.result import EvalResult
-from tests.conftest import REPO
+from tests.conftest import python_path
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ def setup(tmp_path: Path, cache: Path, *names: str) -> tuple[Path, Path, dict[st
         shutil.copytree(PAIRS / name, pairs / name)
     env = {
         **os.environ,
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": python_path(),
         "CUDAFORGE_CACHE_DIR": str(cache),
         "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
     }

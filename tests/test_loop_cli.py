@@ -13,7 +13,7 @@ import pytest
 
 from sessions.records import REQUIRED_FILES
 from sessions.repo import SessionRepo
-from tests.conftest import REPO
+from tests.conftest import python_path
 from tests.loop_helpers import RELU_TASK, SCRIPTED
 
 pytestmark = pytest.mark.slow
@@ -52,7 +52,7 @@ def scripted(scenario: str) -> list[str]:
 def env(cache: Path, tmp_path: Path) -> dict[str, str]:
     return {
         **os.environ,
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": python_path(),
         "CUDAFORGE_CACHE_DIR": str(cache),
         "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
     }

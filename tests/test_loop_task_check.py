@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, REPO
+from tests.conftest import EXAMPLES, python_path
 from tests.fake_llm_server import CHAT, FakeLLMServer, FakeResponse, chat_sse
 from tests.test_reference_check import MISMATCHED, SOMETIMES
 
@@ -31,7 +31,7 @@ def headless(
     (project / "cudaforge.toml").write_text("[eval]\ntrials = 5\ntiming_trials = 5\n")
     env = {
         **os.environ,
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": python_path(),
         "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
         "CUDAFORGE_CACHE_DIR": str(cache or tmp_path / "cache"),
         "OPENAI_BASE_URL": server.openai_base_url,

@@ -22,7 +22,7 @@ import pytest
 
 from engine.sandbox import available_mechanisms, prepare
 from engine.sandbox.bwrap import find_bwrap
-from tests.conftest import EXAMPLES, REPO
+from tests.conftest import EXAMPLES, REPO, python_path
 
 ESCAPES = Path(__file__).parent / "fixtures" / "escape"
 TASK = EXAMPLES / "tasks" / "relu.py"
@@ -139,7 +139,7 @@ def run_eval(
 ) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": os.environ["PATH"],
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": python_path(),
         "HOME": str(world["home"]),
         "CUDAFORGE_CACHE_DIR": str(cache or world["cache"]),
         "CUDAFORGE_SESSIONS_DIR": str(world["sessions"]),
@@ -299,7 +299,7 @@ def test_ordinary_user_runs_the_sandboxed_eval(ext_cache: Path) -> None:
         ],
         capture_output=True,
         text=True,
-        env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]},
+        env={"PYTHONPATH": python_path(), "PATH": os.environ["PATH"]},
         cwd="/",
     )
     if probe.returncode != 0:

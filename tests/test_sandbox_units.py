@@ -18,7 +18,7 @@ from engine.sandbox.bwrap import bwrap_command, find_bwrap
 from engine.sandbox.env import worker_env
 from engine.sandbox.landlock import abi_version
 from engine.sandbox.logcap import CappedLog
-from tests.conftest import REPO
+from tests.conftest import python_path
 
 PARENT = {
     "PATH": "/usr/bin:/bin",
@@ -204,7 +204,7 @@ def test_landlock_confines_a_real_process(tmp_path: Path) -> None:
         [sys.executable, "-c", LANDLOCK_CHILD, str(job), str(outside), str(server.getsockname()[1])],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": python_path()},
         timeout=60,
     )
     server.close()

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import python_path
+
 pytest.importorskip("textual_serve")  # the `serve` extra; aiohttp comes with it
 
 from tests.test_tui_fixtures import tui_env  # noqa: E402, F401
@@ -43,7 +45,7 @@ def _get(url: str) -> tuple[int, str]:
 def served_demo(tui_env: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:  # noqa: F811
     """``python -m tui.cli demo --serve --port P`` running until the test ends, and P."""
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tui_env)}  # demo copies land in tmp_path
+    env = {**os.environ, "PYTHONPATH": python_path(), "TMPDIR": str(tui_env)}  # demo copies land in tmp_path
     server = subprocess.Popen(
         [sys.executable, "-m", "tui.cli", "demo", "--serve", "--port", str(port)],
         cwd=REPO,

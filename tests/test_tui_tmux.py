@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from sessions.repo import SessionRepo
-from tests.conftest import EXAMPLES, REPO
+from tests.conftest import EXAMPLES, REPO, python_path
 
 STEADY = REPO / "tests" / "fixtures" / "scripted" / "steady"
 
@@ -52,7 +52,7 @@ def test_new_in_tmux_uses_the_project_sessions_dir_models_and_policy(tmp_path: P
     )
     shutil.copy(EXAMPLES / "tasks" / "relu.py", project / "relu.py")
     env = {
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": python_path(),
         "CUDAFORGE_CACHE_DIR": str(ext_cache),
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
         "XDG_STATE_HOME": str(tmp_path / "state"),
