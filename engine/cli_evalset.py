@@ -135,8 +135,7 @@ def _apply_optional(options: Any, attribute: str, value: Any, flag: str) -> str 
 def build_eval_options(args: argparse.Namespace) -> Any:
     """EvalOptions from the config files and the flags; raises ConfigError / EvaluationError / ValueError."""
     from engine.config import load_config
-    from engine.evaluate import StageTimeouts, resolve_device, split_relaxations
-    from engine.loop.factory import eval_options
+    from engine.evaluate import EvalOptions, StageTimeouts, resolve_device, split_relaxations
 
     overrides: dict[str, Any] = {}
     for key, value in (
@@ -150,7 +149,7 @@ def build_eval_options(args: argparse.Namespace) -> Any:
         overrides["timeouts"] = {name: args.timeout for name in vars(StageTimeouts())}
     config = load_config(overrides={"eval": overrides} if overrides else None)
     device = "cuda" if args.ray and config.eval.device == "cuda" else resolve_device(config.eval.device)
-    options = eval_options(config, device)
+    options = EvalOptions.from_config(config, device)
     options.do_timing = not args.no_timing
     if args.relax:
         options.relax = tuple(dict.fromkeys([*options.relax, *args.relax]))
