@@ -5,7 +5,7 @@ Two steps (issue 18's acceptance run):
 ``build ASSETS DIR [--per-level K]``
     ASSETS is the leaderboard's ``docs/assets`` folder (anneouyang/KernelBenchLeaderboard):
     ``raw_data.json`` maps each solution (``file`` = the stem of ``solutions/<file>.py``) to its
-    ``level`` and ``problem_id``; ``problems/l{L}_p{N}.py`` are the tasks with KernelBench v0 shapes.
+    ``level`` and ``problem_id``; ``problems/l{L}_p{N}.py`` are the tasks (N = problem_id + 1: see leaderboard.py) with KernelBench v0 shapes.
     Writes a pairs folder ``DIR/level_{L}_problem_{N}_sample_{k}/{task,kernel}.py`` with the first K
     solutions per level by file name among those whose problem file exists (deterministic), plus
     ``DIR/manifest.json`` (model, solution file, the leaderboard's own speedup), and prints the
@@ -30,6 +30,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from leaderboard import problem_file, problem_number  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -37,7 +40,7 @@ def build(assets: Path, target: Path, per_level: int) -> int:
     raw = json.loads((assets / "raw_data.json").read_text())
     by_level: dict[int, list[dict]] = defaultdict(list)
     for entry in raw:
-        problem = assets / "problems" / f"l{entry['level']}_p{entry['problem_id']}.py"
+        problem = problem_file(assets, entry)
         solution = assets / "solutions" / f"{entry['file']}.py"
         if problem.is_file() and solution.is_file():
             by_level[int(entry["level"])].append(entry)
@@ -46,12 +49,12 @@ def build(assets: Path, target: Path, per_level: int) -> int:
     for level in sorted(by_level):
         chosen = sorted(by_level[level], key=lambda e: e["file"])[:per_level]
         for entry in sorted(chosen, key=lambda e: (int(e["problem_id"]), e["file"])):
-            key = (level, int(entry["problem_id"]))
+            key = (level, problem_number(entry))
             name = f"level_{level}_problem_{key[1]}_sample_{samples[key]}"
             samples[key] += 1
             folder = target / name
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / "task.py").write_text((assets / "problems" / f"l{level}_p{key[1]}.py").read_text())
+            (folder / "task.py").write_text(problem_file(assets, entry).read_text())
             (folder / "kernel.py").write_text((assets / "solutions" / f"{entry['file']}.py").read_text())
             manifest[name] = {
                 k: entry.get(k) for k in ("file", "model", "level", "problem_id", "torch_speedup")

@@ -24,6 +24,9 @@ from typing import Any
 from engine.guard import check_source
 from engine.guard.policy import POLICIES
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from leaderboard import problem_file  # noqa: E402
+
 
 def load_corpus(root: Path) -> list[dict[str, Any]]:
     """Each kernel with its level, problem and the path of its (v0-shaped) problem file."""
@@ -41,7 +44,7 @@ def load_corpus(root: Path) -> list[dict[str, Any]]:
                 "problem_id": int(entry["problem_id"]),
                 "model": entry.get("model", ""),
                 "kernel": path,
-                "task": assets / "problems" / f"l{entry['level']}_p{entry['problem_id']}.py",
+                "task": problem_file(assets, entry),
             }
         )
     return sorted(out, key=lambda e: (e["level"], e["problem_id"], e["file"]))

@@ -31,6 +31,9 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from leaderboard import problem_file  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -45,7 +48,7 @@ def kernels(assets: Path) -> list[tuple[str, Path, Path]]:
     found = []
     for entry in entries:
         solution = assets / "solutions" / f"{entry['file']}.py"
-        problem = assets / "problems" / f"l{entry['level']}_p{entry['problem_id']}.py"
+        problem = problem_file(assets, entry)
         if solution.is_file() and problem.is_file():
             found.append((entry["file"], solution, problem))
     found = sorted(set(found))
