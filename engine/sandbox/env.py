@@ -14,6 +14,7 @@ from pathlib import Path
 ALLOWED_NAMES = frozenset(
     {
         "PATH",
+        "CUDAFORGE_BUILD_SPLIT",  # a build setting (stock vs split), never a secret
         "LANG",
         "LANGUAGE",
         "TZ",
