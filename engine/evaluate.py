@@ -555,7 +555,9 @@ class _WorkerRun:
         result.stderr_tail = "\n".join(lines[-STDERR_TAIL_LINES:])
         result.exit_code = returncode
         result.sandbox = self.sandbox_used
-        result.messages.extend(w for w in self.sandbox_warnings if w not in result.messages)
+        # The sandbox was chosen before anything ran: its warnings come first, so the last message stays
+        # the outcome (the loop reports ``messages[-1]`` as a task's problem).
+        result.messages[:0] = [w for w in self.sandbox_warnings if w not in result.messages]
         result.durations = {
             **self.durations,
             **{k: v for k, v in result.durations.items() if k not in self.durations},

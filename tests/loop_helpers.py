@@ -19,9 +19,13 @@ RELU_TASK = EXAMPLES / "tasks" / "relu.py"
 RELU_KERNEL = EXAMPLES / "kernels" / "relu_cpu.py"
 
 
-def fast_eval(cache: Path) -> EvalOptions:
+def fast_eval(cache: Path, sandbox: str = "auto") -> EvalOptions:
     return EvalOptions(
-        device="cpu", trials=2, timing=TimingPlan(min_trials=5, budget_s=1.0), cache_root=cache
+        device="cpu",
+        trials=2,
+        timing=TimingPlan(min_trials=5, budget_s=1.0),
+        cache_root=cache,
+        sandbox=sandbox,
     )
 
 
@@ -49,6 +53,7 @@ def make_loop(
     profiler: Profiler | None = None,
     on_event: Any = None,
     chunk_delay_s: float = 0.0,
+    sandbox: str = "auto",
 ) -> Loop:
     coder_dir = coder_dir or SCRIPTED / str(scenario) / "coder"
     judge_dir = judge_dir or SCRIPTED / str(scenario) / "judge"
@@ -57,7 +62,7 @@ def make_loop(
     options = LoopOptions(
         rounds=rounds,
         approval=approval,
-        eval_options=fast_eval(cache),
+        eval_options=fast_eval(cache, sandbox),
         settings={"loop": {"rounds": rounds}},
     )
     return Loop(session, coder, judge, options, on_event=sink, profiler=profiler)

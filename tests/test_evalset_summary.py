@@ -47,14 +47,17 @@ def save(
     extra: dict | None = None,
     p1: float = 10.0,
     p2: float | None = 5.0,
+    older: bool = False,
 ) -> None:
     store.write(
         store.result_path(out, pair.name), result, {"phase1_seconds": p1, "phase2_seconds": p2, "gpu": 0}
     )
-    if extra:  # fields a newer EvalResult carries
-        path = store.result_path(out, pair.name)
-        data = json.loads(path.read_text())
-        path.write_text(json.dumps({**data, **extra}))
+    path = store.result_path(out, pair.name)
+    data = json.loads(path.read_text())
+    if older:  # a result from before the guard-policy work: neither field
+        data.pop("guard_policy", None)
+        data.pop("kernel_share", None)
+    path.write_text(json.dumps({**data, **(extra or {})}))
 
 
 def pair(name: str, problem: int | None, sample: int | None = 0, level: int | None = 1) -> Pair:
@@ -84,7 +87,7 @@ def stored(tmp_path: Path) -> tuple[Path, list[Pair]]:
                                {"type": "RuntimeError", "message": "Error building extension"}), p2=None)  # fmt: skip
     save(out, pairs[3], failed("incorrect", "check", "trial 0: mismatch"), p2=None)
     save(out, pairs[4], failed("timeout", "build", "the build stage ran over its 20 s limit"), p2=None)
-    save(out, pairs[5], correct(1.5))  # an older result: no kernel_share, no guard_policy
+    save(out, pairs[5], correct(1.5), older=True)  # no kernel_share, no guard_policy
     return out, pairs  # pairs[6] has no result: pending
 
 
@@ -126,7 +129,7 @@ def test_rows_and_statistics_are_the_benchs(stored: tuple[Path, list[Pair]]) -> 
         document["kernel_share"]["histogram"]["0.9-1.0"] == 1
         and document["kernel_share"]["histogram"]["0.3-0.4"] == 1
     )
-    assert document["guard_policy"] == {"requested": None, "in_results": {"default": 2}}
+    assert document["guard_policy"] == {"requested": None, "in_results": {"default": 5}}
     assert document["timing_spread"]["n"] == 3
     assert document["time"]["stored_results"]["phase1_sum_seconds"] == 60.0
     assert document["time"]["stored_results"]["phase2_sum_seconds"] == 15.0

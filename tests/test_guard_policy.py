@@ -312,22 +312,29 @@ def test_output_pane_rows_show_the_guard_and_the_share() -> None:
     assert "guard" not in old and "own-kernel share" not in old
 
 
-def test_tui_new_and_open_take_the_guard_flags(tmp_path: Path) -> None:
+def test_tui_new_and_open_take_the_guard_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The TUI's flags reach the one settings resolution (and a re-exec for ``--serve``)."""
+    from engine.config import ConfigError
     from tui.cli import build_parser
-    from tui.commands import _argv_for, _guard_flags, _loop_factory
+    from tui.commands import _argv_for, _guard_flags, _settings
 
+    monkeypatch.setenv("HOME", str(tmp_path))  # no user config file
+    monkeypatch.chdir(tmp_path)  # no project config file
     args = build_parser(("tui.commands",)).parse_args(
         ["open", "s", "--guard", "strict", "--relax", "timing-access", "--relax", "timing-access"]
     )
     assert _guard_flags(args) == {"policy": "strict", "relax": ["timing-access"]}
     assert _argv_for(args, "open", "s")[-4:] == ["--guard", "strict", "--relax", "timing-access"]
-    assert callable(_loop_factory(args))
+    config, _ = _settings(args)
+    assert config.guard.policy == "strict" and "timing-access" in config.guard.relax
+    plain, _ = _settings(build_parser(("tui.commands",)).parse_args(["new", "t.py"]))
+    assert plain.guard.policy == "default" and "timing-access" not in plain.guard.relax
     bad = build_parser(("tui.commands",)).parse_args(["new", "t.py", "--refuse", "nope"])
-    with pytest.raises(ValueError, match="valid rule ids"):
-        _loop_factory(bad)
-    assert _loop_factory(build_parser(("tui.commands",)).parse_args(["new", "t.py"])) is None
+    with pytest.raises(ConfigError, match="valid rule ids"):
+        _settings(bad)
     missing = _cli("new", str(tmp_path / "t.py"), "--refuse", "nope", cwd=tmp_path)
     assert missing.returncode == 2 and "valid rule ids" in missing.stderr
+    assert not (tmp_path / "t.py").exists() and not any(tmp_path.rglob("*.git"))  # nothing created
 
 
 def test_guard_corpus_script_reports_per_level_rates(tmp_path: Path) -> None:

@@ -107,7 +107,10 @@ def get_init_inputs():
 def test_a_reference_failing_later_stops_the_round_without_committing(
     tmp_path: Path, ext_cache: Path
 ) -> None:
-    """The task passed its check, then its reference fails in an evaluation: a task error, not an iteration."""
+    """The task passed its check, then its reference fails in an evaluation: a task error, not an iteration.
+
+    The reference reads a flag file in the test's ``/tmp``; the sandbox gives the worker a private ``/tmp``,
+    so this loop runs unsandboxed (the sandbox has its own tests)."""
     from engine.events import LoopError
     from engine.loop.machine import ERROR
     from sessions.repo import SessionRepo
@@ -118,7 +121,7 @@ def test_a_reference_failing_later_stops_the_round_without_committing(
     task.write_text(FLAKY.format(flag=str(flag)))
     events: list = []
     with SessionRepo.create(tmp_path / "sessions", task, name="flaky") as session:
-        loop = make_loop(session, ext_cache, "steady", events=events)
+        loop = make_loop(session, ext_cache, "steady", events=events, sandbox="off")
         assert loop.step() is None and loop.stage == "evaluate"  # task check passed, seed written
         flag.write_text("")
         assert loop.step() == ERROR and loop.task_problem and "RuntimeError" in loop.task_problem

@@ -342,6 +342,11 @@ touch "$3/job_ok"
 """
 
 
+def _others_may_enter(path: Path) -> bool:
+    """Whether a user with no rights of owner or group can reach ``path``: o+x on it and every parent."""
+    return all(os.stat(p).st_mode & 0o001 for p in (path, *path.parents))
+
+
 def test_ordinary_user_bwrap_confines_a_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     """As uid 65534, the sandbox's own command line (from ``prepare``) around a shell that tries to write
     outside, read the home's key and see the parent's keys: namespaces start unprivileged, all fail."""
@@ -362,6 +367,9 @@ def test_ordinary_user_bwrap_confines_a_shell(monkeypatch: pytest.MonkeyPatch) -
         monkeypatch.setenv("HOME", str(home))  # as that user's own cudaforge would see it
         monkeypatch.setenv("CUDAFORGE_SESSIONS_DIR", str(base / "sessions"))
         monkeypatch.chdir(job)
+        # ``prepare`` runs as root here; what uid 65534 may enter is what bwrap can bind for it (root's
+        # pyenv is not), so the access check answers for that user, as it would in its own cudaforge.
+        monkeypatch.setattr("engine.sandbox.bwrap.os.access", lambda path, mode: _others_may_enter(Path(path)))
         launch = prepare(
             "bwrap",
             ["/bin/sh", "-c", SHELL_ESCAPES, "sh", str(out), str(home), str(job)],

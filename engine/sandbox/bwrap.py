@@ -143,7 +143,9 @@ def bwrap_command(
     for name in ALWAYS_HIDDEN_FILES:
         if os.path.isfile(name):
             argv += ["--ro-bind", "/dev/null", name]
-    readable = _existing_dirs(keep_readable)
+    # A folder this user cannot enter (root's pyenv seen by an ordinary user) is not bound: the
+    # candidate could not read it either, and bwrap would refuse to start over it.
+    readable = [d for d in _existing_dirs(keep_readable) if os.access(d, os.R_OK | os.X_OK)]
     for folder in readable:
         if any(other in folder.parents for other in readable):
             continue  # its parent is bound already

@@ -39,21 +39,7 @@ class Approval:
 
 
 class ApprovalScreen(ModalScreen[Approval]):
-    DEFAULT_CSS = """
-    ApprovalScreen { align: center middle; }
-    ApprovalScreen > Vertical { width: 96%; height: 94%; border: thick $accent; background: $surface; }
-    ApprovalScreen #approval-title { height: 1; background: $panel; padding: 0 1; }
-    ApprovalScreen #approval-panes { height: 1fr; }
-    ApprovalScreen #approval-suggestion { width: 1fr; }
-    ApprovalScreen #approval-evidence { width: 1fr; border-left: vkey $panel; padding: 0 1; }
-    ApprovalScreen.-narrow #approval-evidence { display: none; border-left: none; }
-    ApprovalScreen.-narrow.-evidence #approval-evidence { display: block; }
-    ApprovalScreen.-narrow.-evidence #approval-suggestion { display: none; }
-    ApprovalScreen #approval-keys { height: 1; padding: 0 1; }
-    ApprovalScreen TextArea, ApprovalScreen Input { display: none; }
-    ApprovalScreen.-editing TextArea { display: block; height: 1fr; }
-    ApprovalScreen.-rejecting Input { display: block; }
-    """
+    CSS_PATH = "../styles/approval.tcss"
     BINDINGS = [
         Binding("a", "approve", "Approve", id="approval.approve"),
         Binding("e", "edit", "Edit, then approve", id="approval.edit"),

@@ -18,11 +18,6 @@ from tui.model import format_speedup
 
 
 class StatusLine(Static):
-    DEFAULT_CSS = """
-    StatusLine { height: 1; background: $panel; padding: 0 1; }
-    StatusLine.-busy { background: $primary 30%; }
-    """
-
     stage: reactive[str] = reactive("idle")
     round: reactive[int] = reactive(0)
     best: reactive[float | None] = reactive(None)
