@@ -22,12 +22,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
 from engine import sandbox
 from engine.build import default_cache_root, remove_stale_torch_lock
+from engine.job import WorkerJob
 from engine.profile.kernels import kernel_names_from_source
 from engine.result import (
     CANDIDATE_SIDE,
@@ -89,7 +90,9 @@ class EvalOptions:
     sandbox: str = "auto"  # auto | bwrap | landlock | off: what confines the worker (engine.sandbox)
 
     @classmethod
-    def from_config(cls, config: Any, device: str | None = None, cache_root: Path | None = None) -> EvalOptions:
+    def from_config(
+        cls, config: Any, device: str | None = None, cache_root: Path | None = None
+    ) -> EvalOptions:
         """The options an ``engine.config.Config``'s ``[eval]`` table describes (every front end uses this)."""
         e = config.eval
         return cls(
@@ -107,21 +110,23 @@ class EvalOptions:
         )
 
     def settings(self) -> dict[str, Any]:
-        """What the result records about how it was obtained."""
-        return {
-            "trials": self.trials,
-            "seed": self.seed,
-            "tolerances": {**DEFAULT_TOLERANCES, **self.tolerances},
-            "timing": asdict(self.timing),
-            "timeouts": asdict(self.timeouts),
-            "guards": self.guards,
-            "relax": list(self.relax),
-            "guard_policy": self.guard_policy,
-            "refuse": list(self.refuse),
-            "flag_speedup_above": self.flag_speedup_above,
-            "cpu_threads": self.cpu_threads,
-            "sandbox": self.sandbox,
-        }
+        """What the result records about how it was obtained: every option but the machine-local ones.
+
+        Derived from the fields, so an option added later is recorded without a third hand-kept list.
+        """
+        recorded = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_RECORDED}
+        recorded["tolerances"] = {**DEFAULT_TOLERANCES, **self.tolerances}
+        return json.loads(json.dumps({k: _plain(v) for k, v in recorded.items()}))
+
+
+# Where and how this machine ran it (the result's ``device``/``env``/``build`` say so), not how it was judged.
+NOT_RECORDED = frozenset({"device", "cache_root", "gpu_index", "use_pch"})
+
+
+def _plain(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return list(value) if isinstance(value, tuple) else value
 
 
 @dataclass
@@ -355,28 +360,26 @@ class _WorkerRun:
     def write_job(self, task_source: str, kernel_source: str, task_name: str) -> Path:
         (self.job_dir / "task.py").write_text(task_source)
         (self.job_dir / "kernel.py").write_text(kernel_source)
-        job = {
-            "task_path": str(self.job_dir / "task.py"),
-            "kernel_path": str(self.job_dir / "kernel.py"),
-            "task_name": task_name,
-            "device": self.device,
-            "trials": self.options.trials,
-            "seed": self.options.seed,
-            "tolerances": self.options.tolerances,
-            "timing": asdict(self.options.timing),
-            "do_timing": self.options.do_timing,
-            "cache_root": str(self.cache_root),
-            "use_pch": self.options.use_pch,
-            "guards": self.options.guards,
-            "relax_runtime": self.runtime_relax,
-            "refuse_runtime": self.runtime_refuse,
-            "guard_policy": self.options.guard_policy,
-            "kernel_names": self.kernel_names,
-            "cpu_threads": self.options.cpu_threads,
-            "reference_only": self.reference_only,
-        }
-        path = self.job_dir / "job.json"
-        path.write_text(json.dumps(job))
+        job = WorkerJob(
+            task_path=str(self.job_dir / "task.py"),
+            kernel_path=str(self.job_dir / "kernel.py"),
+            cache_root=str(self.cache_root),
+            device=self.device,
+            seed=self.options.seed,
+            trials=self.options.trials,
+            task_name=task_name,
+            tolerances=dict(self.options.tolerances),
+            timing=self.options.timing if self.options.do_timing else None,
+            use_pch=self.options.use_pch,
+            guards=self.options.guards,
+            guard_policy=self.options.guard_policy,
+            relax_runtime=tuple(self.runtime_relax),
+            refuse_runtime=tuple(self.runtime_refuse),
+            kernel_names=tuple(self.kernel_names),
+            cpu_threads=self.options.cpu_threads or 0,
+            reference_only=self.reference_only,
+        )
+        path = job.write(self.job_dir / "job.json")
         return path
 
     def execute(self, task_source: str, kernel_source: str, task_name: str) -> EvalResult:

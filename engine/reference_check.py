@@ -17,7 +17,10 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.job import WorkerJob
 
 
 @dataclass
@@ -44,11 +47,11 @@ class ReferenceFailure:
         )
 
 
-def check_seeds(job: dict[str, Any]) -> list[int]:
+def check_seeds(job: WorkerJob) -> list[int]:
     """The seeds the worker's stages will draw inputs with: every check trial, then timing's two."""
-    base = int(job["seed"])
-    seeds = [base + 1 + index for index in range(int(job["trials"]))]
-    if job.get("do_timing", True):
+    base = job.seed
+    seeds = [base + 1 + index for index in range(job.trials)]
+    if job.do_timing:
         seeds += [base, base + 1000]
     return seeds
 

@@ -22,6 +22,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from engine.job import JobError, WorkerJob
 from engine.result import (
     CANDIDATE_SIDE,
     COMPILE_ERROR,
@@ -86,14 +87,13 @@ def _clone(value: Any) -> Any:
 class Evaluation:
     """The stages of one evaluation, sending progress after each so a crash loses nothing."""
 
-    def __init__(self, job: dict[str, Any], channel: Channel) -> None:
+    def __init__(self, job: WorkerJob, channel: Channel) -> None:
         import torch
 
         self.job = job
         self.channel = channel
-        self.device = torch.device(job["device"])
-        self.result = EvalResult(status=RUNTIME_ERROR, device=job["device"], task=job.get("task_name", ""))
-        self.result.settings = job.get("settings", {})
+        self.device = torch.device(job.device)
+        self.result = EvalResult(status=RUNTIME_ERROR, device=job.device, task=job.task_name)
 
     def stage(self, name: str) -> None:
         sys.stdout.flush()
@@ -114,13 +114,13 @@ class Evaluation:
         from engine import envinfo
         from engine.tasks import import_module_from_source
 
-        if self.device.type == "cpu" and self.job.get("cpu_threads"):
+        if self.device.type == "cpu" and self.job.cpu_threads:
             import torch
 
-            torch.set_num_threads(int(self.job["cpu_threads"]))
-        self.result.env = envinfo.collect(self.job["device"])
+            torch.set_num_threads(self.job.cpu_threads)
+        self.result.env = envinfo.collect(self.job.device)
         try:
-            task = import_module_from_source(Path(self.job["task_path"]).read_text(), self.job["task_path"])
+            task = import_module_from_source(Path(self.job.task_path).read_text(), self.job.task_path)
         except BaseException as error:  # the task is the user's: say so plainly
             self.result.error = _error_info(error)
             self.result.failed_side, self.result.task_error = REFERENCE_SIDE, True
@@ -128,7 +128,7 @@ class Evaluation:
 
         if not self.reference_sound(task):
             return self.result
-        if self.job.get("reference_only"):  # the loop's task check: nothing of a candidate runs
+        if self.job.reference_only:  # the loop's task check: nothing of a candidate runs
             return self.finish(CORRECT)
         candidate = self.build()
         if candidate is None:
@@ -139,11 +139,11 @@ class Evaluation:
         reference, new = models
         if not self.check(task, reference, new):
             return self.result
-        if self.job.get("guards", True) and self.launch_guard(task, new):
+        if self.job.guards and self.launch_guard(task, new):
             return self.result
-        if self.job.get("guards", True) and self.device.type == "cpu":
+        if self.job.guards and self.device.type == "cpu":
             self.cpu_share(task, new)
-        if self.job.get("do_timing", True) and not self.time(task, reference, new):
+        if self.job.do_timing and not self.time(task, reference, new):
             return self.result
         self.stage("done")
         return self.finish(CORRECT)
@@ -155,9 +155,9 @@ class Evaluation:
         self.stage("reference")
         failure = check_reference(
             task,
-            self.job["task_path"],
+            self.job.task_path,
             check_seeds(self.job),
-            int(self.job["seed"]),
+            self.job.seed,
             self.make_inputs,
             self.device,
             self.sync,
@@ -185,16 +185,16 @@ class Evaluation:
             major, minor = torch.cuda.get_device_capability(self.device)
             os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"  # one target, not every arch
         recorder = BuildRecorder(
-            Path(self.job["cache_root"]),
+            Path(self.job.cache_root),
             on_build_dir=lambda d: self.channel.send("build_dir", path=d),
-            use_pch=bool(self.job.get("use_pch", True)),
+            use_pch=self.job.use_pch,
         )
         recorder.install()
         self.recorder = recorder
         started = time.monotonic()
         try:
             module = import_module_from_source(
-                Path(self.job["kernel_path"]).read_text(), self.job["kernel_path"], "cudaforge_candidate"
+                Path(self.job.kernel_path).read_text(), self.job.kernel_path, "cudaforge_candidate"
             )
         except BaseException as error:
             self._record_build(recorder, started)
@@ -225,7 +225,7 @@ class Evaluation:
         import torch
 
         self.stage("check")
-        seed = int(self.job["seed"])
+        seed = self.job.seed
         try:
             torch.manual_seed(seed)
             init_inputs = list(task.get_init_inputs())
@@ -266,8 +266,8 @@ class Evaluation:
         """Record a runtime guard finding; True when it refuses the kernel (not relaxed, not a warning)."""
         from engine.guard.runtime import RUNTIME_RULES
 
-        relaxed = rule in self.job.get("relax_runtime", [])
-        severity = "refuse" if rule in self.job.get("refuse_runtime", []) else RUNTIME_RULES[rule]
+        relaxed = rule in self.job.relax_runtime
+        severity = "refuse" if rule in self.job.refuse_runtime else RUNTIME_RULES[rule]
         self.result.findings.append(
             {
                 "rule": rule,
@@ -278,7 +278,7 @@ class Evaluation:
                 "source": "runtime",
             }
         )
-        if relaxed or severity != "refuse" or not self.job.get("guards", True):
+        if relaxed or severity != "refuse" or not self.job.guards:
             return False
         self.finish(REJECTED, f"refused by the runtime guard [{rule}]: {message}")
         return True
@@ -307,10 +307,10 @@ class Evaluation:
 
         from engine.compare import compare_outputs
 
-        tolerances = self.job.get("tolerances") or {}
-        base = int(self.job["seed"])
+        tolerances = self.job.tolerances
+        base = self.job.seed
         earlier: list[Any] = []  # the previous trial's outputs, kept alive so their memory cannot be reused
-        for index in range(int(self.job["trials"])):
+        for index in range(self.job.trials):
             seed = base + 1 + index
             with torch.no_grad():
                 inputs = self.make_inputs(task, seed)
@@ -387,26 +387,26 @@ class Evaluation:
         from engine.guard import runtime as rg
         from engine.guard import share
 
-        names = self.job.get("kernel_names") or []
+        names = list(self.job.kernel_names)
         if self.device.type != "cuda" or not names:
             return False
         # Starting the profiler costs seconds, so the launches of a given (task, kernel, GPU) are kept.
         key = hashlib.sha256(
             "\0".join(
                 [
-                    Path(self.job["task_path"]).read_text(),
-                    Path(self.job["kernel_path"]).read_text(),
+                    Path(self.job.task_path).read_text(),
+                    Path(self.job.kernel_path).read_text(),
                     torch.__version__,
                     torch.cuda.get_device_name(self.device),
                 ]
             ).encode()
         ).hexdigest()[:24]
         # v2: per-kernel device times (the own-kernel share), not only the names
-        memo = Path(self.job["cache_root"]) / "launch-checks-v2" / f"{key}.json"
+        memo = Path(self.job.cache_root) / "launch-checks-v2" / f"{key}.json"
         try:
             times = {name: tuple(v) for name, v in json.loads(memo.read_text()).items()}
         except (OSError, ValueError):
-            inputs = self.make_inputs(task, int(self.job["seed"]))
+            inputs = self.make_inputs(task, self.job.seed)
             try:
                 with torch.no_grad():
                     # warm-up: library autotuning and first-call allocations stay out of the share
@@ -441,7 +441,7 @@ class Evaluation:
         modules = getattr(getattr(self, "recorder", None), "modules", [])
         if not modules:
             return
-        inputs = self.make_inputs(task, int(self.job["seed"]))
+        inputs = self.make_inputs(task, self.job.seed)
         try:
             with torch.no_grad():
                 self.result.kernel_share = share.cpu_extension_share(modules, lambda: new(*inputs))
@@ -457,16 +457,14 @@ class Evaluation:
         from engine.timing import TimingPlan, time_models
 
         self.stage("time")
-        plan = TimingPlan(**self.job.get("timing", {}))
-        inputs = self.make_inputs(task, int(self.job["seed"]))
+        plan = self.job.timing or TimingPlan()
+        inputs = self.make_inputs(task, self.job.seed)
         with torch.no_grad():
             timing = time_models(lambda: new(*inputs), lambda: reference(*inputs), self.device, plan)
         self.result.timing = timing
         with torch.no_grad():  # a kernel that changes behaviour after many calls is caught here
-            fresh = self.make_inputs(task, int(self.job["seed"]) + 1000)
-            recheck = compare_outputs(
-                reference(*_clone(fresh)), new(*_clone(fresh)), self.job.get("tolerances") or {}
-            )
+            fresh = self.make_inputs(task, self.job.seed + 1000)
+            recheck = compare_outputs(reference(*_clone(fresh)), new(*_clone(fresh)), self.job.tolerances)
             self.sync()
         if not recheck.passed:
             self.finish(INCORRECT, f"after timing, on fresh inputs: {recheck.message}")
@@ -496,7 +494,14 @@ def main(argv: list[str]) -> int:
     from engine.sandbox.landlock import apply_from_env
 
     apply_from_env()  # Landlock mode: confine this process before any candidate code is read
-    job = json.loads(Path(argv[1]).read_text())
+    try:
+        job = WorkerJob.read(Path(argv[1]))
+    except JobError as error:  # never guess a setting: say what is wrong with the job and stop
+        channel.send("ready", pid=os.getpid())
+        failed = EvalResult(status=RUNTIME_ERROR, stage="load", messages=[f"cudaforge worker: {error}"])
+        failed.error = {"type": "JobError", "message": str(error)}
+        channel.send("result", result=failed.to_dict())
+        return 1
     channel.send("ready", pid=os.getpid())
     evaluation = Evaluation(job, channel)
     try:
