@@ -395,6 +395,7 @@ class _WorkerRun:
                 job_dir=self.job_dir,
                 writable=[self.cache_root],
                 extra_env=extra,
+                device=self.device,
             )
         except sandbox.SandboxError as error:
             os.close(read_fd)

@@ -48,7 +48,12 @@ def _launcher(work: Path, cache_root: Path, mode: str):
 
     def launch(command: list[str]) -> tuple[list[str], dict[str, str]]:
         prepared = sandbox.prepare(
-            mode, command, job_dir=work, writable=[cache_root], extra_env={"PYTHONUNBUFFERED": "1"}
+            mode,
+            command,
+            job_dir=work,
+            writable=[cache_root],
+            extra_env={"PYTHONUNBUFFERED": "1"},
+            device="cuda",  # ncu profiles GPU kernels only
         )
         return prepared.argv, prepared.env
 
@@ -151,7 +156,9 @@ def _torch_profiler(
     return ProfileResult(kind="torch-profiler", summary=summary, unavailable=why)
 
 
-def loop_profiler(metrics: str | list[str] = "default", cache_root: Path | None = None, sandbox: str = "auto"):
+def loop_profiler(
+    metrics: str | list[str] = "default", cache_root: Path | None = None, sandbox: str = "auto"
+):
     """The loop's profiler hook: ``(task_source, kernel_source, EvalResult) -> profile.json dict``.
 
     The dict carries ``judge_block``, the hardware section of the Judge's optimize prompt (which kind of

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.sandbox import bwrap, landlock
+from engine.sandbox import bwrap, cudaprobe, landlock
 from engine.sandbox.env import worker_env
 
 MODES = ("auto", "bwrap", "landlock", "off")
@@ -105,10 +105,12 @@ def prepare(
     extra_env: Mapping[str, str] | None = None,
     parent_env: Mapping[str, str] | None = None,
     hidden: Sequence[Path | str] = (),
+    device: str | None = None,
 ) -> Launch:
     """The confined form of ``command`` (run with cwd ``job_dir``), for the sandbox ``mode``.
 
-    ``writable`` are the folders besides ``job_dir`` the run may write (the build cache).
+    ``writable`` are the folders besides ``job_dir`` the run may write (the build cache). For a CUDA
+    ``device`` under Landlock, CUDA must be seen to start under the rules first (engine.sandbox.cudaprobe).
     """
     parent_env = dict(os.environ if parent_env is None else parent_env)
     mechanism = resolve_mode(mode, parent_env)
@@ -150,4 +152,17 @@ def prepare(
     tmp.mkdir(exist_ok=True)
     env["TMPDIR"] = str(tmp)
     env[landlock.LANDLOCK_ENV] = json.dumps(landlock.rules_for(readable, writable_dirs))
+    if device and device.startswith("cuda"):
+        why = cudaprobe.landlock_blocks_cuda(env)
+        if why:
+            chosen = (
+                "auto picked Landlock because bwrap cannot start here"
+                if mode == "auto"
+                else "sandbox = landlock"
+            )
+            raise SandboxError(
+                f"CUDA does not start under the Landlock sandbox on this machine ({why}; {chosen}). "
+                "Install bubblewrap so auto can use it (apt install bubblewrap), or, knowing candidate code "
+                'then runs with your full rights, set [eval] sandbox = "off"'
+            )
     return Launch(list(command), env, "landlock")
