@@ -20,7 +20,7 @@
 #   corpus    cudaforge evalset over leaderboard kernels of all three levels (+ static check of all)
 #   split     stock vs split cold build times side by side, and output equivalence
 #   share     the own-kernel share of honest partial kernels vs trivial-but-present ones
-#   sandbox   the sandbox's overhead per evaluation (off / bwrap / landlock)
+#   sandbox   the sandbox's overhead per evaluation (off / bwrap / landlock); CUDA under Landlock variants
 #   bench     the 4-task bench set over every GPU with the torch.compile baseline
 #   profile   the profile stage's overhead as the loop calls it
 #   ncu       re-capture the NCU CSV fixtures of tests/fixtures/ncu
@@ -98,6 +98,7 @@ section_share() {
 
 section_sandbox() {
   python3 -m tui.cli doctor 2>&1 | grep -i sandbox
+  OUT="$1" timeout 120 python3 benchmarks/landlock_cuda.py  # which Landlock right CUDA's start-up needs
   timeout 300 python3 benchmarks/sandbox_overhead.py --device cuda --rounds "${SANDBOX_ROUNDS:-5}" --json "$1/overhead.json"
 }
 
