@@ -61,11 +61,14 @@ def child(solution: Path, cache: Path) -> dict:
     from engine.build import BuildRecorder
     from engine.pch import wait_for_makers
 
-    if cpp_extension.CUDA_HOME is None:
+    if cpp_extension.CUDA_HOME is None:  # the CPU torch does not look for CUDA: tell it, as a CUDA torch finds it
         nvcc = shutil.which("nvcc")
-        if nvcc is None:
-            raise SystemExit("needs nvcc on PATH")
-        cpp_extension.CUDA_HOME = str(Path(nvcc).resolve().parent.parent)
+        homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+        homes.append(str(Path(nvcc).resolve().parent.parent) if nvcc else None)
+        found = [h for h in homes if h and Path(h, "include", "cuda_runtime.h").is_file()]
+        if not found:
+            raise SystemExit("needs the CUDA toolkit (nvcc and include/cuda_runtime.h; set CUDA_HOME)")
+        cpp_extension.CUDA_HOME = found[0]
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")  # the H200's
     recorder = BuildRecorder(cache)
     recorder.install()
