@@ -37,6 +37,14 @@ def first_include(cpp_text: str, implicit_headers: bool) -> str | None:
     return match.group(1) if match else None
 
 
+def _words(flags: Any) -> list[str]:
+    """The flags as the compiler sees them: ``extra_cflags=['']`` (233 of the 413 leaderboard kernels pass
+    it) adds no word to the command, so it shares the flag-less header instead of taking a set of its own."""
+    if isinstance(flags, str):
+        flags = [flags]
+    return [str(f) for f in flags or [] if str(f).strip()]
+
+
 def header_key(call_kwargs: dict[str, Any], with_cuda: bool) -> str:
     """What the header depends on: the toolchain, torch, and the flags the candidate passed."""
     import torch
@@ -45,8 +53,8 @@ def header_key(call_kwargs: dict[str, Any], with_cuda: bool) -> str:
         "torch": torch.__version__,
         "cxx": os.environ.get("CXX", ""),
         "python": sys.version_info[:2],
-        "extra_cflags": call_kwargs.get("extra_cflags") or [],
-        "extra_include_paths": call_kwargs.get("extra_include_paths") or [],
+        "extra_cflags": _words(call_kwargs.get("extra_cflags")),
+        "extra_include_paths": _words(call_kwargs.get("extra_include_paths")),
         "with_cuda": with_cuda,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]

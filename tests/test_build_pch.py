@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.evaluate import EvalOptions, evaluate
-from engine.pch import first_include
+from engine.pch import first_include, header_key
 from tests.conftest import EXAMPLES
 
 TASK = (EXAMPLES / "tasks" / "relu.py").read_text()
@@ -45,3 +45,13 @@ def test_header_is_made_once_then_used_by_a_new_build_and_keeps_old_builds_cache
 
     again = evaluate(TASK, KERNEL, options)  # built before the header existed: still a cache hit
     assert again.build.cached is True and again.build.extensions[0].pch == ""
+
+
+def test_an_empty_flag_shares_the_flag_less_header() -> None:
+    """Most LLM kernels pass ``extra_cflags=['']``: the same compile command, so the same header set."""
+    plain = header_key({}, True)
+    assert header_key({"extra_cflags": [""]}, True) == plain == header_key({"extra_cflags": ["  "]}, True)
+    assert header_key({"extra_cflags": None, "extra_include_paths": [""]}, True) == plain
+    assert header_key({"extra_cflags": ["-O3"]}, True) != plain
+    assert header_key({"extra_cflags": "-O3"}, True) == header_key({"extra_cflags": ["-O3"]}, True)
+    assert header_key({}, False) != plain
