@@ -53,7 +53,9 @@ CPP_PRELUDE = (
     "#include <cuda_bf16.h>\n"
 )
 # torch's headers bring these into the stock .cu; with them the device code sees the same overload
-# sets (abs, min, max, std:: math) as in the stock build.
+# sets (abs, min, max, std:: math) and macros (FLT_MAX, INT_MAX, assert) as in the stock build. A
+# leaderboard softmax using FLT_MAX failed its split build before <cfloat> was here (it fell back to
+# stock: slower, never wrong).
 CUDA_PRELUDE = "".join(
     f"#include <{h}>\n"
     for h in (
@@ -61,6 +63,11 @@ CUDA_PRELUDE = "".join(
         "cuda_fp16.h",
         "cuda_bf16.h",
         "cmath",
+        "cfloat",
+        "climits",
+        "cassert",
+        "cstddef",
+        "cstring",
         "cstdlib",
         "cstdint",
         "cstdio",

@@ -202,6 +202,37 @@ def test_cuda_unit_compiles_with_nvcc_without_torch_and_exports_the_launchers(
         assert re.search(rf" [TW] .*{LAUNCH_PREFIX}{kernel}", symbols), symbols
 
 
+# Macros torch's headers bring into a stock .cu, as a leaderboard softmax and others use them.
+STD_MACROS = (
+    HEAD
+    + """
+__global__ void row_max(const float* x, float* out, int n) {
+    float m = -FLT_MAX;
+    int limit = INT_MAX;
+    assert(n < limit);
+    for (int i = 0; i < n; ++i) m = fmaxf(m, x[i]);
+    out[0] = m;
+}
+
+torch::Tensor row_max_cuda(torch::Tensor x) {
+    auto out = torch::empty({1}, x.options());
+    size_t bytes = sizeof(float);
+    memset(nullptr, 0, 0 * bytes);
+    row_max<<<1, 1>>>(x.data_ptr<float>(), out.data_ptr<float>(), x.numel());
+    return out;
+}
+"""
+)
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_the_cuda_unit_has_the_std_macros_the_stock_build_had(tmp_path: Path) -> None:
+    split = split_sources("", STD_MACROS)
+    proc = _nvcc(split.cuda, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
 @pytest.mark.slow
 @needs_nvcc
 def test_a_compile_error_is_reported_against_the_candidates_own_line(tmp_path: Path) -> None:
