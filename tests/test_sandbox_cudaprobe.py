@@ -105,3 +105,22 @@ def test_the_real_probe_without_a_driver_library_leaves_landlock_alone(
     )
     assert launch.mechanism == "landlock"
     assert cudaprobe._answers == {launch.env["CUDAFORGE_LANDLOCK"]: None}
+
+
+def test_doctor_says_cuda_runs_are_refused_under_landlock_here(
+    tmp_path: Path, no_bwrap: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.sandbox.report import sandbox_status
+
+    needed = Path.home() / f".cudaforge-probe-{tmp_path.name}"
+    needed.write_text("driver state")
+    try:
+        monkeypatch.setattr(cudaprobe, "PROBE_CODE", stand_in(needed))
+        state, detail, fix = sandbox_status("auto", no_bwrap)
+        assert state == "missing" and "CUDA does not start under it" in detail and "bubblewrap" in fix
+        cudaprobe.forget()
+        monkeypatch.setattr(cudaprobe, "PROBE_CODE", stand_in(Path(sys.executable)))
+        state, detail, _ = sandbox_status("auto", no_bwrap)
+        assert state == "warn" and detail.startswith("landlock ABI") and "CUDA does not start" not in detail
+    finally:
+        needed.unlink()

@@ -27,6 +27,13 @@ def sandbox_status(configured: str, env: Mapping[str, str] | None = None) -> tup
     if active == "landlock":
         abi = landlock.abi_version()
         detail = f"landlock ABI {abi} (configured: {configured}); bwrap unavailable: {status['bwrap']}"
+        blocked = _landlock_blocks_cuda(env)
+        if blocked:
+            return (
+                "missing",
+                f"{detail}; CUDA does not start under it ({blocked}): CUDA runs are refused",
+                HOW_TO_GET_BWRAP,
+            )
         return "warn", detail, f"for the stronger bwrap sandbox: {HOW_TO_GET_BWRAP}"
     why = (
         "configured off"
@@ -38,3 +45,20 @@ def sandbox_status(configured: str, env: Mapping[str, str] | None = None) -> tup
         f"off: candidate code runs with your full rights ({why})",
         ('set [eval] sandbox = "auto" and ' + HOW_TO_GET_BWRAP),
     )
+
+
+def _landlock_blocks_cuda(env: Mapping[str, str]) -> str | None:
+    """Whether CUDA starts under the Landlock rules a worker would get here (None: it does, or there is no CUDA)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from engine.sandbox import cudaprobe
+    from engine.sandbox.select import prepare
+
+    scratch = Path(tempfile.mkdtemp(prefix="cudaforge-doctor-"))
+    try:
+        launch = prepare("landlock", ["true"], job_dir=scratch / "job", writable=[scratch], parent_env=env)
+        return cudaprobe.landlock_blocks_cuda(launch.env)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
