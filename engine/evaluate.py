@@ -471,17 +471,27 @@ class _WorkerRun:
                 _kill_group(process)
                 return True
             ready, _, _ = select.select([read_fd], [], [], max(0.0, min(0.2, remaining)))
-            self._drain_log()
+            self._drain_log()  # may take long: a front end's callback runs here
             if ready:
-                chunk = os.read(read_fd, 65536)
-                if not chunk:
+                if not self._read_messages(read_fd):
                     return False  # every holder of the pipe's write end is gone
-                self._pending += chunk
-                while b"\n" in self._pending:
-                    line, self._pending = self._pending.split(b"\n", 1)
-                    self._handle(line)
             elif process.poll() is not None:
-                return False  # exited; a leftover child of the candidate may still hold the pipe open
+                # Exited; a leftover child of the candidate may still hold the pipe open. What it sent
+                # while the log callback ran (``ready`` is from before) is still in the pipe: read it.
+                while select.select([read_fd], [], [], 0)[0] and self._read_messages(read_fd):
+                    pass
+                return False
+
+    def _read_messages(self, read_fd: int) -> bool:
+        """Handle the complete lines in one read of the pipe; False at its end."""
+        chunk = os.read(read_fd, 65536)
+        if not chunk:
+            return False
+        self._pending += chunk
+        while b"\n" in self._pending:
+            line, self._pending = self._pending.split(b"\n", 1)
+            self._handle(line)
+        return True
 
     def _handle(self, line: bytes) -> None:
         try:

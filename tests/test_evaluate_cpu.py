@@ -229,3 +229,29 @@ def test_cpu_reference_runs_on_the_configured_thread_count(ext_cache: Path) -> N
     result = evaluate(task, RELU_KERNEL.read_text(), options(ext_cache, do_timing=False), task_name="relu")
     assert result.status == "correct", result.messages
     assert result.settings["cpu_threads"] == 1
+
+
+def test_a_verdict_sent_while_the_front_end_was_busy_is_not_lost(ext_cache: Path) -> None:
+    """The listener saw an empty pipe, then spent seconds in the front end's log callback (a busy TUI);
+    meanwhile the worker sent its verdict and exited. The pipe must still be read after the exit
+    (seen once on CI as "the worker exited (code 0) ... without a verdict")."""
+    source = relu_variant(
+        "ext = load_inline(",
+        'print("candidate imported", flush=True)\nimport time as _t\n_t.sleep(0.6)\next = load_inline(',
+    )
+    slept: list[float] = []
+
+    def busy_front_end(event: EvalEvent) -> None:
+        if event.kind == "log" and "candidate imported" in event.text and not slept:
+            slept.append(time.monotonic())
+            time.sleep(6.0)  # the worker finishes (cached build, 5 trials, no timing) meanwhile
+
+    result = evaluate(
+        RELU_TASK.read_text(),
+        source,
+        options(ext_cache, do_timing=False, guards=False),
+        on_event=busy_front_end,
+        task_name="relu",
+    )
+    assert slept, "the log line never reached the front end"
+    assert result.status == "correct", (result.messages, result.stderr_tail)
