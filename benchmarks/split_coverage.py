@@ -74,7 +74,17 @@ def nvcc_compile(cuda: str) -> tuple[bool, str]:
         src = Path(tmp) / "unit.cu"
         src.write_text(cuda)
         proc = subprocess.run(
-            ["nvcc", "-c", "-std=c++17", "-arch=sm_90", "-O1", str(src), "-o", str(Path(tmp) / "unit.o")],
+            [
+                "nvcc",
+                "-c",
+                "-std=c++17",
+                "-arch=sm_90",
+                "-O1",
+                "--expt-relaxed-constexpr",
+                str(src),
+                "-o",
+                str(Path(tmp) / "unit.o"),
+            ],
             capture_output=True,
             text=True,
             timeout=300,
