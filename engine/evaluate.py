@@ -47,6 +47,9 @@ from engine.tolerances import DEFAULT_TOLERANCES
 from engine.worker import VERDICT_FD_ENV
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+DRAIN_AFTER_EXIT_S = 1.0  # how long the pipe is still read once the worker has exited
+DRAIN_AFTER_EXIT_BYTES = 8 * 1024 * 1024
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # an EvalResult line is far smaller
 # Static findings that are not cheats but a candidate that does not load: the build stage reports them
 # as a compile_error with the real error, which is what the Judge's repair mode needs.
 LEFT_TO_BUILD = frozenset({"syntax-error", "no-modelnew"})
@@ -119,8 +122,9 @@ class EvalOptions:
         return json.loads(json.dumps({k: _plain(v) for k, v in recorded.items()}))
 
 
-# Where and how this machine ran it (the result's ``device``/``env``/``build`` say so), not how it was judged.
-NOT_RECORDED = frozenset({"device", "cache_root", "gpu_index", "use_pch"})
+# Where and how this machine ran it (the result's ``device``/``env``/``build`` say so), not how it was judged;
+# whether it was timed shows in ``timing`` itself (an evalset times in a second pass).
+NOT_RECORDED = frozenset({"device", "cache_root", "gpu_index", "use_pch", "do_timing"})
 
 
 def _plain(value: Any) -> Any:
@@ -372,7 +376,6 @@ class _WorkerRun:
             timing=self.options.timing if self.options.do_timing else None,
             use_pch=self.options.use_pch,
             guards=self.options.guards,
-            guard_policy=self.options.guard_policy,
             relax_runtime=tuple(self.runtime_relax),
             refuse_runtime=tuple(self.runtime_refuse),
             kernel_names=tuple(self.kernel_names),
@@ -429,8 +432,7 @@ class _WorkerRun:
             if not timed_out:  # bwrap reports its child's death a moment after the pipe closes
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=2.0)
-            if process.poll() is None:
-                _kill_group(process)
+            _kill_group(process)  # also what the worker left behind in its group (ninja, a stray child)
             process.wait()
         output.join(timeout=2.0)
         self._drain_log()
@@ -442,7 +444,10 @@ class _WorkerRun:
         returncode = process.returncode
         if launch.mechanism == "bwrap" and returncode is not None and returncode > 128:
             returncode = 128 - returncode  # bwrap exits 128+N when its child died of signal N
-        return self._assemble(returncode, timed_out)
+        result = self._assemble(returncode, timed_out)
+        if (result.error or {}).get("type") == "JobError":  # the harness's own fault: blame no side
+            raise EvaluationError(f"cudaforge's worker refused its job: {result.error.get('message')}")
+        return result
 
     def _set_stage(self, stage: str) -> None:
         now = time.monotonic()
@@ -472,26 +477,34 @@ class _WorkerRun:
                 return True
             ready, _, _ = select.select([read_fd], [], [], max(0.0, min(0.2, remaining)))
             self._drain_log()  # may take long: a front end's callback runs here
-            if ready:
-                if not self._read_messages(read_fd):
-                    return False  # every holder of the pipe's write end is gone
-            elif process.poll() is not None:
-                # Exited; a leftover child of the candidate may still hold the pipe open. What it sent
-                # while the log callback ran (``ready`` is from before) is still in the pipe: read it.
-                while select.select([read_fd], [], [], 0)[0] and self._read_messages(read_fd):
-                    pass
+            if ready and not self._read_messages(read_fd):
+                return False  # every holder of the pipe's write end is gone
+            if process.poll() is not None:
+                # Exited. What it sent while the log callback ran (``ready`` is from before) is still in
+                # the pipe: read it, but only briefly and boundedly, since a leftover child of the
+                # candidate may hold the pipe open and write to it forever.
+                deadline, budget = time.monotonic() + DRAIN_AFTER_EXIT_S, DRAIN_AFTER_EXIT_BYTES
+                while budget > 0 and time.monotonic() < deadline:
+                    if not select.select([read_fd], [], [], 0)[0]:
+                        break
+                    read = self._read_messages(read_fd)
+                    if not read:
+                        break
+                    budget -= read
                 return False
 
-    def _read_messages(self, read_fd: int) -> bool:
-        """Handle the complete lines in one read of the pipe; False at its end."""
+    def _read_messages(self, read_fd: int) -> int:
+        """Handle the complete lines in one read of the pipe; the bytes read, 0 at its end."""
         chunk = os.read(read_fd, 65536)
         if not chunk:
-            return False
+            return 0
         self._pending += chunk
         while b"\n" in self._pending:
             line, self._pending = self._pending.split(b"\n", 1)
             self._handle(line)
-        return True
+        if len(self._pending) > MAX_MESSAGE_BYTES:  # no message is this long: a flood without newlines
+            self._pending = b""
+        return len(chunk)
 
     def _handle(self, line: bytes) -> None:
         try:

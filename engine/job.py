@@ -39,7 +39,6 @@ class WorkerJob:
     timing: TimingPlan | None = None  # None: no timing stage
     use_pch: bool = True
     guards: bool = True
-    guard_policy: str = "default"
     relax_runtime: tuple[str, ...] = ()
     refuse_runtime: tuple[str, ...] = ()
     kernel_names: tuple[str, ...] = ()  # the candidate's own kernels, from its source
@@ -55,7 +54,9 @@ class WorkerJob:
         return asdict(self)  # TimingPlan nests as a dict; tuples become lists
 
     def write(self, path: Path) -> Path:
-        path.write_text(json.dumps(self.to_dict()))
+        data = json.loads(json.dumps(self.to_dict()))
+        WorkerJob.from_dict(data)  # a bad job fails here, in the evaluator, with its own traceback
+        path.write_text(json.dumps(data))
         return path
 
     @classmethod

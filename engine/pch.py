@@ -54,7 +54,8 @@ def header_key(call_kwargs: dict[str, Any], with_cuda: bool) -> str:
         "cxx": os.environ.get("CXX", ""),
         "python": sys.version_info[:2],
         "extra_cflags": _words(call_kwargs.get("extra_cflags")),
-        "extra_include_paths": _words(call_kwargs.get("extra_include_paths")),
+        # Not normalised: torch turns an empty include path into -I<cwd>, a folder of its own.
+        "extra_include_paths": call_kwargs.get("extra_include_paths") or [],
         "with_cuda": with_cuda,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -498,7 +498,7 @@ def main(argv: list[str]) -> int:
         job = WorkerJob.read(Path(argv[1]))
     except JobError as error:  # never guess a setting: say what is wrong with the job and stop
         channel.send("ready", pid=os.getpid())
-        failed = EvalResult(status=RUNTIME_ERROR, stage="load", messages=[f"cudaforge worker: {error}"])
+        failed = EvalResult(status=RUNTIME_ERROR, stage="start", messages=[f"cudaforge worker: {error}"])
         failed.error = {"type": "JobError", "message": str(error)}
         channel.send("result", result=failed.to_dict())
         return 1

@@ -255,3 +255,33 @@ def test_a_verdict_sent_while_the_front_end_was_busy_is_not_lost(ext_cache: Path
     )
     assert slept, "the log line never reached the front end"
     assert result.status == "correct", (result.messages, result.stderr_tail)
+
+
+def test_a_stray_child_flooding_the_pipe_after_the_exit_cannot_hang_the_evaluator(tmp_path: Path) -> None:
+    """The worker has exited; something it left behind keeps the pipe open and writes without end."""
+    import os
+    import subprocess
+    import sys
+
+    from engine.evaluate import _WorkerRun
+
+    read_fd, write_fd = os.pipe()
+    flood = (
+        "import os, sys\nfd = int(sys.argv[1])\n"
+        'os.write(fd, b\'{"type": "ready"}\\n{"type": "stage", "stage": "build"}\\n\')\n'
+        "while True:\n    os.write(fd, b'x' * 65536)\n"
+    )
+    stray = subprocess.Popen([sys.executable, "-c", flood, str(write_fd)], pass_fds=(write_fd,))
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    os.close(write_fd)
+    run = _WorkerRun(tmp_path, "cpu", EvalOptions(device="cpu"), tmp_path / "cache", None)
+    try:
+        started = time.monotonic()
+        assert run._listen(worker, read_fd) is False
+        assert time.monotonic() - started < 10  # the stage limit is minutes: it returned on the exit
+        assert run.stage == "build" and len(run._pending) <= 16 * 1024 * 1024
+    finally:
+        stray.kill()
+        stray.wait()
+        worker.wait()
+        os.close(read_fd)

@@ -24,7 +24,7 @@ def stand_in(needed: Path) -> str:
         "from engine.sandbox.landlock import apply_from_env\n"
         "apply_from_env()\n"
         "try:\n"
-        f"    open({str(needed)!r}).read(); print('0 0 1')\n"
+        f"    open({str(needed)!r}, 'rb').read(1); print('0 0 1')\n"
         "except OSError:\n"
         "    print('304 -1 0')\n"
     )
@@ -104,7 +104,7 @@ def test_the_real_probe_without_a_driver_library_leaves_landlock_alone(
         "landlock", ["true"], job_dir=tmp_path / "c", writable=[], parent_env=no_bwrap, device="cuda"
     )
     assert launch.mechanism == "landlock"
-    assert cudaprobe._answers == {launch.env["CUDAFORGE_LANDLOCK"]: None}
+    assert list(cudaprobe._answers.values()) == [None]  # probed (no driver: nothing to refuse)
 
 
 def test_doctor_says_cuda_runs_are_refused_under_landlock_here(
@@ -124,3 +124,18 @@ def test_doctor_says_cuda_runs_are_refused_under_landlock_here(
         assert state == "warn" and detail.startswith("landlock ABI") and "CUDA does not start" not in detail
     finally:
         needed.unlink()
+
+
+def test_the_answer_is_kept_across_evaluations_with_their_own_job_folders(
+    tmp_path: Path, no_bwrap: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cudaprobe, "PROBE_CODE", stand_in(Path(sys.executable)))
+    runs: list[str] = []
+    real_run = cudaprobe._run
+    monkeypatch.setattr(cudaprobe, "_run", lambda env: runs.append("probe") or real_run(env))
+    for job in ("one", "two", "three"):
+        launch = prepare(
+            "auto", ["true"], job_dir=tmp_path / job, writable=[], parent_env=no_bwrap, device="cuda"
+        )
+        assert launch.mechanism == "landlock"
+    assert runs == ["probe", "probe"]  # unconfined and confined, once for the process

@@ -112,3 +112,18 @@ def test_the_result_records_every_option_but_the_machine_local_ones() -> None:
     )
     assert recorded["tolerances"] == {**DEFAULT_TOLERANCES, "float32": 1e-3}
     assert json.loads(json.dumps(recorded)) == recorded  # stored in git as JSON
+
+
+def test_a_job_the_worker_refuses_is_the_harness_fault_not_the_candidates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.evaluate import EvaluationError, evaluate
+
+    def foreign_job(self: WorkerJob, path: Path) -> Path:  # as an evaluator of another version would write
+        path.write_text(json.dumps({**self.to_dict(), "version": JOB_VERSION + 1}))
+        return path
+
+    monkeypatch.setattr(WorkerJob, "write", foreign_job)
+    task = (REPO / "examples" / "tasks" / "relu.py").read_text()
+    with pytest.raises(EvaluationError, match="refused its job.*different cudaforge installs"):
+        evaluate(task, "", EvalOptions(device="cpu", cache_root=tmp_path / "cache", sandbox="off"))

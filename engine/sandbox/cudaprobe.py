@@ -9,11 +9,12 @@ The probe runs the driver's own start-up (``cuInit`` and a device count, through
 import, well under a second) twice in fresh processes: unconfined, then under the rules the worker
 would get. Only a failure that the confinement causes counts against Landlock; a machine whose CUDA
 does not start at all is not the sandbox's business (the evaluation says so itself). The answer is
-kept for the life of the process.
+kept for the life of the process, keyed on what the rules let CUDA read.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -46,6 +47,7 @@ def _run(env: Mapping[str, str]) -> str:
             capture_output=True,
             text=True,
             timeout=PROBE_TIMEOUT_S,
+            cwd="/",  # not the user's folder: nothing there is imported or run
         )
     except subprocess.TimeoutExpired:
         return "timeout"
@@ -66,16 +68,20 @@ def landlock_blocks_cuda(env: Mapping[str, str]) -> str | None:
     ``env`` is the worker's environment as ``engine.sandbox.prepare`` built it.
     """
     rules = env.get(landlock.LANDLOCK_ENV, "")
-    if rules in _answers:
-        return _answers[rules]
+    try:  # what CUDA may read decides; the writable folders are each evaluation's own (and /dev)
+        key = json.dumps(sorted(json.loads(rules)["read"]))
+    except (ValueError, KeyError, TypeError):
+        key = rules
+    if key in _answers:
+        return _answers[key]
     free = {k: v for k, v in env.items() if k != landlock.LANDLOCK_ENV}
     unconfined = _run(free)
     if not _started(unconfined):
-        _answers[rules] = None  # CUDA does not start here at all: the evaluation reports that itself
+        _answers[key] = None  # CUDA does not start here at all: the evaluation reports that itself
         return None
     confined = _run(env)
     why = None if _started(confined) else _describe(confined)
-    _answers[rules] = why
+    _answers[key] = why
     return why
 
 
