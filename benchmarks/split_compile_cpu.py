@@ -61,7 +61,9 @@ def child(solution: Path, cache: Path) -> dict:
     from engine.build import BuildRecorder
     from engine.pch import wait_for_makers
 
-    if cpp_extension.CUDA_HOME is None:  # the CPU torch does not look for CUDA: tell it, as a CUDA torch finds it
+    if (
+        cpp_extension.CUDA_HOME is None
+    ):  # the CPU torch does not look for CUDA: tell it, as a CUDA torch finds it
         nvcc = shutil.which("nvcc")
         homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
         homes.append(str(Path(nvcc).resolve().parent.parent) if nvcc else None)
@@ -154,21 +156,35 @@ def pct(values: list[float], q: float) -> float | None:
     return round(values[min(len(values) - 1, int(round(q * (len(values) - 1))))], 1) if values else None
 
 
+def split_taken(row: dict) -> bool:
+    return bool(row["split"]["builds"]) and all(b["path"] == "split" for b in row["split"]["builds"])
+
+
 def summarize(rows: list[dict]) -> dict:
-    pairs = [(total(r["stock"]), total(r["split"])) for r in rows]
-    both = [(a, b) for a, b in pairs if a and b]
-    split_taken = [
-        r for r in rows if r["split"]["builds"] and all(b["path"] == "split" for b in r["split"]["builds"])
-    ]
+    """Times over the kernels both ways compiled and the split path was taken. A split build that fell
+    back is counted apart: its record holds only the stock rebuild, not the failed split attempt."""
+    both = [(total(r["stock"]), total(r["split"])) for r in rows if total(r["stock"]) and total(r["split"])]
+    compared = [(total(r["stock"]), total(r["split"])) for r in rows if split_taken(r)]
+    compared = [(a, b) for a, b in compared if a and b]
     return {
         "kernels": len(rows),
         "both_compiled": len(both),
-        "split_path_taken": len(split_taken),
-        "split_with_header": sum(all(b["pch"] == "used" for b in r["split"]["builds"]) for r in split_taken),
-        "stock_compile_s": {"median": pct([a for a, _ in both], 0.5), "p90": pct([a for a, _ in both], 0.9)},
-        "split_compile_s": {"median": pct([b for _, b in both], 0.5), "p90": pct([b for _, b in both], 0.9)},
-        "ratio_median": round(statistics.median(a / b for a, b in both), 2) if both else None,
-        "ratio_min": round(min(a / b for a, b in both), 2) if both else None,
+        "split_path_taken": sum(split_taken(r) for r in rows),
+        "split_fell_back": sum(bool(r["split"]["builds"]) and not split_taken(r) for r in rows),
+        "split_with_header": sum(
+            all(b["pch"] == "used" for b in r["split"]["builds"]) for r in rows if split_taken(r)
+        ),
+        "compared": len(compared),
+        "stock_compile_s": {
+            "median": pct([a for a, _ in compared], 0.5),
+            "p90": pct([a for a, _ in compared], 0.9),
+        },
+        "split_compile_s": {
+            "median": pct([b for _, b in compared], 0.5),
+            "p90": pct([b for _, b in compared], 0.9),
+        },
+        "ratio_median": round(statistics.median(a / b for a, b in compared), 2) if compared else None,
+        "ratio_min": round(min(a / b for a, b in compared), 2) if compared else None,
         "cores": os.cpu_count(),
     }
 
