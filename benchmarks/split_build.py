@@ -120,28 +120,47 @@ def one(mode: str, solution: Path, problem: Path, cache: Path, outputs: Path) ->
     return row
 
 
-def _child(mode: str, solution: Path, problem: Path, cache: Path, outputs: Path, pch: Path) -> dict:
+def with_shared_header(cache: Path, pch: Path) -> Path:
+    """A fresh extension cache whose precompiled-header store is the run's shared one."""
     cache.mkdir(parents=True, exist_ok=True)
     if not (cache / "pch").exists():
         (cache / "pch").symlink_to(pch)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    env["CUDAFORGE_BUILD_SPLIT"] = "0" if mode == "stock" else "1"
+    return cache
+
+
+def child_row(call: str, args: list[str], env: dict[str, str], timeout: float) -> tuple[dict | None, str]:
+    """Run ``call`` (an expression over ``sys.argv[1:]``, its module imported as ``m``) in a fresh
+    interpreter; the JSON row it returns, else None and the end of its output."""
+    module, _, name = call.partition(":")
     code = (
-        "import json, sys; from pathlib import Path; from benchmarks.split_build import one; "
-        "print('ROW' + json.dumps(one(sys.argv[1], *map(Path, sys.argv[2:]))))"
+        f"import json, sys; from pathlib import Path; import {module} as m; "
+        f"print('ROW' + json.dumps(m.{name}))"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", code, mode, str(solution), str(problem), str(cache), str(outputs)],
+        [sys.executable, "-c", code, *args],
         capture_output=True,
         text=True,
         env=env,
         cwd=REPO,
-        timeout=900,
+        timeout=timeout,
     )
     for line in proc.stdout.splitlines():
         if line.startswith("ROW"):
-            return json.loads(line[3:])
-    return {"mode": mode, "status": "bench_error", "error": (proc.stderr or proc.stdout)[-800:]}
+            return json.loads(line[3:]), ""
+    return None, (proc.stderr or proc.stdout)[-800:]
+
+
+def _child(mode: str, solution: Path, problem: Path, cache: Path, outputs: Path, pch: Path) -> dict:
+    with_shared_header(cache, pch)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env["CUDAFORGE_BUILD_SPLIT"] = "0" if mode == "stock" else "1"
+    row, error = child_row(
+        "benchmarks.split_build:one(sys.argv[1], *map(Path, sys.argv[2:]))",
+        [mode, str(solution), str(problem), str(cache), str(outputs)],
+        env,
+        900,
+    )
+    return row or {"mode": mode, "status": "bench_error", "error": error}
 
 
 def compare(stock_out: Path, split_out: Path) -> dict:

@@ -26,13 +26,12 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from split_build import kernels, splittable  # noqa: E402
+from split_build import child_row, kernels, splittable, with_shared_header  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -111,27 +110,18 @@ def child(solution: Path, cache: Path) -> dict:
 
 
 def run_child(mode: str, solution: Path, cache: Path, pch: Path) -> dict:
-    cache.mkdir(parents=True, exist_ok=True)
-    if not (cache / "pch").exists():
-        (cache / "pch").symlink_to(pch)
+    with_shared_header(cache, pch)
     env = dict(os.environ, PYTHONPATH=str(REPO), CUDAFORGE_BUILD_SPLIT="0" if mode == "stock" else "1")
-    code = (
-        "import json, sys; from pathlib import Path; from benchmarks.split_compile_cpu import child; "
-        "print('ROW' + json.dumps(child(Path(sys.argv[1]), Path(sys.argv[2]))))"
-    )
     started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-c", code, str(solution), str(cache)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=1800,
+    row, error = child_row(
+        "benchmarks.split_compile_cpu:child(Path(sys.argv[1]), Path(sys.argv[2]))",
+        [str(solution), str(cache)],
+        env,
+        1800,
     )
-    for line in proc.stdout.splitlines():
-        if line.startswith("ROW"):
-            return {**json.loads(line[3:]), "wall_seconds": round(time.monotonic() - started, 1)}
-    return {"builds": [], "error": (proc.stderr or proc.stdout)[-600:]}
+    if row is None:
+        return {"builds": [], "error": error[-600:]}
+    return {**row, "wall_seconds": round(time.monotonic() - started, 1)}
 
 
 def total(row: dict) -> float | None:

@@ -5,7 +5,7 @@ folder; the worker (``engine.worker``), a separate and sandboxed process, reads 
 this type the two sides shared a plain dict, so a key renamed on one side silently fell back to a
 default on the other (a timing flag that never arrived looked like "time it"). Now a missing or
 unknown key, a wrong type or another version is a ``JobError`` that names the field, and the worker
-reports it as a harness failure instead of guessing. See ARCHITECTURE.md ("The worker and its job").
+reports it as a harness failure instead of guessing. See ARCHITECTURE.md §3 (Evaluation), step 2.
 """
 
 from __future__ import annotations
