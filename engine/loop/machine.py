@@ -301,6 +301,9 @@ class Loop:
             return True
         self._emit(StageStarted(stage="reference", round=self._next_no, detail="task check"))
         result = check_task(self.reference, self.options.eval_options, task_name=self.session.task_name)
+        if result.harness_failed:  # cudaforge's fault, not the task's: say so, and check again next time
+            self._emit(LoopError(stage="reference", message=result.messages[-1], recoverable=True))
+            return False
         if result.task_error:
             self.task_problem = result.messages[-1] if result.messages else "the task's reference failed"
             self._emit(LoopError(stage="task", message=self.task_problem, recoverable=False))
@@ -465,13 +468,22 @@ class Loop:
             elif event.kind == "log":
                 self._emit(BuildLog(line=event.text))
 
-        result = evaluate(
-            self.reference,
-            self.pending.kernel,
-            self.options.eval_options,
-            on_event=on_eval,
-            task_name=self.session.task_name,
-        )
+        def run() -> EvalResult:
+            return evaluate(
+                self.reference,
+                self.pending.kernel or "",
+                self.options.eval_options,
+                on_event=on_eval,
+                task_name=self.session.task_name,
+            )
+
+        result = run()
+        if result.harness_failed:  # cudaforge's own fault: once more, then stop without a verdict
+            self._emit(LoopError(stage="evaluate", message=f"{result.messages[-1]}; evaluating again", recoverable=True))
+            result = run()
+        if result.harness_failed:  # never committed, never the Judge's to repair: the stage stays to redo
+            self._emit(LoopError(stage="evaluate", message=result.messages[-1], recoverable=True))
+            return ERROR
         if result.task_error:  # the reference failed (a flaky task): not the kernel's fault, not committed
             self.task_problem = result.messages[-1] if result.messages else "the task's reference failed"
             self._emit(LoopError(stage="task", message=self.task_problem, recoverable=False))
