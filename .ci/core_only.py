@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-STOCK_SOURCES = [*sorted((ROOT / "tests/fixtures/split").glob("*.py")), ROOT / "examples/kernels/relu_cuda_stock.py"]
+STOCK_SOURCES = [*sorted((ROOT / "tests/fixtures/split").glob("*/kernel.py")), ROOT / "examples/kernels/relu_cuda_stock.py"]
 
 
 def import_everything() -> list[str]:
@@ -53,7 +53,7 @@ def split_everything() -> list[str]:
             except Exception as error:  # noqa: BLE001 - SplitSkipped included: these fixtures must split
                 failures.append(f"split {path.name}: {type(error).__name__}: {error}")
                 continue
-            print(f"split {path.name}: kernels {', '.join(split.kernels)}")
+            print(f"split {path.parent.name}/{path.name}: kernels {', '.join(split.kernels)}")
     return failures
 
 
