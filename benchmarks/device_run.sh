@@ -74,7 +74,7 @@ dev_wheels() {
 section_tests() {
   dev_wheels
   # TESTS narrows the run (default: every test file); the whole output is kept in pytest.log
-  timeout "${TESTS_TIMEOUT:-560}" python3 -m pytest -p no:cacheprovider -m "gpu and not timing and not exclusive" -n 4 ${TESTS:-tests} \
+  timeout "${TESTS_TIMEOUT:-560}" python3 -m pytest -p no:cacheprovider -m "gpu and not timing and not exclusive" -n "${TESTS_WORKERS:-4}" ${TESTS:-tests} \
     -q -rfE --durations=15 > "$1/pytest.log" 2>&1
   tail -60 "$1/pytest.log"
 }

@@ -30,8 +30,9 @@ def relu_task(elements: int) -> str:
     )
 
 
-def run(task: str, kernel: str, cache: Path):
-    return evaluate(task, kernel, EvalOptions(device="cuda", cache_root=cache, do_timing=False), task_name="t")
+def run(task: str, kernel: str, cache: Path, **overrides):
+    options = EvalOptions(device="cuda", cache_root=cache, do_timing=False, **overrides)
+    return evaluate(task, kernel, options, task_name="t")
 
 
 def test_an_oom_while_other_processes_hold_the_gpu_is_not_the_kernels(ext_cache: Path) -> None:
@@ -52,23 +53,26 @@ def test_an_oom_while_other_processes_hold_the_gpu_is_not_the_kernels(ext_cache:
 
 def test_an_oom_of_the_kernels_own_making_is_its_runtime_error(ext_cache: Path) -> None:
     greedy = RELU_CUDA.replace(
-        "    def forward(self, x):",
-        "    def forward(self, x):\n        self.hoard = torch.empty(1 << 50, dtype=torch.uint8, device=x.device)",
+        "    def forward(self, x: torch.Tensor) -> torch.Tensor:",
+        "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+        "        self.hoard = torch.empty(1 << 50, dtype=torch.uint8, device=x.device)",
     )
     assert greedy != RELU_CUDA
-    result = run(relu_task(1 << 20), greedy, ext_cache)
+    result = run(relu_task(1 << 20), greedy, ext_cache, guards=False)  # the static guard refuses state in forward
     assert result.status == "runtime_error" and result.failed_side == "candidate", result.messages
     assert result.memory["at_oom"]["others_bytes"] < 2 * GiB
     assert result.memory["peak_reserved_bytes"] > 0
 
 
 def test_evalset_reruns_alone_an_oom_beside_another_evaluation(tmp_path: Path, ext_cache: Path) -> None:
-    """Two 12 GiB-input tasks need ~96 GiB each at the check's peak; a budget that admits both at once
-    makes at least one run out of memory beside the other, and it must end correct after its rerun."""
+    """Two tasks with 6 GiB of inputs: the check holds ~14 copies of input or output at its peak (~85 GiB),
+    while the shape estimate says ~61 GiB each, so a budget that admits both at once makes at least one
+    run out of memory beside the other (issue 24's softmax case), and it must end correct after its rerun.
+    (At 12 GiB of inputs one check alone does not fit on an H200: seen on the device.)"""
     pairs = tmp_path / "pairs"
     for name in ("huge_a", "huge_b"):
         (pairs / name).mkdir(parents=True)
-        (pairs / name / "task.py").write_text(relu_task(3 * GiB))
+        (pairs / name / "task.py").write_text(relu_task(3 * GiB // 2))
         (pairs / name / "kernel.py").write_text(RELU_CUDA)
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": python_path(), "CUDAFORGE_CACHE_DIR": str(ext_cache)}
@@ -88,4 +92,4 @@ def test_evalset_reruns_alone_an_oom_beside_another_evaluation(tmp_path: Path, e
         assert results[name]["messages"][0].startswith("retried alone on its GPU")
     summary = json.loads((out / "summary.json").read_text())
     assert sorted(summary["time"]["this_run"]["retried_alone"]) == sorted(retried)
-    assert all(r["memory"]["peak_reserved_bytes"] > 36 * GiB for r in results.values())
+    assert all(r["memory"]["peak_reserved_bytes"] > 30 * GiB for r in results.values())
