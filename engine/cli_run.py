@@ -12,7 +12,8 @@ kernel. Ctrl-C stops cleanly: an LLM call in flight is cancelled, a running eval
 and is committed; a second Ctrl-C leaves at once (the session stays consistent either way).
 
 Exit codes: 0 the rounds ended, 1 an error stopped the loop, 2 usage errors or a broken task (its
-reference fails on its own inputs: checked before any LLM call), 130 interrupted.
+reference fails on its own inputs: checked before any LLM call), 3 cudaforge's own fault stopped it
+(``harness_error``: nothing of it committed; the same command resumes), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from sessions.message import format_speedup
 from sessions.repo import SessionRepo
 from sessions.secrets import Scrubber
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_HARNESS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 LOOP_STAGES = ("seed", "judge", "gate", "coder", "evaluate", "profile", "commit")
 TABLE_STAGES = ("judge", "coder", "evaluate", "profile")
 
@@ -187,6 +188,8 @@ def drive(loop: Loop, printer: Printer) -> int:
             return EXIT_INTERRUPTED
         if loop.task_problem is not None:  # a broken task, like `cudaforge eval`'s exit 2
             return EXIT_USAGE
+        if loop.harness_problem is not None:  # cudaforge's own fault, like `cudaforge eval`'s exit 3
+            return EXIT_HARNESS
         return EXIT_ERROR
 
 

@@ -158,3 +158,52 @@ def test_the_loop_never_commits_a_harness_error_nor_shows_it_to_the_judge(
     [seed] = session.history()
     assert seed.status == "correct" and seed.number == 0
     session.close()
+
+
+def test_a_headless_run_stopped_by_cudaforges_fault_exits_3_and_resumes(
+    ext_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker cannot import engine.compare (the reference check needs it): nothing is committed,
+    the run says whose fault it is and exits 3; once the install is whole the same session goes on."""
+    from tests.test_loop_cli import command, env, project, scripted
+
+    cwd = project(tmp_path)
+    hide_modules(monkeypatch, tmp_path / "site", "engine.compare")
+    broken = {**env(ext_cache, tmp_path), "PYTHONPATH": os.environ["PYTHONPATH"]}
+    args = command(tmp_path, str(RELU_TASK), "--auto-approve", "--device", "cpu", "--rounds", "1", *scripted("steady"))
+    done = subprocess.run(args, capture_output=True, text=True, env=broken, cwd=cwd, timeout=600)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "cudaforge's own fault (import)" in done.stdout and "Traceback" not in done.stderr
+    from sessions.repo import SessionRepo
+
+    [path] = [p for p in (tmp_path / "s").iterdir() if p.is_dir()]
+    with SessionRepo.open(path) as session:
+        assert session.history() == []
+    monkeypatch.undo()
+    resumed = subprocess.run(
+        [*command(tmp_path, "--session", str(path), "--auto-approve", "--device", "cpu", "--rounds", "1"),
+         *scripted("steady")],
+        capture_output=True, text=True, env=env(ext_cache, tmp_path), cwd=cwd, timeout=600,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    with SessionRepo.open(path) as session:
+        assert [i.number for i in session.history()] == [0, 1]
+
+
+def test_bench_shows_a_task_stopped_by_cudaforges_fault_apart_and_a_rerun_redoes_it(
+    ext_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.test_bench_cli import bench_cmd, run, setup
+
+    cwd, good_env = setup(tmp_path, ext_cache)
+    out = tmp_path / "out"
+    hide_modules(monkeypatch, tmp_path / "site", "engine.compare")
+    broken = {**good_env, "PYTHONPATH": os.environ["PYTHONPATH"]}
+    first = run(bench_cmd(out, "--rounds", "1", "--workers", "2"), cwd, broken)
+    data = json.loads((out / "summary.json").read_text())
+    assert {t["status"] for t in data["tasks"]} == {"harness_error"}, first.stdout + first.stderr
+    assert not any(t["correct"] for t in data["tasks"])
+    again = run(bench_cmd(out, "--rounds", "1", "--workers", "2"), cwd, good_env)
+    data = json.loads((out / "summary.json").read_text())
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert {t["status"] for t in data["tasks"]} == {"done"} and all(t["correct"] for t in data["tasks"])

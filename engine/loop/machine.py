@@ -125,6 +125,8 @@ class Loop:
         self._task_checked = False
         #: why the task cannot be optimised (its reference fails on its own inputs); None when sound
         self.task_problem: str | None = None
+        #: cudaforge's own fault that stopped the last stage (engine.faults); None when there was none
+        self.harness_problem: str | None = None
         session.acquire_lock()
         self.pending: Pending = derive(session, self.options.rounds)
         self._next_no = self._compute_next_iteration()
@@ -274,7 +276,7 @@ class Loop:
             if not self._pause.is_set():
                 self._cancel.clear()
             self._running = True
-        self.task_problem = None
+        self.task_problem = self.harness_problem = None
         try:
             if self.pending.stage == SEED and not self._check_task():
                 return ERROR
@@ -302,7 +304,8 @@ class Loop:
         self._emit(StageStarted(stage="reference", round=self._next_no, detail="task check"))
         result = check_task(self.reference, self.options.eval_options, task_name=self.session.task_name)
         if result.harness_failed:  # cudaforge's fault, not the task's: say so, and check again next time
-            self._emit(LoopError(stage="reference", message=result.messages[-1], recoverable=True))
+            self.harness_problem = result.messages[-1]
+            self._emit(LoopError(stage="reference", message=self.harness_problem, recoverable=True))
             return False
         if result.task_error:
             self.task_problem = result.messages[-1] if result.messages else "the task's reference failed"
@@ -482,7 +485,8 @@ class Loop:
             self._emit(LoopError(stage="evaluate", message=f"{result.messages[-1]}; evaluating again", recoverable=True))
             result = run()
         if result.harness_failed:  # never committed, never the Judge's to repair: the stage stays to redo
-            self._emit(LoopError(stage="evaluate", message=result.messages[-1], recoverable=True))
+            self.harness_problem = result.messages[-1]
+            self._emit(LoopError(stage="evaluate", message=self.harness_problem, recoverable=True))
             return ERROR
         if result.task_error:  # the reference failed (a flaky task): not the kernel's fault, not committed
             self.task_problem = result.messages[-1] if result.messages else "the task's reference failed"
