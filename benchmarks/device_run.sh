@@ -7,6 +7,7 @@
 # goes, and the whole folder is packed into $OUT/results.tgz every 20 s and at the end when $OUT is
 # set (the device tool brings back only a few files, and nothing a killed command meant to pack at
 # its end). The first call on a bare machine installs cudaforge's core dependencies from .whl/*.whl
+# (made here by benchmarks/device_wheels.sh)
 # (only those: what a plain `pip install -e .` gives a GPU box) and, for the tests section, the test
 # tools from .whl/dev/; it unpacks bubblewrap from .whl/deb/ (apt-get download bubblewrap) when the
 # machine has none, so the sandbox can run. Corpus sections read CORPUS (default ./.corpus):
