@@ -207,3 +207,31 @@ def test_bench_shows_a_task_stopped_by_cudaforges_fault_apart_and_a_rerun_redoes
     data = json.loads((out / "summary.json").read_text())
     assert again.returncode == 0, again.stdout + again.stderr
     assert {t["status"] for t in data["tasks"]} == {"done"} and all(t["correct"] for t in data["tasks"])
+
+
+def test_a_candidate_that_fails_only_while_timed_is_still_the_candidates_fault(ext_cache: Path) -> None:
+    """An exception no stage catches is judged by its traceback: through the candidate's file, its own."""
+    kernel = RELU_KERNEL.read_text().replace(
+        "        return ext.relu(x)",
+        "        self.calls = getattr(self, 'calls', 0) + 1\n"
+        "        if self.calls > 40:  # after the check's trials: only the timing loop gets here\n"
+        "            raise RuntimeError('worn out')\n"
+        "        return ext.relu(x)",
+    )
+    result = relu(ext_cache, kernel, guards=False)
+    assert result.status == "runtime_error" and result.failed_side == "candidate", result.messages
+    assert result.stage == "time" and "worn out" in result.messages[-1]
+
+
+def test_a_reference_that_fails_only_while_timed_is_the_tasks_fault(ext_cache: Path) -> None:
+    task = RELU_TASK.read_text().replace(
+        "        return torch.relu(x)",
+        "        self.calls = getattr(self, 'calls', 0) + 1\n"
+        "        if self.calls > 40:\n"
+        "            raise RuntimeError('the reference gave up')\n"
+        "        return torch.relu(x)",
+    )
+    assert task != RELU_TASK.read_text()
+    result = evaluate(task, RELU_KERNEL.read_text(), options(ext_cache), task_name="relu")
+    assert result.status == "runtime_error" and result.failed_side == "reference" and result.task_error
+    assert "the task's code failed in stage time" in result.messages[-1]
