@@ -229,6 +229,30 @@ class Loop:
             self._next_no = self._compute_next_iteration()
             return new
 
+    def add_rounds(self, more: int) -> int:
+        """Raise the round target by ``more`` rounds; return the new target (an iteration number).
+
+        The target grows from the larger of the current target and the branch's tip, so rounds
+        added to a finished loop (or to a branch made at an early iteration) are rounds still to
+        run. A loop that had finished goes on at its next :meth:`step`/:meth:`run`; a running one
+        simply stops later. The new target is written to ``session.toml`` with the next commit, so
+        a resumed session keeps it. Any thread may call it (the TUI's ``+``, ARCHITECTURE.md §8).
+        """
+        if more < 1:
+            raise ValueError(f"rounds to add must be at least 1, not {more}")
+        with self._lock:
+            history = self.session.history(self.branch)
+            tip = history[-1].number if history else 0
+            target = max(self.options.rounds, tip) + more
+            self.options.rounds = target
+            if self.options.settings is not None:
+                settings = dict(self.options.settings)
+                settings["loop"] = {**dict(settings.get("loop") or {}), "rounds": target}
+                self.options.settings = settings
+            if self.pending.stage == DONE:
+                self.pending = derive(self.session, target, self.branch)
+            return target
+
     def pause(self) -> None:
         """Stop at the next stage boundary (the current stage finishes and is saved)."""
         self._pause.set()
