@@ -210,14 +210,18 @@ def run_new(args: argparse.Namespace) -> int:
     if args.serve:
         return _serve(_argv_for(args, "new", str(args.task)), args.port)
     from engine.config import ConfigError
+    from engine.llm.errors import LLMError
     from sessions.errors import SessionError
     from sessions.repo import SessionRepo
     from tui.app import CudaforgeApp
 
     try:
         config, root = _settings(args)  # before the session exists: a bad config creates nothing
+        from engine.loop.factory import check_models
+
+        check_models(config)  # nor does a model that cannot run (no API key, a bad provider table)
         repo = SessionRepo.create(root, args.task)
-    except (SessionError, ConfigError) as error:
+    except (SessionError, ConfigError, LLMError) as error:
         print(f"cudaforge: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
