@@ -12,6 +12,7 @@ import pytest
 
 from engine.loop.machine import FINISHED
 from engine.loop.state import DONE, JUDGE
+from sessions.repo import SessionRepo
 from tests.loop_helpers import make_loop, new_session
 
 pytestmark = pytest.mark.slow
@@ -53,3 +54,18 @@ def test_the_target_grows_from_the_larger_of_target_and_tip(tmp_path: Path, ext_
         loop.add_rounds(0)
     assert loop.options.rounds == 5
     session.close()
+
+
+def test_added_rounds_survive_a_restart_before_the_next_commit(tmp_path: Path, ext_cache: Path) -> None:
+    """The TUI's + then a quit (or a crash) before anything is committed: the journal keeps the
+    target, so the reopened loop still has the rounds to run (no evaluation needed to show it)."""
+    session = new_session(tmp_path)
+    loop = make_loop(session, ext_cache, "steady", rounds=0)
+    assert loop.run() == FINISHED
+    assert loop.add_rounds(2) == 2
+    session.close()  # the process ends here: nothing committed since the +
+    reopened = SessionRepo.open(session.path)
+    again = make_loop(reopened, ext_cache, "steady", rounds=0)  # started as the session was: rounds 0
+    assert again.options.rounds == 2 and again.stage == JUDGE
+    assert again.options.settings["loop"]["rounds"] == 2  # the next commit records it
+    reopened.close()
