@@ -237,3 +237,34 @@ async def test_escape_while_a_stage_runs_asks_then_leaves_when_the_stage_ends(
         await asyncio.sleep(0)
     assert [c[0] for c in loops[0].calls] == ["step", "pause"]
     repo.close()
+
+
+async def test_a_narrow_terminal_keeps_the_status_and_the_edit_and_brackets_switch_panes(
+    session_root: Path, tui_env: Path  # noqa: F811
+) -> None:
+    configure(tui_env, rounds=4)
+    repo = SessionRepo.open("relu-demo", session_root)
+    app = CudaforgeApp(sessions_root=session_root, session=repo, mode="live")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert "workbench.pane-next" not in {ident for _, _, ident in app.binding_rows()}  # wide: all in view
+        await pilot.press("e", *"# half done")
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause(0.3)
+        screen = app.screen
+        assert status(app).startswith("your turn: press s to run the Judge on #3")  # not "idle"
+        from tui.widgets.kernel_pane import KernelPane
+
+        pane = screen.query_one(KernelPane)
+        assert pane.editing and pane.text_area.text.startswith("# half done")
+        await pilot.press("escape")  # cancel the edit; the keys are the workbench's again
+        tabs = screen.query_one("#narrow")
+        await pilot.press("right_square_bracket")
+        assert tabs.active == "pane-output"
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        assert tabs.active == "pane-timeline"
+        await pilot.press("e")  # editing shows the kernel, wherever the tabs were
+        assert tabs.active == "pane-kernel" and pane.editing
+        footer = [e.description for e in screen.query_one(KeyFooter).entries()]
+        assert footer[:2] == ["Save edit", "Cancel edit"]  # the editor's keys come first, in view at 80 columns
+    repo.close()

@@ -67,6 +67,12 @@ LIVE_ONLY = {"step", "run", "pause", "edit_kernel", "external_editor", "show_app
 REPLAY_ONLY = {"play"}  # a live branch grows while you watch: nothing to play through
 STARTS_A_STAGE = {"step", "run", "add_rounds", "branch"}  # refused (dimmed) while a stage runs
 DEFAULT_MORE_ROUNDS = 3
+NARROW_PANES = ("pane-kernel", "pane-output", "pane-chat", "pane-task", "pane-timeline")
+# keys the kernel editor types as text: not offered (footer, help) while it has them
+TYPED_WHILE_EDITING = {
+    "next", "previous", "play", "branch", "diff", "toggle_cuda", "step", "run", "add_rounds",
+    "pause", "edit_kernel", "show_approval", "focus_timeline", "pane",
+}
 
 
 class WorkbenchScreen(Screen[None]):
@@ -75,6 +81,9 @@ class WorkbenchScreen(Screen[None]):
     AUTO_FOCUS = ""  # nothing focused: keys (arrows too) go to the screen first; Tab moves into a pane
 
     BINDINGS = [
+        # first: while editing they are the keys that apply, and the footer shows them first
+        Binding("ctrl+s", "save_edit", "Save edit", id="workbench.save-edit"),
+        Binding("escape", "cancel_edit", "Cancel edit", id="workbench.cancel-edit"),
         Binding("n,right", "next", "Next iteration", id="workbench.next"),
         Binding("p,left", "previous", "Previous iteration", id="workbench.previous"),
         Binding("space", "play", "Play/pause replay", id="workbench.play"),
@@ -86,11 +95,11 @@ class WorkbenchScreen(Screen[None]):
         Binding("plus", "add_rounds", "Add rounds", id="workbench.add-rounds"),
         Binding("x", "pause", "Pause loop", id="workbench.pause"),
         Binding("e", "edit_kernel", "Edit kernel", id="workbench.edit"),
-        Binding("ctrl+s", "save_edit", "Save edit", id="workbench.save-edit"),
-        Binding("escape", "cancel_edit", "Cancel edit", id="workbench.cancel-edit"),
         Binding("ctrl+e", "external_editor", "Edit in $EDITOR", id="workbench.editor"),
         Binding("a", "show_approval", "Pending approval", id="workbench.approval"),
         Binding("t", "focus_timeline", "Timeline", id="workbench.timeline"),
+        Binding("left_square_bracket", "pane(-1)", "Previous pane", id="workbench.pane-previous"),
+        Binding("right_square_bracket", "pane(1)", "Next pane", id="workbench.pane-next"),
         Binding("escape", "back", "Back to sessions", id="workbench.back", show=False),
     ]
 
@@ -170,9 +179,16 @@ class WorkbenchScreen(Screen[None]):
         narrow = event.size.width < NARROW_WIDTH
         if self._narrow is not None and narrow != self._narrow:
             self._narrow = narrow
+            status = self.query_one(StatusLine).snapshot()  # what runs or waits: not in the repo
+            pane = self.query_one(KernelPane)
+            edited = pane.text_area.text if pane.editing else None
             await self.recompose()
             self._fill()
+            self.query_one(StatusLine).restore(status)
             self.set_focus(None)
+            if edited is not None:  # an edit in progress survives the new layout
+                self.action_edit_kernel()
+                self.query_one(KernelPane).text_area.text = edited
 
     async def on_mount(self) -> None:
         if self.mode == LIVE:
@@ -303,6 +319,10 @@ class WorkbenchScreen(Screen[None]):
             return False
         if action in ("save_edit", "cancel_edit"):
             return self._editing()
+        if action == "pane":
+            return bool(self._narrow)  # the tabs of a narrow terminal; wide, every pane is in view
+        if action in TYPED_WHILE_EDITING and self._editing():
+            return False  # the editor takes these keys as text: the footer shows the editor's keys
         if action == "back":
             return not self._editing()
         if action == "pause":
@@ -391,7 +411,7 @@ class WorkbenchScreen(Screen[None]):
         self.index = len(self.history) - 1
         self._fill()
         self._say_waiting()
-        self.notify(f"Now on branch {name}, made at #{number}: s steps, r runs, + adds rounds.")
+        self.notify(f"Now on branch {name}, made at #{number}: s steps, r runs, + adds rounds.", timeout=4)
 
     def action_diff(self) -> None:
         if not self.history:
@@ -544,13 +564,24 @@ class WorkbenchScreen(Screen[None]):
         except Exception as error:
             self.notify(f"cannot add rounds: {error}", severity="error")
             return
-        self.notify(f"{more} round(s) added: branch {self.branch} now runs to #{target}. r runs them, s steps.")
+        self.notify(
+            f"{more} round(s) added: branch {self.branch} now runs to #{target}. r runs them, s steps.", timeout=4
+        )
         self._say_waiting()
         self.refresh_bindings()
 
     def action_edit_kernel(self) -> None:
+        if self._narrow:
+            self.query_one("#narrow", PaneTabs).active = "pane-kernel"
         self.query_one(KernelPane).begin_edit()
         self.refresh_bindings()
+
+    def action_pane(self, step: int) -> None:
+        """``[``/``]``: the previous or next pane of a narrow terminal's tabs."""
+        tabs = self.query_one("#narrow", PaneTabs)
+        here = NARROW_PANES.index(tabs.active) if tabs.active in NARROW_PANES else 0
+        tabs.active = NARROW_PANES[(here + step) % len(NARROW_PANES)]
+        self.set_focus(None)
 
     def action_save_edit(self) -> None:
         source = self.query_one(KernelPane).end_edit(keep=True)
@@ -572,7 +603,7 @@ class WorkbenchScreen(Screen[None]):
         self.adapter.call("edit_kernel", source)
         number = getattr(self.adapter.loop, "next_iteration", None)
         label = f"#{number} (human)" if isinstance(number, int) else "a human version"
-        self.notify(f"Edit saved: it becomes {label}. s evaluates it, r evaluates it and runs on.")
+        self.notify(f"Edit saved: it becomes {label}. s evaluates it, r evaluates it and runs on.", timeout=4)
 
     def action_external_editor(self) -> None:
         """Edit the shown kernel in ``$VISUAL``/``$EDITOR`` with the app suspended, then hand it over."""
@@ -700,9 +731,7 @@ class WorkbenchScreen(Screen[None]):
             status.stop(f"committed #{event.iteration} {event.phase} · {event.status}")
         elif isinstance(event, ev.LoopFinished):
             target = loop_status.target_of(self.adapter.loop)
-            status.stop(loop_status.finished_text(event.reason, target))
-            if event.reason != "paused":
-                self.notify(f"Loop finished ({event.reason}): + adds rounds to this branch.")
+            status.stop(loop_status.finished_text(event.reason, target))  # says why, and that + goes on
         elif isinstance(event, ev.LoopError):
             status.stop(loop_status.error_text(event.stage, event.recoverable))
             self.notify(f"{event.stage}: {event.message}", severity="error", timeout=8)

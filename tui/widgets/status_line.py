@@ -67,6 +67,23 @@ class StatusLine(Static):
         self.waiting = False
         self.stage = label
 
+    def snapshot(self) -> dict[str, object]:
+        """What the line says now, to carry it over when the screen is laid out anew."""
+        return {
+            "stage": self.stage,
+            "busy": self.busy,
+            "waiting": self.waiting,
+            "started": self._started,
+            "tokens": self.tokens,
+            "cost": self.cost,
+            "cost_unknown": self.cost_unknown,
+        }
+
+    def restore(self, state: dict[str, object]) -> None:
+        self._started = float(state["started"])  # type: ignore[arg-type]
+        for name in ("stage", "busy", "waiting", "tokens", "cost", "cost_unknown"):
+            setattr(self, name, state[name])
+
     def _tick(self) -> None:
         if self.busy:
             self._redraw()
