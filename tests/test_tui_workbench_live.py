@@ -156,9 +156,10 @@ async def test_n_p_and_left_browse_the_live_branch(session_root: Path, tui_env: 
         await pilot.pause()
         shown = [m.number for m in messages if isinstance(m, IterationShown)]
         assert shown[-3:] == [2, 1, 2] and "kernel · iter 2 (main)" in flat(app)
-        rows = {ident for _, _, ident in app.binding_rows()}  # help lists what works here, live
-        assert {"workbench.next", "workbench.previous", "workbench.step", "workbench.add-rounds"} <= rows
+        rows = {ident: text for _, text, ident in app.binding_rows()}  # help lists what works here, live
+        assert {"workbench.next", "workbench.previous", "workbench.step", "workbench.add-rounds"} <= set(rows)
         assert "workbench.play" not in rows
+        assert rows["workbench.pause"] == "Pause loop (not now)"  # x pauses a running stage; none runs
     repo.close()
 
 

@@ -153,9 +153,17 @@ class CudaforgeApp(App[int]):
         return node.check_action(name, params) is not False
 
     def binding_rows(self, screen: Screen[Any] | None = None) -> list[tuple[str, str, str]]:
-        """(keys, description, id) for the help screen; bindings without an id show "—"."""
-        found = self._bindings_by_id(screen or self.screen)
-        return [(",".join(keys), b.description, b.id or "—") for _, (keys, b, _) in found.items()]
+        """(keys, description, id) for the help screen; bindings without an id show "—", and a key
+        that applies here but not at this moment (``check_action`` None: x while nothing runs) says so."""
+        from textual.actions import parse
+
+        rows = []
+        for _, (keys, binding, node) in self._bindings_by_id(screen or self.screen).items():
+            namespace, name, params = parse(binding.action)
+            later = not namespace and node.check_action(name, params) is None
+            description = f"{binding.description} (not now)" if later else binding.description
+            rows.append((",".join(keys), description, binding.id or "—"))
+        return rows
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
