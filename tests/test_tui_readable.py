@@ -104,7 +104,7 @@ async def test_notices_fade_and_never_cover_the_status_line(tmp_path: Path, tui_
         await pilot.pause(0.3)
         (notice,) = app._notifications
         assert notice.timeout <= 10  # it goes away; the status line keeps saying it is a demo
-        assert "scripted demo" in app.screen.query_one(StatusLine).text()
+        assert app.screen.query_one(StatusLine).text().startswith("scripted demo · n/p step")
         from textual.widgets._toast import ToastRack
 
         rack = app.screen.query_one(ToastRack)

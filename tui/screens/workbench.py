@@ -84,19 +84,19 @@ class WorkbenchScreen(Screen[None]):
         # first: while editing they are the keys that apply, and the footer shows them first
         Binding("ctrl+s", "save_edit", "Save edit", id="workbench.save-edit"),
         Binding("escape", "cancel_edit", "Cancel edit", id="workbench.cancel-edit"),
+        Binding("s", "step", "Step one stage", id="workbench.step"),
+        Binding("r", "run", "Run rounds", id="workbench.run"),
+        Binding("plus", "add_rounds", "Add rounds", id="workbench.add-rounds"),
+        Binding("x", "pause", "Pause loop", id="workbench.pause"),
+        Binding("a", "show_approval", "Pending approval", id="workbench.approval"),
+        Binding("e", "edit_kernel", "Edit kernel", id="workbench.edit"),
         Binding("n,right", "next", "Next iteration", id="workbench.next"),
         Binding("p,left", "previous", "Previous iteration", id="workbench.previous"),
         Binding("space", "play", "Play/pause replay", id="workbench.play"),
         Binding("b", "branch", "Branch here", id="workbench.branch"),
         Binding("d", "diff", "Diff iterations", id="workbench.diff"),
         Binding("c", "toggle_cuda", "Python/CUDA view", id="workbench.toggle-cuda"),
-        Binding("s", "step", "Step one stage", id="workbench.step"),
-        Binding("r", "run", "Run rounds", id="workbench.run"),
-        Binding("plus", "add_rounds", "Add rounds", id="workbench.add-rounds"),
-        Binding("x", "pause", "Pause loop", id="workbench.pause"),
-        Binding("e", "edit_kernel", "Edit kernel", id="workbench.edit"),
         Binding("ctrl+e", "external_editor", "Edit in $EDITOR", id="workbench.editor"),
-        Binding("a", "show_approval", "Pending approval", id="workbench.approval"),
         Binding("t", "focus_timeline", "Timeline", id="workbench.timeline"),
         Binding("left_square_bracket", "pane(-1)", "Previous pane", id="workbench.pane-previous"),
         Binding("right_square_bracket", "pane(1)", "Next pane", id="workbench.pane-next"),
@@ -282,9 +282,18 @@ class WorkbenchScreen(Screen[None]):
         status.round = self.shown.number if self.shown is not None else 0
         total = len(self.history)
         playing = " ▶" if self._player is not None else ""
-        demo = " · scripted demo" if getattr(self.app, "notice", None) else ""
         shown = self.index + 1 if total else 0
-        status.mode = f"{self.mode} {shown}/{total}{playing} · {self.branch}{self._guard_text()}{demo}"
+        status.mode = f"{self.mode} {shown}/{total}{playing} · {self.branch}{self._guard_text()}"
+        if self.mode != LIVE:  # nothing runs here: say what this screen is and how to move
+            status.stop(self._browse_text())
+
+    def _browse_text(self) -> str:
+        """The status line's first field where no loop runs (first: it is what 80 columns show)."""
+        if getattr(self.app, "notice", None):
+            return "scripted demo · n/p step, space plays"
+        if self.mode == REPLAY:
+            return "n/p step, space plays"
+        return "read-only, no loop · n/p browse"
 
     def _guard_text(self) -> str:
         """`` · guard default`` from the shown iteration's eval.json (the policy it was judged under; none

@@ -122,15 +122,10 @@ class StatusLine(Static):
             stage = f"⏳ {stage} {int(time.monotonic() - self._started)}s"
         elif self.waiting:
             stage = f"your turn: {stage}"
-        parts = [
-            stage,
-            f"round {self.round}",
-            f"best {format_speedup(self.best)}",
-            f"{self.tokens} tok",
-            self.cost_text(),
-        ]
-        if self.mode:
-            parts.append(self.mode)
+        # what the loop does, then where you are (mode, position, branch), then the figures: an
+        # 80-column terminal cuts from the right, so the least needed comes last
+        parts = [stage, *([self.mode] if self.mode else [])]
+        parts += [f"round {self.round}", f"best {format_speedup(self.best)}", f"{self.tokens} tok", self.cost_text()]
         return " │ ".join(parts)
 
     def _redraw(self) -> None:
