@@ -211,12 +211,14 @@ def journey(term: Terminal, wide: bool) -> None:
     term.keys("a")
     term.wait("second suggestion", "on iter 1", "IDEA 2", seconds=120)
     term.keys("r")
+    term.wait("rejecting", "type a note, enter reject")  # keys typed before the note box shows are lost
     term.type("not this one")
     term.keys("Enter")
     screen = term.wait(
         "after a reject", "2nd suggestion this round", "you rejected the last one", "not this one", "IDEA 3"
     )
     term.keys("e")
+    term.wait("editing the suggestion", "ctrl+s approve edited text")
     term.type("keep it small ")
     term.keys("C-s")
     screen = term.wait("rounds done", "finished: target #2 reached · + adds rounds", "kernel · iter 2 (main)", seconds=120)
