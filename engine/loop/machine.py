@@ -249,7 +249,8 @@ class Loop:
             if self.pending.stage == DONE:
                 self.pending = derive(self.session, target, self.branch)
             self.pending.rounds = target
-            save_journal(self.session, self.pending)  # a resume before the next commit keeps it
+            if not self._running:  # a running stage saves the journal (with the target) when it ends
+                save_journal(self.session, self.pending)  # a resume before the next commit keeps it
             return target
 
     def _set_target(self, target: int) -> None:
