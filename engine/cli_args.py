@@ -34,6 +34,21 @@ def positive_float(text: str) -> float:
     return value
 
 
+MODEL_PROVIDERS = ("openai", "anthropic", "scripted")  # engine.llm.registry.PROVIDERS, kept import-free
+
+
+def model_name(text: str) -> str:
+    """An argparse type for ``--coder``/``--judge``: ``provider/model``, checked where it was typed
+    (so the error names the flag, not a config table the user never wrote)."""
+    provider, sep, model = text.strip().partition("/")
+    if not sep or not model or provider not in MODEL_PROVIDERS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not provider/model: the provider is one of {', '.join(MODEL_PROVIDERS)} "
+            f"(e.g. openai/{text.strip() or 'o3'}, anthropic/claude-sonnet-4-5, scripted/DIR)"
+        )
+    return text.strip()
+
+
 def add_loop_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of every command that runs the loop (``run``, ``new``, ``open``): the same names,
     meanings and checks everywhere, turned into config overrides by :func:`loop_overrides`."""
@@ -42,8 +57,10 @@ def add_loop_flags(parser: argparse.ArgumentParser) -> None:
         type=int_at_least(0),
         help="rounds after the seed (default 10); on a resumed session, N more rounds",
     )
-    parser.add_argument("--coder", help="provider/model of the Coder (e.g. openai/o3, scripted/DIR)")
-    parser.add_argument("--judge", help="provider/model of the Judge")
+    parser.add_argument(
+        "--coder", type=model_name, help="provider/model of the Coder (e.g. openai/o3, scripted/DIR)"
+    )
+    parser.add_argument("--judge", type=model_name, help="provider/model of the Judge")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), help="where kernels run")
 
 

@@ -32,7 +32,7 @@ from engine.bench.runner import Bench, BenchOptions
 from engine.bench.settings import merged_settings
 from engine.bench.summary import format_table, write_csv, write_json
 from engine.bench.tasks import BenchError, discover
-from engine.cli_args import int_at_least
+from engine.cli_args import int_at_least, model_name
 from engine.cli_guard import add_guard_flags
 from engine.guard.policy import GuardPolicyError, GuardSettings, guard_label
 
@@ -60,8 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("tasks", nargs="+", type=Path, help="task files or folders of them")
     parser.add_argument("--out", type=Path, required=True, help="where sessions and the summary go")
     parser.add_argument("--rounds", type=int_at_least(0), help="rounds after the seed, per task")
-    parser.add_argument("--coder", help="provider/model of the Coder")
-    parser.add_argument("--judge", help="provider/model of the Judge")
+    parser.add_argument("--coder", type=model_name, help="provider/model of the Coder")
+    parser.add_argument("--judge", type=model_name, help="provider/model of the Judge")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="where kernels run")
     parser.add_argument("--gpus", type=_gpu_list, help="CUDA: one worker per listed GPU (default: all)")
     parser.add_argument(

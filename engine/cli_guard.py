@@ -1,8 +1,11 @@
 """Guard flags shared by ``eval``, ``check``, ``run``, ``bench``, ``new`` and ``open``, and ``cudaforge check``.
 
 ``cudaforge check TASK.py KERNEL.py`` runs the static guard alone: no build, no GPU (``--device cuda``
-only selects the CUDA rules; it reads the source). Exit codes (a contract): 0 when ``eval`` would go on
-to build, 1 when it would refuse, 2 for usage errors (missing files, unknown rule ids or policy).
+only selects the CUDA rules; it reads the source). Exit codes (a contract, the same verdicts as
+``eval``): 0 when ``eval`` would go on to build, 1 when it would refuse or the kernel would not build
+because it is not Python that parses (``eval``: a compile error, exit 1), 2 for usage errors (missing
+files, unknown rule ids or policy) and for a task that does not parse or lacks its names (``eval``:
+a task error, exit 2).
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from typing import Any
 from engine.guard.policy import POLICIES, GuardPolicyError, GuardSettings
 
 EXIT_WOULD_BUILD, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
+#: findings the build stage reports rather than the guard (engine.evaluate.LEFT_TO_BUILD): the kernel
+#: cannot be imported, so eval ends in a compile error and check must not say "would build"
+WOULD_NOT_BUILD = frozenset({"syntax-error", "no-modelnew"})
 
 
 def add_guard_flags(parser: argparse.ArgumentParser) -> None:
@@ -80,6 +86,7 @@ def check_files(task: Path, kernel: Path, device: str, settings: GuardSettings) 
         for f in findings
         if f["severity"] == "refuse" and not f["relaxed"] and f["rule"] not in LEFT_TO_BUILD
     ]
+    unbuildable = [f for f in findings if f["rule"] in WOULD_NOT_BUILD and f["severity"] == "refuse"]
     return {
         "task": str(task),
         "kernel": str(kernel),
@@ -88,6 +95,7 @@ def check_files(task: Path, kernel: Path, device: str, settings: GuardSettings) 
         "guard_refuse": list(settings.refuse),
         "relaxed_rules": sorted(set(settings.relax) | {f["rule"] for f in findings if f["relaxed"]}),
         "refused": bool(refusals),
+        "would_build": not refusals and not unbuildable,
         "findings": findings,
     }
 
@@ -103,6 +111,13 @@ def run_check(args: argparse.Namespace) -> int:
         if not path.is_file():
             print(f"cudaforge check: no such {label} file: {path}", file=sys.stderr)
             return EXIT_USAGE
+    from engine.tasks import TaskError, check_task_source
+
+    try:
+        check_task_source(args.task.read_text(encoding="utf-8"), str(args.task))  # as eval does first
+    except (TaskError, UnicodeDecodeError) as error:
+        print(f"cudaforge check: {error}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         settings = guard_settings(args, _config_or_none())
         verdict = check_files(args.task, args.kernel, args.device, settings)
@@ -112,12 +127,17 @@ def run_check(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(verdict, indent=2))
     else:
-        state = "REFUSED" if verdict["refused"] else "would build"
+        if verdict["refused"]:
+            state = "REFUSED"
+        elif not verdict["would_build"]:
+            state = "would NOT build (eval reports a compile error)"
+        else:
+            state = "would build"
         print(f"{args.kernel} ({settings.label()}, {args.device}): {state}")
         for f in verdict["findings"]:
             tag = f"{f['severity']}{', relaxed' if f['relaxed'] else ''}"
             print(f"  line {f['line']}: [{f['rule']}] ({tag}) {f['message']}")
-    return EXIT_REFUSED if verdict["refused"] else EXIT_WOULD_BUILD
+    return EXIT_WOULD_BUILD if verdict["would_build"] else EXIT_REFUSED
 
 
 def _config_or_none() -> Any:
@@ -163,6 +183,8 @@ def settings_guard_label(settings: dict[str, Any]) -> str:
     record none: they ran under today's strict rules)."""
     from engine.guard.policy import guard_label
 
+    if not settings:  # nothing committed yet: the root commit records no settings, and nothing was judged
+        return "guard: not recorded (no iteration committed)"
     guard = settings.get("guard")
     if not guard:
         return "guard strict (recorded before policies)"

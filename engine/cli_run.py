@@ -121,6 +121,9 @@ def run_command(args: argparse.Namespace) -> int:
     printer = Printer(sys.stdout, verbose=args.verbose)
     try:
         if session is None:
+            from engine.loop.factory import check_models
+
+            check_models(config)  # a model that cannot run must not leave an empty session behind
             session = SessionRepo.create(root, args.task, name=args.name)
         elif args.branch:
             session.switch_branch(args.branch)

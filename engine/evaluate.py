@@ -55,6 +55,7 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # an EvalResult line is far smaller
 # Static findings that are not cheats but a candidate that does not load: the build stage reports them
 # as a compile_error with the real error, which is what the Judge's repair mode needs.
 LEFT_TO_BUILD = frozenset({"syntax-error", "no-modelnew"})
+KERNEL_FILE = "kernel.py"  # the candidate's file name in the job folder unless the caller names it
 LOG_LIMIT_BYTES = 400_000
 STDERR_TAIL_LINES = 40
 
@@ -177,7 +178,12 @@ def evaluate_files(
         if not path.is_file():
             raise EvaluationError(f"no such {label} file: {path}")
     return evaluate(
-        task_path.read_text(), kernel_path.read_text(), options, on_event, task_name=task_path.stem
+        task_path.read_text(),
+        kernel_path.read_text(),
+        options,
+        on_event,
+        task_name=task_path.stem,
+        kernel_name=kernel_path.name,
     )
 
 
@@ -187,8 +193,13 @@ def evaluate(
     options: EvalOptions | None = None,
     on_event: Callable[[EvalEvent], None] | None = None,
     task_name: str = "task",
+    kernel_name: str = KERNEL_FILE,
 ) -> EvalResult:
-    """Evaluate a candidate given as source text; blocks until the verdict (or a timeout)."""
+    """Evaluate a candidate given as source text; blocks until the verdict (or a timeout).
+
+    ``kernel_name``: the file name the candidate is written under for the worker, so Python's own
+    messages (``SyntaxError: … (mykernel.py, line 3)``, tracebacks) name the user's file.
+    """
     options = options or EvalOptions()
     device = resolve_device(options.device)
     static_relax, runtime_relax = split_relaxations(options.relax)
@@ -218,7 +229,7 @@ def evaluate(
             kernel_names = kernel_names_from_source(kernel_source) if device == "cuda" else []
             run = _WorkerRun(job_dir, device, options, cache_root, on_event, runtime_relax, kernel_names)
             run.runtime_refuse = runtime_refuse
-            result = run.execute(task_source, kernel_source, task_name)
+            result = run.execute(task_source, kernel_source, task_name, kernel_name)
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
         result.findings = [*findings, *result.findings]
@@ -367,12 +378,18 @@ class _WorkerRun:
         if self.on_event:
             self.on_event(event)
 
-    def write_job(self, task_source: str, kernel_source: str, task_name: str) -> Path:
+    def write_job(
+        self, task_source: str, kernel_source: str, task_name: str, kernel_name: str = KERNEL_FILE
+    ) -> Path:
         (self.job_dir / "task.py").write_text(task_source)
-        (self.job_dir / "kernel.py").write_text(kernel_source)
+        kernel_path = self.job_dir / KERNEL_FILE
+        if Path(kernel_name).name not in (KERNEL_FILE, ""):  # the user's name, in a folder of its own
+            kernel_path = self.job_dir / "candidate" / Path(kernel_name).name
+            kernel_path.parent.mkdir()
+        kernel_path.write_text(kernel_source)
         job = WorkerJob(
             task_path=str(self.job_dir / "task.py"),
-            kernel_path=str(self.job_dir / "kernel.py"),
+            kernel_path=str(kernel_path),
             cache_root=str(self.cache_root),
             device=self.device,
             seed=self.options.seed,
@@ -391,8 +408,10 @@ class _WorkerRun:
         path = job.write(self.job_dir / "job.json")
         return path
 
-    def execute(self, task_source: str, kernel_source: str, task_name: str) -> EvalResult:
-        job_path = self.write_job(task_source, kernel_source, task_name)
+    def execute(
+        self, task_source: str, kernel_source: str, task_name: str, kernel_name: str = KERNEL_FILE
+    ) -> EvalResult:
+        job_path = self.write_job(task_source, kernel_source, task_name, kernel_name)
         read_fd, write_fd = os.pipe()
         extra = {VERDICT_FD_ENV: str(write_fd), "PYTHONUNBUFFERED": "1"}
         if self.options.gpu_index is not None:

@@ -70,10 +70,12 @@ def run_sessions(args: argparse.Namespace) -> int:
 
 
 def format_table(summaries: list[SessionSummary]) -> str:
-    """Fixed-width table: task, created, branches, iterations, best speedup, guard policy, path."""
-    header = ("TASK", "CREATED", "BRANCHES", "ITERATIONS", "BEST", "GUARD", "PATH")
+    """Fixed-width table: name (what ``open``/``replay``/``branch`` take), task, created, branches,
+    iterations, best speedup, guard policy, path."""
+    header = ("NAME", "TASK", "CREATED", "BRANCHES", "ITERATIONS", "BEST", "GUARD", "PATH")
     rows = [
         (
+            s.name,
             s.task_name,
             s.created.strftime("%Y-%m-%d %H:%M"),
             str(s.branches),
@@ -85,7 +87,7 @@ def format_table(summaries: list[SessionSummary]) -> str:
         for s in summaries
     ]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    numeric = {2, 3, 4}
+    numeric = {3, 4, 5}
     lines = []
     for row in (header, *rows):
         cells = [

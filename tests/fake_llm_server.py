@@ -3,7 +3,9 @@
 Point the real ``openai`` / ``anthropic`` clients at it (``base_url``) and script what it answers:
 each endpoint has a queue of ``FakeResponse`` (status, JSON body, SSE events, raw bytes, delay,
 headers); every request is recorded (path, headers, JSON body) so tests can assert what the client
-sent. Endpoints: ``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages``.
+sent. Endpoints: ``/v1/chat/completions``, ``/v1/responses``, ``/v1/messages``. Where the order of
+calls is not fixed (a person at the keyboard decides it: the TUI journey), ``respond(path, fn)``
+answers each request from what it asks (``fn(request) -> FakeResponse``) once the queue is empty.
 
 Body builders (``chat_completion``, ``chat_sse``, ``responses_body``, ``responses_sse``,
 ``messages_body``, ``messages_sse``) produce realistic protocol shapes so other tests (the loop,
@@ -17,6 +19,7 @@ import contextlib
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -57,6 +60,7 @@ class FakeLLMServer:
 
     def __init__(self) -> None:
         self._queues: dict[str, collections.deque[FakeResponse]] = collections.defaultdict(collections.deque)
+        self._responders: dict[str, Callable[[RecordedRequest], FakeResponse]] = {}
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
         self.events_sent = 0
@@ -93,14 +97,22 @@ class FakeLLMServer:
         with self._lock:
             self._queues[path].extend(responses)
 
+    def respond(self, path: str, responder: Callable[[RecordedRequest], FakeResponse]) -> None:
+        """Answer ``path`` with ``responder(request)`` whenever nothing is queued for it."""
+        with self._lock:
+            self._responders[path] = responder
+
     def requests_to(self, path: str) -> list[RecordedRequest]:
         return [r for r in self.requests if r.path == path]
 
-    def _next(self, path: str) -> FakeResponse:
+    def _next(self, path: str, request: RecordedRequest | None = None) -> FakeResponse:
         with self._lock:
             queue = self._queues.get(path)
             if queue:
                 return queue.popleft()
+            responder = self._responders.get(path)
+        if responder is not None and request is not None:
+            return responder(request)
         return FakeResponse(
             status=500,
             json_body={"error": {"message": f"fake server: nothing scripted for {path}"}},
@@ -129,9 +141,10 @@ class FakeLLMServer:
             def _serve(self, body: Any) -> None:
                 path = self.path.split("?", 1)[0]
                 headers = {k.lower(): v for k, v in self.headers.items()}
+                recorded = RecordedRequest(self.command, path, headers, body)
                 with server._lock:
-                    server.requests.append(RecordedRequest(self.command, path, headers, body))
-                scripted = server._next(path)
+                    server.requests.append(recorded)
+                scripted = server._next(path, recorded)
                 # The client may give up first (timeout or cancellation): expected in tests.
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self._answer(scripted)

@@ -283,7 +283,7 @@ def test_sessions_table_shows_the_guard(tmp_path: Path) -> None:
     ):
         pass
     lines = format_table(list_sessions(tmp_path)).splitlines()
-    assert lines[0].split()[5] == "GUARD" and lines[1].split()[6] == "strict,relax=timing-access"
+    assert lines[0].split()[6] == "GUARD" and lines[1].split()[7] == "strict,relax=timing-access"
 
 
 def test_output_pane_rows_show_the_guard_and_the_share() -> None:

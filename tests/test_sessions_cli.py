@@ -58,12 +58,13 @@ def test_sessions_lists_a_table(root: Path, capsys: pytest.CaptureFixture[str]) 
     code, out, err = run(["sessions", "--sessions-dir", str(root)], capsys)
     assert (code, err) == (0, "")
     lines = out.splitlines()
-    assert lines[0].split() == ["TASK", "CREATED", "BRANCHES", "ITERATIONS", "BEST", "GUARD", "PATH"]
-    rows = {line.split()[0]: line for line in lines[1:]}
-    add_row = rows["level1_add"].split()
-    assert add_row[3:] == ["1", "4", "2.50x", "—", str((root / "add").resolve())]
+    assert lines[0].split() == ["NAME", "TASK", "CREATED", "BRANCHES", "ITERATIONS", "BEST", "GUARD", "PATH"]
+    rows = {line.split()[0]: line for line in lines[1:]}  # by name: what `open`, `replay`, `branch` take
+    add_row = rows["add"].split()
+    assert add_row[:2] == ["add", "level1_add"]
+    assert add_row[4:] == ["1", "4", "2.50x", "—", str((root / "add").resolve())]
     empty_row = rows["empty"].split()
-    assert empty_row[:2] == ["empty", "task"] and empty_row[-4:] == [
+    assert empty_row[:3] == ["empty", "empty", "task"] and empty_row[-4:] == [
         "0",
         "—",
         "—",

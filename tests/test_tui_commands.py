@@ -97,3 +97,29 @@ def test_the_full_help_still_lists_every_command() -> None:
     assert done.returncode == 0
     for command in ("eval", "doctor", "run", "demo", "replay", "sessions"):
         assert command in done.stdout
+
+
+def test_a_session_opened_from_the_browser_runs_with_its_own_stored_settings(
+    tui_env: Path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """As `cudaforge open S` would: the session's models and round target beat the config files; the
+    command line's --rounds counted from the tip of the session it named, not of every session."""
+    from sessions.repo import SessionRepo
+    from tests.test_tui_fixtures import TASK
+    from tui.app import CudaforgeApp
+
+    monkeypatch.chdir(tui_env)
+    (tui_env / "config.toml").write_text('[models]\ncoder = "openai/o3"\n[loop]\nrounds = 10\n')
+    stored = {"models": {"coder": "anthropic/claude-sonnet-4-5", "judge": "openai/o3"}, "loop": {"rounds": 7}}
+    with SessionRepo.create(tui_env / "s", task_source=TASK, task_name="relu", name="kept", settings=stored) as repo:
+        args = _parser().parse_args(["new", "t.py", "--rounds", "2", "--judge", "openai/gpt-4o"])
+        config = commands._session_config(args, repo)
+        assert (config.models.coder, config.models.judge, config.loop.rounds) == (
+            "anthropic/claude-sonnet-4-5",  # stored, over the files
+            "openai/gpt-4o",  # a flag, over the stored
+            7,  # the stored target: --rounds belonged to the session `new` made
+        )
+        named = object()
+        app = CudaforgeApp(sessions_root=tui_env / "s", session=repo, config=None, session_config=lambda r: named)
+        assert app.loop_config_for(repo) is app.config  # the named session, first time: the command's
+        assert app.loop_config_for(repo) is named  # opened again later: its own settings

@@ -183,3 +183,33 @@ def unique(messages: list[Any], kind: type) -> list[Any]:
         if isinstance(message, kind):
             seen.setdefault(id(message), message)
     return list(seen.values())
+
+
+CELL_PX = 12.2  # the width of one terminal cell in Textual's SVG export
+
+
+def screen_rows(app: Any) -> list[str]:
+    """The visible screen as rows of cells, rebuilt from the SVG export's positioned text runs
+    (``screen_text`` runs every pane together; this keeps each run in its row and column)."""
+    import html
+    import re
+
+    svg = app.export_screenshot()
+    width, height = app.size
+    rows = [[" "] * width for _ in range(height)]
+    pattern = r'<text class="[^"]*" x="([\d.]+)" y="[\d.]+" textLength="([\d.]+)" clip-path="url\(#[^)]*-line-(\d+)\)">([^<]*)</text>'
+    for x, length, row, text in re.findall(pattern, svg):
+        text = html.unescape(text).replace("\xa0", " ")
+        col, cells, line = round(float(x) / CELL_PX), round(float(length) / CELL_PX), int(row)
+        step = cells // max(1, len(text))  # 2 for a run of wide characters
+        for k, char in enumerate(text):
+            if line < height and col + k * step < width:
+                rows[line][col + k * step] = char
+    return ["".join(r) for r in rows]
+
+
+def region_text(app: Any, widget: Any) -> str:
+    """What ``widget`` shows on screen (its region cut out of the screen), as one line of words."""
+    region = widget.region
+    rows = screen_rows(app)[region.y : region.y + region.height]
+    return " ".join(" ".join(row[region.x : region.x + region.width] for row in rows).split())

@@ -91,10 +91,9 @@ async def test_a_broken_task_stops_the_real_loop_before_the_coder_and_says_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The task check runs first: no iteration, the status line and a notice name the task error."""
-    from textual.widgets import Log
-
     from tests.test_reference_check import MISMATCHED
     from tests.test_tui_fixtures import screen_text
+    from tui.widgets.output_pane import OutputPane
     from tui.widgets.status_line import StatusLine
 
     (tmp_path / "cudaforge.toml").write_text(
@@ -117,7 +116,7 @@ async def test_a_broken_task_stops_the_real_loop_before_the_coder_and_says_why(
             await asyncio.sleep(0.3)
         await pilot.pause(0.3)
         assert status.stage == "error in task"
-        log = "\n".join(app.screen.query_one("#build-log", Log).lines)  # it keeps why (the notice fades)
+        log = app.screen.query_one(OutputPane).build_text()  # it keeps why (the notice fades)
         assert "error in task: task error: the reference Model.forward failed on seed 43" in log
         assert "error in task: task error" in " ".join(screen_text(app).split())
         assert repo.history() == []  # the Coder was never asked

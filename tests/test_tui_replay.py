@@ -55,7 +55,7 @@ async def test_panes_show_the_recorded_state_at_120x40(session_root) -> None:  #
         assert "Coder · openai/o3 · 250 tok" in text
         assert "✓ #2 optimize 1.80x ★" in text  # timeline, best marked
         assert "from-iter-1 (from #1)" in text  # the branch in the tree
-        assert "round 2 │ best 1.80x │ 1110 tok │ $0.0900 │ replay 3/4" in text  # status line
+        assert "replay 3/4 · main · guard default │ round 2 │ best 1.80x │ 1110 tok │ $0.0900" in text  # status
         for tab in ("Build", "Checks", "NCU", "Chart"):
             assert tab in text
         output = app.screen.query_one(OutputPane)
@@ -117,7 +117,10 @@ async def test_b_branches_from_the_shown_iteration(session_root) -> None:  # noq
         await pilot.pause()
         created = [m for m in messages if isinstance(m, BranchCreated)]
         assert [(m.branch, m.iteration) for m in created] == [("from-iter-2", 2)]
-        assert "from-iter-2 (from #2)" in app.screen.query_one(Timeline).labels()
+        tree = app.screen.query_one(Timeline)
+        (main,) = tree.root.children  # one top node: the offshoots hang under what they left
+        offshoots = [str(n.label) for n in main.children if n.children or not n.data]
+        assert "from-iter-2 (from #2) · no iterations of its own yet" in offshoots
     assert "from-iter-2" in repo.branches()
     assert repo.history("from-iter-2")[-1].number == 2
     repo.close()
@@ -152,7 +155,8 @@ async def test_c_toggles_the_cuda_view_and_timeline_selection_jumps(session_root
         assert area.text.startswith("import torch")
         await pilot.press("t")  # focus the timeline, then pick the branch's own iteration
         tree = app.screen.query_one(Timeline)
-        target = next(n for n in tree.root.children[1].children if n.data and n.data.number == 2)
+        branch = next(n for n in tree.root.children[0].children if str(n.label).startswith("from-iter-1"))
+        target = next(n for n in branch.children if n.data and n.data.number == 2)
         tree.select_node(target)
         await pilot.pause()
         assert app.screen.branch == "from-iter-1" and _shown(messages)[-1] == 2

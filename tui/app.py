@@ -6,9 +6,8 @@ here imports torch or the evaluator; sessions are read through GitPython only.
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +30,11 @@ class CudaforgeApp(App[int]):
     TITLE = "cudaforge"
     BINDINGS = [
         Binding("q", "quit_app", "Quit", id="app.quit"),
+        # Textual's own ctrl+q quits without asking; ours asks while a stage runs, from any screen
+        Binding("ctrl+q", "quit_app", "Quit (any screen)", id="app.quit-anywhere", show=False, priority=True),
         Binding("f1,question_mark", "help", "Help", id="app.help"),
     ]
+    NOTICE_S = 8  # how long the demo's notice stays (the status line keeps saying "scripted demo")
 
     def __init__(
         self,
@@ -42,7 +44,12 @@ class CudaforgeApp(App[int]):
         loop_factory: LoopFactory | None = None,
         notice: str | None = None,
         config: Any = None,
+        session_config: Callable[[SessionRepo], Any] | None = None,
     ) -> None:
+        """``config``: the command line's resolved settings, for ``session`` (the session it named).
+        ``session_config(repo)``: the settings for any other session opened here (the browser's
+        ``o``, or the named one opened again): its stored models and round target, as
+        ``cudaforge open`` would resolve them; without it, ``config`` serves every session."""
         super().__init__()
         self.notice = notice  # shown for as long as the app runs (the demo says it is scripted)
         self.sessions_root = Path(sessions_root) if sessions_root else default_sessions_root()
@@ -51,9 +58,9 @@ class CudaforgeApp(App[int]):
         # the resolved settings of the command line (engine.config); every loop the app starts uses them
         self.settings = tui_settings.load_settings(config)
         self.config = self.settings.config
-        self.loop_factory: LoopFactory = loop_factory or functools.partial(
-            default_loop_factory, config=self.config
-        )
+        self.session_config = session_config
+        self._named_session_used = False
+        self.loop_factory: LoopFactory = loop_factory or self._make_loop
         self.approval_policy = self.settings.approval_policy
         for theme in THEMES:
             self.register_theme(theme)
@@ -66,6 +73,18 @@ class CudaforgeApp(App[int]):
         if os.environ.get("SSH_CONNECTION") or os.environ.get("CUDAFORGE_NO_ANIMATION"):
             self.animation_level = "none"  # over SSH animation only costs bandwidth
 
+    def loop_config_for(self, repo: SessionRepo) -> Any:
+        """The settings a loop on ``repo`` runs with: the command line's for the session it named (the
+        first time), else the session's own, resolved as ``cudaforge open`` does."""
+        named = self.session is not None and Path(self.session.path) == Path(repo.path)
+        if (named and not self._named_session_used) or self.session_config is None:
+            self._named_session_used = self._named_session_used or named
+            return self.config
+        return self.session_config(repo)
+
+    def _make_loop(self, repo: SessionRepo, on_event: Any) -> Any:
+        return default_loop_factory(repo, on_event, config=self.loop_config_for(repo))
+
     def on_mount(self) -> None:
         if self.settings.keymap:
             self.set_keymap(self.settings.keymap)
@@ -73,7 +92,7 @@ class CudaforgeApp(App[int]):
             self.notify(problem, severity="warning")
         if self.notice:
             self.title = f"cudaforge · {self.notice.split(':')[0].lower()}"
-            self.notify(self.notice, title="cudaforge demo", timeout=24 * 3600)
+            self.notify(self.notice, title="cudaforge demo", timeout=self.NOTICE_S)
         if self.session is not None:  # straight to the workbench: the browser is built only if asked for
             self.push_screen(
                 WorkbenchScreen(self.session, mode=self.start_mode, loop_factory=self.loop_factory)
@@ -105,21 +124,46 @@ class CudaforgeApp(App[int]):
     # ------------------------------------------------------------------ keys, help, palette
 
     def _bindings_by_id(self, screen: Screen[Any]) -> dict[str, tuple[list[str], Binding, Any]]:
-        """Every binding of the screen and the app, one entry per binding id with all its keys."""
+        """The bindings that work on ``screen``: its own and, unless it is modal (a modal screen hides
+        the app's keys), the app's; one entry per binding (by id) with all its keys.
+
+        Left out: Textual's system bindings, bindings without a description, and actions the
+        screen says never apply here (``check_action`` False): help lists only keys that work.
+        """
         found: dict[str, tuple[list[str], Binding, Any]] = {}
-        for node in (screen, self):
+        nodes: list[Any] = [screen] if screen.is_modal else [screen, self]
+        for node in nodes:
             for key, bindings in node._bindings.key_to_bindings.items():
                 for binding in bindings:
+                    if binding.system or not binding.description or not self._applies(node, binding):
+                        continue
                     ident = binding.id or f"{node.__class__.__name__}.{binding.action}"
                     keys, _, _ = found.setdefault(ident, ([], binding, node))
                     if key not in keys:
                         keys.append(key)
         return found
 
+    @staticmethod
+    def _applies(node: Any, binding: Binding) -> bool:
+        from textual.actions import parse
+
+        namespace, name, params = parse(binding.action)
+        if namespace:  # "app.focus_next" and the like: asked of the node they name
+            return True
+        return node.check_action(name, params) is not False
+
     def binding_rows(self, screen: Screen[Any] | None = None) -> list[tuple[str, str, str]]:
-        """(keys, description, id) for the help screen."""
-        found = self._bindings_by_id(screen or self.screen)
-        return [(",".join(keys), b.description or b.action, ident) for ident, (keys, b, _) in found.items()]
+        """(keys, description, id) for the help screen; bindings without an id show "—", and a key
+        that applies here but not at this moment (``check_action`` None: x while nothing runs) says so."""
+        from textual.actions import parse
+
+        rows = []
+        for _, (keys, binding, node) in self._bindings_by_id(screen or self.screen).items():
+            namespace, name, params = parse(binding.action)
+            later = not namespace and node.check_action(name, params) is None
+            description = f"{binding.description} (not now)" if later else binding.description
+            rows.append((",".join(keys), description, binding.id or "—"))
+        return rows
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

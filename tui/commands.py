@@ -150,6 +150,22 @@ def _settings(args: argparse.Namespace, session: Any = None) -> tuple[Any, Path]
     return config, root
 
 
+def _session_config(args: argparse.Namespace, repo: Any) -> Any:
+    """The settings of a session opened from the browser: config files < its stored ``session.toml``
+    (models, round target, guard) < this command line's flags, as ``cudaforge open`` resolves them,
+    except ``--rounds``, which counts from the tip of the session the command line named only."""
+    from engine.cli_args import loop_config
+
+    flags = argparse.Namespace(**{**vars(args), "rounds": None})
+    return loop_config(flags, repo.settings().get("settings", {}))
+
+
+def _app(args: argparse.Namespace, **kwargs: Any) -> Any:
+    from tui.app import CudaforgeApp
+
+    return CudaforgeApp(session_config=lambda repo: _session_config(args, repo), **kwargs)
+
+
 def _run_app(args: argparse.Namespace, app: Any) -> int:
     result = app.run(mouse=not args.no_mouse)
     return int(result or 0)
@@ -160,14 +176,13 @@ def launch_browser(args: argparse.Namespace) -> int:
     if getattr(args, "serve", False):
         return _serve(_argv_for(args), args.port)
     from engine.config import ConfigError
-    from tui.app import CudaforgeApp
 
     try:
         config, root = _settings(args)
     except ConfigError as error:
         print(f"cudaforge: {error}", file=sys.stderr)
         return EXIT_USAGE
-    return _run_app(args, CudaforgeApp(sessions_root=root, config=config))
+    return _run_app(args, _app(args, sessions_root=root, config=config))
 
 
 def _open_session(args: argparse.Namespace, mode: str) -> int:
@@ -176,7 +191,6 @@ def _open_session(args: argparse.Namespace, mode: str) -> int:
     from engine.config import ConfigError
     from sessions.errors import SessionError
     from sessions.repo import SessionRepo
-    from tui.app import CudaforgeApp
 
     try:
         _, root = _settings(args)
@@ -193,7 +207,7 @@ def _open_session(args: argparse.Namespace, mode: str) -> int:
         print(f"cudaforge: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        return _run_app(args, CudaforgeApp(sessions_root=root, session=repo, mode=mode, config=config))
+        return _run_app(args, _app(args, sessions_root=root, session=repo, mode=mode, config=config))
     finally:
         repo.close()
 
@@ -210,18 +224,21 @@ def run_new(args: argparse.Namespace) -> int:
     if args.serve:
         return _serve(_argv_for(args, "new", str(args.task)), args.port)
     from engine.config import ConfigError
+    from engine.llm.errors import LLMError
     from sessions.errors import SessionError
     from sessions.repo import SessionRepo
-    from tui.app import CudaforgeApp
 
     try:
         config, root = _settings(args)  # before the session exists: a bad config creates nothing
+        from engine.loop.factory import check_models
+
+        check_models(config)  # nor does a model that cannot run (no API key, a bad provider table)
         repo = SessionRepo.create(root, args.task)
-    except (SessionError, ConfigError) as error:
+    except (SessionError, ConfigError, LLMError) as error:
         print(f"cudaforge: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        return _run_app(args, CudaforgeApp(sessions_root=root, session=repo, mode="live", config=config))
+        return _run_app(args, _app(args, sessions_root=root, session=repo, mode="live", config=config))
     finally:
         repo.close()
 

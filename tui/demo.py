@@ -18,8 +18,8 @@ from sessions.paths import MARKER_CONFIG_SECTION
 BUNDLE = Path(__file__).parent / "demo" / "relu-demo.bundle"
 SESSION_NAME = "relu-demo"
 NOTICE = (
-    "Scripted demo: the Coder's and Judge's replies are scripted; the builds, checks, timings and NCU "
-    "metrics were recorded for real on an H200. Keys: n/p step · space play · d diff · ? help · q quit"
+    "Scripted demo: the agents' replies are scripted; builds, checks, timings and NCU metrics are "
+    "real (H200). n/p step · space play · ? help · q quit"
 )
 
 

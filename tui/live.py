@@ -4,7 +4,10 @@ The loop (``engine/loop``) is any object with ``run()``, ``step()``, ``pause()``
 ``approve(suggestion)``, ``reject(note)``, ``edit_kernel(source)`` and ``branch_from(iteration)``
 that reports through an ``on_event(event)`` callback with ``engine.events`` dataclasses. The
 adapter runs every call in a Textual thread worker (so keys keep working while a kernel builds)
-and turns each event into an :class:`~tui.messages.EngineEvent` posted to the screen.
+and turns each event into an :class:`~tui.messages.EngineEvent` posted to the screen. When a
+blocking call returns, it posts :class:`~tui.messages.LoopReturned` with what the call returned
+(``awaiting``, ``finished`` … or None after one ``step``), so the status line can say that the
+loop now waits for the human and for what (ARCHITECTURE.md §8).
 
 ``LoopFactory`` is the hook a live session uses to get a loop: ``factory(repo, on_event)``.
 :func:`default_loop_factory` is ``engine.loop.create_loop`` (imported when first called, so the
@@ -19,7 +22,7 @@ from typing import Any, Protocol
 from textual.dom import DOMNode
 
 from engine.events import Event, LoopError, LoopFinished, StageStarted
-from tui.messages import EngineEvent, LoopCommand
+from tui.messages import EngineEvent, LoopCommand, LoopReturned
 
 LOOP_METHODS = ("run", "step", "pause", "approve", "reject", "edit_kernel", "branch_from")
 BLOCKING_METHODS = ("run", "step", "edit_kernel", "approve", "reject")
@@ -34,6 +37,7 @@ class LoopLike(Protocol):
     def reject(self, note: str) -> Any: ...
     def edit_kernel(self, source: str) -> Any: ...
     def branch_from(self, iteration: int) -> Any: ...
+    def add_rounds(self, more: int) -> int: ...
 
 
 LoopFactory = Callable[[Any, Callable[[Event], None]], "LoopLike | None"]
@@ -85,18 +89,22 @@ class LoopAdapter:
         follow = getattr(self.loop, then) if then else None
         blocking = method in BLOCKING_METHODS or then in BLOCKING_METHODS
 
+        if blocking:  # at once, on the UI thread: a second key press must not start a second call
+            self.busy = True
+
         def work() -> None:
-            if blocking:
-                self.busy = True
+            outcome: Any = None
             try:
-                function(*args)
+                outcome = function(*args)
                 if follow is not None:
-                    follow()
+                    outcome = follow()
             except Exception as error:  # report, never kill the UI
+                outcome = "error"
                 self.on_event(LoopError(stage=method, message=f"{type(error).__name__}: {error}"))
             finally:
                 if blocking:
                     self.busy = False
+                    self.target.post_message(LoopReturned(method, outcome if isinstance(outcome, str) else None))
 
         self.target.run_worker(work, thread=True, group="engine", name=f"loop.{method}", exit_on_error=False)
         return True

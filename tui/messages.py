@@ -31,6 +31,17 @@ class LoopCommand(Message):
         self.argument = argument
 
 
+class LoopReturned(Message):
+    """A blocking loop call (``step``, ``run``, a decision followed by ``run`` …) returned: nothing
+    runs now. ``outcome`` is what it returned (``awaiting``, ``finished``, ``paused``, ``error``),
+    None after a ``step`` that simply moved on one stage."""
+
+    def __init__(self, method: str, outcome: str | None) -> None:
+        super().__init__()
+        self.method = method
+        self.outcome = outcome
+
+
 class IterationShown(Message):
     """The panes now show this iteration of this branch."""
 

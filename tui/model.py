@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import difflib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,6 +191,19 @@ def build_log_lines(result: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+# A compiler's error line: ``main.cpp:12:5: error: …``, ``relu.cu(12): error: …``, ``error: …``,
+# ``fatal error: …`` — not ninja's ``FAILED: main.o`` (which names the target, not the problem).
+_COMPILER_ERROR = re.compile(r"(?:^|[:\s])(?:fatal )?error(?: [A-Z]?\d+)?\s*:", re.IGNORECASE)
+
+
+def first_error_line(lines: Iterable[str]) -> str | None:
+    """The first compiler error of a build log, in full (the build tab pins it above the log)."""
+    for line in lines:
+        if _COMPILER_ERROR.search(line):
+            return line.strip()
+    return None
+
+
 def ncu_rows(profile: Mapping[str, Any] | None) -> list[tuple[str, str, str, str]]:
     """(kernel, metric, value, unit) rows from ``profile.json``'s ``metrics`` table."""
     if not profile:
@@ -200,6 +214,57 @@ def ncu_rows(profile: Mapping[str, Any] | None) -> list[tuple[str, str, str, str
             value, unit = (pair + [""])[:2] if isinstance(pair, list) else (pair, "")
             rows.append((str(kernel), str(metric), str(value), str(unit)))
     return rows
+
+
+@dataclass
+class NcuTable:
+    """The NCU tab: the profiled kernels (K1 = slowest) and one row per measured metric.
+
+    Rows hold the values first (one cell per kernel), then the metric and its note, so a narrow
+    pane shows the numbers and the start of each name without scrolling sideways; the order and
+    the names are those of the Judge's table (``engine.profile.metric_table``): the paper's 24
+    first, then the other requested metrics and the launch facts.
+    """
+
+    kernels: list[str] = field(default_factory=list)
+    rows: list[tuple[list[str], str, str]] = field(default_factory=list)  # (values, metric, note)
+    kind: str = "none"
+
+
+def ncu_table(profile: Mapping[str, Any] | None) -> NcuTable:
+    """The NCU tab's table from ``profile.json`` (empty kernels when nothing was profiled)."""
+    if not profile:
+        return NcuTable()
+    kind = str(profile.get("kind", "none"))
+    by_kernel = {str(k): dict(v or {}) for k, v in (profile.get("metrics") or {}).items()}
+    if not by_kernel:
+        return NcuTable(kind=kind)
+    # imported here: the metric tables cost ~60 ms, paid when the NCU tab is first shown
+    from engine.profile.metric_table import MAX_KERNELS, format_value, metric_rows, requested_metrics
+
+    def seconds(name: str) -> float:
+        entry = by_kernel[name].get("gpu__time_duration.sum")
+        value = entry[0] if isinstance(entry, (list, tuple)) and entry else entry
+        return float(value) if isinstance(value, (int, float)) else -1.0
+
+    kernels = sorted(by_kernel, key=lambda k: -seconds(k))[:MAX_KERNELS]
+    names = [
+        (name, note)
+        for name, note in metric_rows(by_kernel, requested_metrics(profile.get("command")))
+        if any(name in by_kernel[k] for k in kernels)
+    ]
+    if not names:  # nothing under the Judge's names (an older or hand-made profile): all of it, as given
+        names = list(dict.fromkeys((m, "") for k in kernels for m in by_kernel[k]))
+    rows = []
+    for name, note in names:
+        values = []
+        for kernel in kernels:
+            entry = by_kernel[kernel].get(name)
+            pair = entry if isinstance(entry, (list, tuple)) else [entry]
+            values.append(format_value(pair[0] if pair else None, str(pair[1]) if len(pair) > 1 else "")
+                          if entry is not None else "n/a")
+        rows.append((values, name, note))
+    return NcuTable(kernels=kernels, rows=rows, kind=kind)
 
 
 def format_speedup(speedup: float | None) -> str:

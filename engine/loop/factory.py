@@ -41,6 +41,14 @@ def session_settings(config: Config, device: str) -> dict[str, Any]:
     }
 
 
+def check_models(config: Config) -> None:
+    """Make both agents' providers once and drop them: a model that cannot be used (no API key, a bad
+    provider table) raises here, before a command creates a session it could never fill."""
+    prices = config.prices or None
+    for name in (config.models.coder, config.models.judge):
+        make_provider(name, config.provider_settings(name), prices)
+
+
 def make_loop(
     session: SessionRepo,
     config: Config,

@@ -129,6 +129,8 @@ class Loop:
         self.harness_problem: str | None = None
         session.acquire_lock()
         self.pending: Pending = derive(session, self.options.rounds)
+        if self.pending.rounds is not None and self.pending.rounds > self.options.rounds:
+            self._set_target(self.pending.rounds)  # raised by add_rounds before this round's commit
         self._next_no = self._compute_next_iteration()
 
     # ------------------------------------------------------------------ facts
@@ -230,6 +232,40 @@ class Loop:
             self.pending = derive(self.session, self.options.rounds, new)
             self._next_no = self._compute_next_iteration()
             return new
+
+    def add_rounds(self, more: int) -> int:
+        """Raise the round target by ``more`` rounds; return the new target (an iteration number).
+
+        The target grows from the larger of the current target and the branch's tip, so rounds
+        added to a finished loop (or to a branch made at an early iteration) are rounds still to
+        run. A loop that had finished goes on at its next :meth:`step`/:meth:`run`; a running one
+        simply stops later. The new target is kept in the round's journal at once and written to
+        ``session.toml`` with the next commit, so a session resumed before or after that commit
+        keeps it. Any thread may call it (the TUI's ``+``, ARCHITECTURE.md §8).
+        """
+        if more < 1:
+            raise ValueError(f"rounds to add must be at least 1, not {more}")
+        with self._lock:
+            target = max(self.options.rounds, self._tip_number()) + more
+            self._set_target(target)
+            if self.pending.stage == DONE:
+                self.pending = derive(self.session, target, self.branch)
+            self.pending.rounds = target
+            if not self._running:  # a running stage saves the journal (with the target) when it ends
+                save_journal(self.session, self.pending)  # a resume before the next commit keeps it
+            return target
+
+    def _set_target(self, target: int) -> None:
+        """The round target, also in the settings each commit writes to session.toml."""
+        self.options.rounds = target
+        if self.options.settings is not None:
+            settings = dict(self.options.settings)
+            settings["loop"] = {**dict(settings.get("loop") or {}), "rounds": target}
+            self.options.settings = settings
+
+    def _tip_number(self) -> int:
+        history = self.session.history(self.branch)
+        return history[-1].number if history else 0
 
     def pause(self) -> None:
         """Stop at the next stage boundary (the current stage finishes and is saved)."""

@@ -55,6 +55,9 @@ class Pending:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     no_code_replies: int = 0
     notes: list[str] = field(default_factory=list)
+    #: a round target raised while this round was open (``Loop.add_rounds``); kept here until the
+    #: round's commit records it in session.toml, so a resume before that commit keeps it too
+    rounds: int | None = None
 
     def add_seconds(self, stage: str, seconds: float) -> None:
         self.stage_seconds[stage] = round(self.stage_seconds.get(stage, 0.0) + seconds, 3)

@@ -7,8 +7,10 @@ values of the metrics the Judge cited, and the kernel lines the suggestion names
 fills the view and ``v`` swaps in the evidence — one key away, the verdict always in the title.
 
 Keyboard only. ``e`` turns the suggestion into editable text (ctrl+s approves the edited text);
-``r`` asks for a note for the Coder. The result is an :class:`Approval` the workbench hands to
-the loop.
+``r`` asks for a note for the Judge. The result is an :class:`Approval` the workbench hands to
+the loop; escape closes the view undecided (``a`` in the workbench brings it back) and ``q``
+quits, as everywhere. After a rejection the next suggestion says so on a line of its own (which
+one it is this round, and the note it answers), so it never looks like the one just rejected.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from tui.evidence import ApprovalEvidence
 from tui.model import suggestion_markdown, suggestion_text
 
 NARROW_WIDTH = 110  # the workbench's: below it, one pane at a time
-VIEW_KEYS = "[b]a[/b] approve   [b]e[/b] edit then approve   [b]r[/b] reject"
+VIEW_KEYS = "[b]a[/b] approve   [b]e[/b] edit then approve   [b]r[/b] reject   [b]esc[/b] later"
 
 
 @dataclass
@@ -46,22 +48,31 @@ class ApprovalScreen(ModalScreen[Approval]):
         Binding("r", "reject", "Reject with a note", id="approval.reject"),
         Binding("v", "toggle_evidence", "Suggestion/evidence", id="approval.evidence"),
         Binding("ctrl+s", "save_edit", "Approve the edited text", id="approval.save", show=False),
-        Binding("escape", "back", "Back", id="approval.back", show=False),
+        Binding("escape", "back", "Back; in the view, decide later", id="approval.back", show=False),
+        Binding("q", "quit", "Quit", id="approval.quit", show=False),
     ]
 
     def __init__(
-        self, suggestion: dict[str, Any], flagged: bool = False, evidence: ApprovalEvidence | None = None
+        self,
+        suggestion: dict[str, Any],
+        flagged: bool = False,
+        evidence: ApprovalEvidence | None = None,
+        rejected: list[str] | None = None,
     ) -> None:
+        """``rejected``: the notes of the suggestions already rejected in this round, oldest first."""
         super().__init__()
         self.suggestion = dict(suggestion)
         self.flagged = flagged
         self.evidence = evidence
+        self.rejected = list(rejected or [])
         self.mode = "view"
 
     def compose(self) -> ComposeResult:
         self.set_class(self.app.size.width < NARROW_WIDTH, "-narrow")
         with Vertical():
             yield Static(self._title(), id="approval-title")
+            if self.rejected:
+                yield Static(self.context_text(), id="approval-context")
             with Horizontal(id="approval-panes"):
                 with VerticalScroll(id="approval-suggestion"):
                     yield Markdown(suggestion_markdown(self.suggestion), id="approval-body")
@@ -82,6 +93,15 @@ class ApprovalScreen(ModalScreen[Approval]):
             title.append(" · on ")
             title.append(self.evidence.headline(), style=_status_style(self.evidence.status))
         return title
+
+    def context_text(self) -> Text:
+        """Which suggestion of the round this is, and the note the Judge was given (after a reject)."""
+        count = len(self.rejected) + 1
+        ordinal = {2: "2nd", 3: "3rd"}.get(count, f"{count}th")
+        text = Text(f"{ordinal} suggestion this round", style="bold")
+        note = self.rejected[-1].strip()
+        text.append(" · you rejected the last one" + (f": “{note}”" if note else " (no note)"))
+        return text
 
     def _view_keys(self) -> str:
         if not self.has_class("-narrow"):
@@ -108,7 +128,17 @@ class ApprovalScreen(ModalScreen[Approval]):
             return self.mode == "view" and self.has_class("-narrow")
         if action == "save_edit":
             return self.mode == "editing"
+        if action == "quit":
+            return self.mode == "view"  # while typing a note or an edit, q is a letter
         return True
+
+    def action_quit(self) -> None:
+        """The app's quit (with its confirmation while a stage runs): a modal hides the app's keys."""
+        quit_app = getattr(self.app, "action_quit_app", None)
+        if quit_app is not None:
+            quit_app()
+        else:
+            self.app.exit()
 
     def action_approve(self) -> None:
         self.dismiss(Approval("approve", self.suggestion))
@@ -143,6 +173,10 @@ class ApprovalScreen(ModalScreen[Approval]):
         self.dismiss(Approval("reject", self.suggestion, note=event.value))
 
     def action_back(self) -> None:
+        """Escape: out of editing or the note, back to the view; in the view, close it undecided."""
+        if self.mode == "view":
+            self.dismiss(None)
+            return
         self.mode = "view"
         self.remove_class("-editing", "-rejecting")
         self.query_one("#approval-keys", Static).update(self._view_keys())

@@ -1,5 +1,10 @@
 """The session browser, the start screen of ``cudaforge``: every session with its task, date,
-branches, iteration count and best speedup; open one, replay one, or start one from a task file."""
+branches, iteration count and best speedup; open one, replay one, or start one from a task file.
+
+Each workbench opened here gets its own :class:`~sessions.repo.SessionRepo` and closes it when it
+leaves (writer lock included), so a session can be opened, left with Escape and opened again;
+coming back refreshes the table, since the visit may have added iterations (ARCHITECTURE.md §8).
+"""
 
 from __future__ import annotations
 
@@ -46,6 +51,10 @@ class BrowserScreen(Screen[None]):
         self.action_refresh()
         table.focus()
 
+    def on_screen_resume(self) -> None:
+        if self.is_mounted and self.query(DataTable):
+            self.action_refresh()
+
     def action_refresh(self) -> None:
         self.sessions = list_sessions(self.root)
         table = self.query_one(DataTable)
@@ -60,10 +69,12 @@ class BrowserScreen(Screen[None]):
                 format_speedup(s.best_speedup),
                 key=str(s.path),
             )
-        if not self.sessions:
-            self.query_one("#browser-title", Static).update(
-                f"no sessions yet — press n to start one from a task file (sessions root: {self.root})"
-            )
+        title = self.query_one("#browser-title", Static)
+        if self.sessions:
+            count = len(self.sessions)
+            title.update(f"{count} session{'s' if count != 1 else ''} in {self.root}")
+        else:
+            title.update(f"no sessions yet — press n to start one from a task file (sessions root: {self.root})")
 
     def selected(self) -> SessionSummary | None:
         table = self.query_one(DataTable)
@@ -80,11 +91,16 @@ class BrowserScreen(Screen[None]):
         if summary is None:
             self.notify("no session selected", severity="warning")
             return
-        self.app.push_screen(self._workbench(SessionRepo.open(summary.path), mode))
+        try:
+            repo = SessionRepo.open(summary.path)
+        except SessionError as error:
+            self.notify(f"cannot open {summary.name}: {error}", severity="error")
+            return
+        self.app.push_screen(self._workbench(repo, mode))
 
     def _workbench(self, repo: SessionRepo, mode: str) -> WorkbenchScreen:
         factory: Any = getattr(self.app, "loop_factory", None)
-        return WorkbenchScreen(repo, mode=mode, loop_factory=factory)
+        return WorkbenchScreen(repo, mode=mode, loop_factory=factory, owns_repo=True)
 
     def action_open(self) -> None:
         self._open(LIVE)

@@ -1,8 +1,15 @@
 """The workbench screen: task, kernel, output, conversation, timeline and status, in three modes.
 
 * ``replay`` — read-only stepping through a recorded branch (``n``/``p``, space plays);
-* ``live`` — a loop (via :class:`~tui.live.LoopAdapter`) drives the panes through events;
+* ``live`` — a loop (via :class:`~tui.live.LoopAdapter`) drives the panes through events; ``n``/``p``
+  browse the branch's iterations meanwhile, and the next commit shows the newest again;
 * ``view`` — a session opened when no loop is available: browse like replay, nothing runs.
+
+Live, the status line says what runs, or whom the loop waits for and the key that goes on
+(:mod:`tui.loop_status`); ``+`` adds rounds to the branch (``Loop.add_rounds``); ``b`` branches
+the loop itself (``Loop.branch_from``). Leaving with Escape hands the session back: a running
+stage is stopped at its boundary after asking, the loop is dropped and the writer lock released,
+so the browser can open the session again at once (ARCHITECTURE.md §8).
 
 Below ``NARROW_WIDTH`` columns the panes become tabs (80×24 over SSH stays usable); the screen
 recomposes when the width crosses it and refills the panes from what it holds, so nothing is lost.
@@ -30,8 +37,16 @@ from textual.widgets import Tree
 
 from engine import events as ev
 from sessions.errors import SessionError
+from tui import loop_status
 from tui.live import LoopAdapter, LoopFactory, default_loop_factory
-from tui.messages import ApprovalDecided, BranchCreated, EngineEvent, IterationShown, KernelEdited
+from tui.messages import (
+    ApprovalDecided,
+    BranchCreated,
+    EngineEvent,
+    IterationShown,
+    KernelEdited,
+    LoopReturned,
+)
 from tui.model import ChatMessage, conversation
 from tui.widgets.conversation import ConversationPane
 from tui.widgets.footer import KeyFooter
@@ -48,8 +63,16 @@ if TYPE_CHECKING:  # the modal screens are imported when first opened: not neede
 NARROW_WIDTH = 110
 PLAY_INTERVAL_S = 1.0
 REPLAY, LIVE, VIEW = "replay", "live", "view"
-LIVE_ONLY = {"step", "run", "pause", "edit_kernel", "external_editor", "show_approval"}
-BROWSE_ONLY = {"next", "previous", "play"}
+LIVE_ONLY = {"step", "run", "pause", "edit_kernel", "external_editor", "show_approval", "add_rounds"}
+REPLAY_ONLY = {"play"}  # a live branch grows while you watch: nothing to play through
+STARTS_A_STAGE = {"step", "run", "add_rounds", "branch"}  # refused (dimmed) while a stage runs
+DEFAULT_MORE_ROUNDS = 3
+NARROW_PANES = ("pane-kernel", "pane-output", "pane-chat", "pane-task", "pane-timeline")
+# keys the kernel editor types as text: not offered (footer, help) while it has them
+TYPED_WHILE_EDITING = {
+    "next", "previous", "play", "branch", "diff", "toggle_cuda", "step", "run", "add_rounds",
+    "pause", "edit_kernel", "show_approval", "focus_timeline", "pane",
+}
 
 
 class WorkbenchScreen(Screen[None]):
@@ -58,21 +81,25 @@ class WorkbenchScreen(Screen[None]):
     AUTO_FOCUS = ""  # nothing focused: keys (arrows too) go to the screen first; Tab moves into a pane
 
     BINDINGS = [
+        # first: while editing they are the keys that apply, and the footer shows them first
+        Binding("ctrl+s", "save_edit", "Save edit", id="workbench.save-edit"),
+        Binding("escape", "cancel_edit", "Cancel edit", id="workbench.cancel-edit"),
+        Binding("s", "step", "Step one stage", id="workbench.step"),
+        Binding("r", "run", "Run rounds", id="workbench.run"),
+        Binding("plus", "add_rounds", "Add rounds", id="workbench.add-rounds"),
+        Binding("x", "pause", "Pause loop", id="workbench.pause"),
+        Binding("a", "show_approval", "Pending approval", id="workbench.approval"),
+        Binding("e", "edit_kernel", "Edit kernel", id="workbench.edit"),
         Binding("n,right", "next", "Next iteration", id="workbench.next"),
         Binding("p,left", "previous", "Previous iteration", id="workbench.previous"),
         Binding("space", "play", "Play/pause replay", id="workbench.play"),
         Binding("b", "branch", "Branch here", id="workbench.branch"),
         Binding("d", "diff", "Diff iterations", id="workbench.diff"),
         Binding("c", "toggle_cuda", "Python/CUDA view", id="workbench.toggle-cuda"),
-        Binding("s", "step", "Step one stage", id="workbench.step"),
-        Binding("r", "run", "Run rounds", id="workbench.run"),
-        Binding("x", "pause", "Pause loop", id="workbench.pause"),
-        Binding("e", "edit_kernel", "Edit kernel", id="workbench.edit"),
-        Binding("ctrl+s", "save_edit", "Hand edit to loop", id="workbench.save-edit", show=False),
-        Binding("escape", "cancel_edit", "Cancel edit", id="workbench.cancel-edit", show=False),
         Binding("ctrl+e", "external_editor", "Edit in $EDITOR", id="workbench.editor"),
-        Binding("a", "show_approval", "Pending approval", id="workbench.approval"),
         Binding("t", "focus_timeline", "Timeline", id="workbench.timeline"),
+        Binding("left_square_bracket", "pane(-1)", "Previous pane", id="workbench.pane-previous"),
+        Binding("right_square_bracket", "pane(1)", "Next pane", id="workbench.pane-next"),
         Binding("escape", "back", "Back to sessions", id="workbench.back", show=False),
     ]
 
@@ -83,9 +110,12 @@ class WorkbenchScreen(Screen[None]):
         branch: str | None = None,
         loop_factory: LoopFactory | None = None,
         iteration: int | None = None,
+        owns_repo: bool = False,
     ) -> None:
+        """``owns_repo``: this screen opened ``repo`` (the browser did) and closes it when it leaves."""
         super().__init__()
         self.repo = repo
+        self.owns_repo = owns_repo
         self.mode = mode
         self.branch = branch or repo.current_branch
         self.loop_factory = loop_factory or default_loop_factory
@@ -102,6 +132,9 @@ class WorkbenchScreen(Screen[None]):
         self._live_log: list[str] = []
         self._live_result: dict[str, Any] | None = None
         self._live_profile: dict[str, Any] | None = None
+        self._rejected: list[str] = []  # notes of the suggestions rejected in the round in progress
+        self._leaving = False  # Escape was confirmed while a stage ran: leave when it returns
+        self._released = False
 
     # ------------------------------------------------------------------ layout
 
@@ -121,14 +154,17 @@ class WorkbenchScreen(Screen[None]):
                 with Pane("Timeline", id="pane-timeline"):
                     yield Timeline()
         else:
+            # The kernel gets a full-height column; output and conversation share the middle one,
+            # so both are as wide as the kernel (chat code and compiler errors need the columns);
+            # the task and the timeline, read at a glance, sit on the right.
             with Horizontal(id="wide"):
                 with Vertical(id="col-left"):
-                    yield TaskPane()
                     yield KernelPane()
                 with Vertical(id="col-center"):
                     yield OutputPane()
-                with Vertical(id="col-right"):
                     yield ConversationPane()
+                with Vertical(id="col-right"):
+                    yield TaskPane()
                     yield Timeline()
         yield StatusLine()
         yield KeyFooter()
@@ -143,9 +179,16 @@ class WorkbenchScreen(Screen[None]):
         narrow = event.size.width < NARROW_WIDTH
         if self._narrow is not None and narrow != self._narrow:
             self._narrow = narrow
+            status = self.query_one(StatusLine).snapshot()  # what runs or waits: not in the repo
+            pane = self.query_one(KernelPane)
+            edited = pane.text_area.text if pane.editing else None
             await self.recompose()
             self._fill()
+            self.query_one(StatusLine).restore(status)
             self.set_focus(None)
+            if edited is not None:  # an edit in progress survives the new layout
+                self.action_edit_kernel()
+                self.query_one(KernelPane).text_area.text = edited
 
     async def on_mount(self) -> None:
         if self.mode == LIVE:
@@ -170,6 +213,8 @@ class WorkbenchScreen(Screen[None]):
         # Awaiting the chat's mount lets the first frame paint it: laying out the screen a second
         # time for messages that arrived after the first paint cost ~0.1 s of start-up.
         await self._fill()
+        if self.adapter.loop is not None:
+            self._say_waiting()
 
     # ------------------------------------------------------------------ filling the panes
 
@@ -180,6 +225,11 @@ class WorkbenchScreen(Screen[None]):
     @property
     def shown(self) -> Any | None:
         return self.history[self.index] if self.history else None
+
+    @property
+    def following(self) -> bool:
+        """Live and showing the branch's newest iteration: what streams in belongs on screen."""
+        return self.mode == LIVE and self.index >= len(self.history) - 1
 
     def _fill(self) -> AwaitMount:
         """Fill every pane from the shown iteration (and, live, from what streamed since).
@@ -196,10 +246,11 @@ class WorkbenchScreen(Screen[None]):
             output.show_profile(item.profile)
             mounted = chat.show(conversation(item.transcript))
         else:
-            self.query_one(KernelPane).show("", "no iterations yet")
+            label = "no iterations yet" + (" · the seed is next" if self.mode == LIVE else "")
+            self.query_one(KernelPane).show("", label)
             output.show_result(None, replace_log=True)
             mounted = chat.show([])
-        if self.mode == LIVE and (self._live_chat or self._live_log):
+        if self.following and (self._live_chat or self._live_log):
             output.append_build(self._live_log)
             for message in self._live_chat:
                 chat.finish_reply(message)
@@ -212,15 +263,14 @@ class WorkbenchScreen(Screen[None]):
 
     def _fill_timeline(self) -> None:
         branches: dict[str, list[TimelineItem]] = {}
-        names = [self.branch] + [b for b in self.repo.branches() if b != self.branch]
-        for name in names:
+        for name in self.repo.branches():
             branches[name] = [
                 TimelineItem(it.number, it.sha, it.phase, it.status, it.speedup)
                 for it in self.repo.history(name)
             ]
         best = self.repo.best(self.branch)
         current = NodeRef(self.branch, self.shown.number) if self.shown is not None else None
-        self.query_one(Timeline).show(branches, best.sha if best else None, current)
+        self.query_one(Timeline).show(branches, best.sha if best else None, current, self.branch)
 
     def _fill_status(self) -> None:
         status = self.query_one(StatusLine)
@@ -232,7 +282,18 @@ class WorkbenchScreen(Screen[None]):
         status.round = self.shown.number if self.shown is not None else 0
         total = len(self.history)
         playing = " ▶" if self._player is not None else ""
-        status.mode = f"{self.mode} {self.index + 1 if total else 0}/{total}{playing} · {self.branch}{self._guard_text()}"
+        shown = self.index + 1 if total else 0
+        status.mode = f"{self.mode} {shown}/{total}{playing} · {self.branch}{self._guard_text()}"
+        if self.mode != LIVE:  # nothing runs here: say what this screen is and how to move
+            status.stop(self._browse_text())
+
+    def _browse_text(self) -> str:
+        """The status line's first field where no loop runs (first: it is what 80 columns show)."""
+        if getattr(self.app, "notice", None):
+            return "scripted demo · n/p step, space plays"
+        if self.mode == REPLAY:
+            return "n/p step, space plays"
+        return "read-only, no loop · n/p browse"
 
     def _guard_text(self) -> str:
         """`` · guard default`` from the shown iteration's eval.json (the policy it was judged under; none
@@ -259,16 +320,26 @@ class WorkbenchScreen(Screen[None]):
     # ------------------------------------------------------------------ which actions apply
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """False hides a key (it never applies in this mode); None dims it (not now, e.g. while a
+        stage runs). The help screen lists only the keys this returns True or None for."""
         if action in LIVE_ONLY and self.mode != LIVE:
             return False
-        if action in BROWSE_ONLY and self.mode == LIVE:
+        if action in REPLAY_ONLY and self.mode == LIVE:
             return False
         if action in ("save_edit", "cancel_edit"):
             return self._editing()
+        if action == "pane":
+            return bool(self._narrow)  # the tabs of a narrow terminal; wide, every pane is in view
+        if action in TYPED_WHILE_EDITING and self._editing():
+            return False  # the editor takes these keys as text: the footer shows the editor's keys
         if action == "back":
             return not self._editing()
+        if action == "pause":
+            return True if self.adapter.busy else None
+        if action in STARTS_A_STAGE and self.mode == LIVE and self.adapter.busy:
+            return None
         if action == "edit_kernel":
-            return not self.adapter.busy and not self._editing()
+            return None if self.adapter.busy or self._editing() else True
         if action == "show_approval":
             return self.pending_approval is not None
         return True
@@ -279,7 +350,7 @@ class WorkbenchScreen(Screen[None]):
         panes = self.query(KernelPane)  # none for a moment while the screen recomposes (width change)
         return bool(panes) and panes.first().editing
 
-    # ------------------------------------------------------------------ replay
+    # ------------------------------------------------------------------ browsing
 
     def action_next(self) -> None:
         self.show_index(self.index + 1)
@@ -308,8 +379,13 @@ class WorkbenchScreen(Screen[None]):
         self.show_index(self.index + 1)
 
     def action_branch(self) -> None:
+        """A branch at the shown iteration. Live, the loop itself moves to it (``Loop.branch_from``)
+        and this screen follows; elsewhere the app may continue it live (``continue_on_branch``)."""
         item = self.shown
         if item is None:
+            return
+        if self.mode == LIVE and self.adapter.loop is not None:
+            self._branch_live(item.number)
             return
         try:
             name = self.repo.branch_from(item.number, branch=self.branch)
@@ -323,6 +399,28 @@ class WorkbenchScreen(Screen[None]):
             self.notify(
                 f"Branch {name} created at iteration {item.number}; continue it with `cudaforge open`."
             )
+
+    def _branch_live(self, number: int) -> None:
+        loop = self.adapter.loop
+        assert loop is not None
+        if self.branch != getattr(loop, "branch", self.branch):  # browsing another branch's nodes
+            self.notify("Branch from the loop's own branch (t, then pick a node on it).", severity="warning")
+            return
+        try:
+            name = loop.branch_from(number) or self.repo.current_branch
+        except Exception as error:  # LoopStateError (a stage runs), SessionError
+            self.notify(f"cannot branch: {error}", severity="error")
+            return
+        self.app.post_message(BranchCreated(name, number))
+        self.branch = name
+        self._rejected.clear()
+        self._live_chat.clear()
+        self._live_log.clear()
+        self._load_history()
+        self.index = len(self.history) - 1
+        self._fill()
+        self._say_waiting()
+        self.notify(f"Now on branch {name}, made at #{number}: s steps, r runs, + adds rounds.", timeout=4)
 
     def action_diff(self) -> None:
         if not self.history:
@@ -342,21 +440,12 @@ class WorkbenchScreen(Screen[None]):
             self.query_one("#narrow", PaneTabs).active = "pane-timeline"
         self.query_one(Timeline).focus()
 
-    def action_back(self) -> None:
-        """Back to the session browser (built now when the app started on this session)."""
-        from tui.screens.browser import BrowserScreen
-
-        if any(isinstance(s, BrowserScreen) for s in self.app.screen_stack):
-            self.app.pop_screen()
-        else:
-            self.app.switch_screen(BrowserScreen(getattr(self.app, "sessions_root", self.repo.path.parent)))
-
     @on(Tree.NodeSelected)
     def _node_selected(self, event: Tree.NodeSelected[NodeRef]) -> None:
         ref = event.node.data
         if ref is None:
             return
-        if ref.branch != self.branch:
+        if ref.branch != self.branch and not self._shares(ref):
             self.branch = ref.branch
             self._load_history()
         for k, item in enumerate(self.history):
@@ -364,23 +453,144 @@ class WorkbenchScreen(Screen[None]):
                 self.show_index(k)
                 return
 
+    def _shares(self, ref: NodeRef) -> bool:
+        """Whether the iteration ``ref`` names is also one of this branch's (drawn under its parent)."""
+        try:
+            theirs = self.repo.iteration(ref.number, ref.branch).sha
+        except SessionError:
+            return False
+        return any(it.number == ref.number and it.sha == theirs for it in self.history)
+
+    # ------------------------------------------------------------------ leaving
+
+    def action_back(self) -> None:
+        """Back to the session browser, handing the session back first (ARCHITECTURE.md §8).
+
+        A running stage is not cut: after a yes, the loop stops at the stage's boundary (an LLM
+        call in flight is cancelled and redone on the next run) and the screen leaves when it has.
+        """
+        if self.mode == LIVE and self.adapter.busy:
+            from tui.screens.dialogs import ConfirmScreen
+
+            def answer(yes: bool | None) -> None:
+                if yes and self.adapter.busy:
+                    self._leaving = True
+                    stop = getattr(self.adapter.loop, "stop", None) or self.adapter.loop.pause
+                    stop()
+                    self.query_one(StatusLine).update_activity("stopping at the end of this stage, then back")
+                elif yes:
+                    self._leave()
+
+            self.app.push_screen(
+                ConfirmScreen("A stage is running. Stop the loop when it ends and go back to the sessions?"),
+                answer,
+            )
+            return
+        self._leave()
+
+    def _leave(self) -> None:
+        from tui.screens.browser import BrowserScreen
+
+        self.release_session()
+        if any(isinstance(s, BrowserScreen) for s in self.app.screen_stack):
+            self.app.pop_screen()
+        else:
+            self.app.switch_screen(BrowserScreen(getattr(self.app, "sessions_root", self.repo.path.parent)))
+
+    def release_session(self) -> None:
+        """Drop the loop and give up the writer lock (and close the repo when this screen opened it).
+
+        Called when the screen leaves; nothing may run then (Escape waits for the stage to end).
+        Another screen on the same repo (replay under a live branch) keeps reading it.
+        """
+        if self._released:
+            return
+        self._released = True
+        if self._player is not None:
+            self._player.stop()
+            self._player = None
+        had_loop = self.adapter.loop is not None
+        self.adapter.loop = None
+        if self.owns_repo:
+            self.repo.close()
+        elif had_loop:
+            self.repo.release_lock()
+
+    def on_unmount(self) -> None:
+        if not self.adapter.busy:  # a stage still running keeps its lock until the app exits
+            self.release_session()
+
     # ------------------------------------------------------------------ live: commands
 
     def action_step(self) -> None:
         self.running = False
         self.adapter.call("step")
+        self.refresh_bindings()
 
     def action_run(self) -> None:
         self.running = True  # decisions made while running continue the rounds
         self.adapter.call("run")
+        self.refresh_bindings()
 
     def action_pause(self) -> None:
         self.running = False
         self.adapter.call("pause")
+        self.query_one(StatusLine).update_activity("pausing at the end of this stage")
+
+    def action_add_rounds(self) -> None:
+        """Ask how many rounds to add to this branch (``+``), then raise the loop's target."""
+        from tui.screens.dialogs import PromptScreen
+
+        def add(answer: str | None) -> None:
+            if answer is None:
+                return
+            try:
+                more = int(answer.strip() or DEFAULT_MORE_ROUNDS)
+                if more < 1:
+                    raise ValueError
+            except ValueError:
+                self.notify(f"not a number of rounds: {answer!r}", severity="warning")
+                return
+            self.add_rounds(more)
+
+        self.app.push_screen(
+            PromptScreen(
+                f"Rounds to add to branch {self.branch} (enter for {DEFAULT_MORE_ROUNDS}):",
+                str(DEFAULT_MORE_ROUNDS),
+                str(DEFAULT_MORE_ROUNDS),
+            ),
+            add,
+        )
+
+    def add_rounds(self, more: int) -> None:
+        """Raise the loop's round target by ``more`` (``Loop.add_rounds``); ``r`` then runs them."""
+        adder = getattr(self.adapter.loop, "add_rounds", None)
+        if adder is None:
+            self.notify("This loop cannot add rounds.", severity="warning")
+            return
+        try:
+            target = adder(more)
+        except Exception as error:
+            self.notify(f"cannot add rounds: {error}", severity="error")
+            return
+        self.notify(
+            f"{more} round(s) added: branch {self.branch} now runs to #{target}. r runs them, s steps.", timeout=4
+        )
+        self._say_waiting()
+        self.refresh_bindings()
 
     def action_edit_kernel(self) -> None:
+        if self._narrow:
+            self.query_one("#narrow", PaneTabs).active = "pane-kernel"
         self.query_one(KernelPane).begin_edit()
         self.refresh_bindings()
+
+    def action_pane(self, step: int) -> None:
+        """``[``/``]``: the previous or next pane of a narrow terminal's tabs."""
+        tabs = self.query_one("#narrow", PaneTabs)
+        here = NARROW_PANES.index(tabs.active) if tabs.active in NARROW_PANES else 0
+        tabs.active = NARROW_PANES[(here + step) % len(NARROW_PANES)]
+        self.set_focus(None)
 
     def action_save_edit(self) -> None:
         source = self.query_one(KernelPane).end_edit(keep=True)
@@ -393,8 +603,16 @@ class WorkbenchScreen(Screen[None]):
         self.refresh_bindings()
 
     def _hand_kernel(self, source: str) -> None:
+        """A human version for the loop: it replaces the round in progress and is evaluated when the
+        user says so (s, or r to go on), as the status line and a notice say."""
         self.app.post_message(KernelEdited(source))
+        self.pending_approval = None  # the edit replaces the round, suggestion included
+        self._rejected.clear()
+        self.running = False
         self.adapter.call("edit_kernel", source)
+        number = getattr(self.adapter.loop, "next_iteration", None)
+        label = f"#{number} (human)" if isinstance(number, int) else "a human version"
+        self.notify(f"Edit saved: it becomes {label}. s evaluates it, r evaluates it and runs on.", timeout=4)
 
     def action_external_editor(self) -> None:
         """Edit the shown kernel in ``$VISUAL``/``$EDITOR`` with the app suspended, then hand it over."""
@@ -425,52 +643,107 @@ class WorkbenchScreen(Screen[None]):
 
     # ------------------------------------------------------------------ live: events
 
+    def _say_waiting(self) -> None:
+        """Nothing runs: say whom the loop waits for, and the key that goes on (or that it finished)."""
+        text = loop_status.waiting_text(self.adapter.loop, asked=self.pending_approval is not None)
+        if getattr(self.adapter.loop, "stage", None) == "done":
+            self.query_one(StatusLine).stop(text)
+        else:
+            self.query_one(StatusLine).wait_for_human(text)
+
+    def _show_pending_kernel(self) -> None:
+        """The round's kernel before it is committed (the seed while it builds, the Coder's reply
+        before ``s`` evaluates it), when the loop has one and the newest iteration is on screen."""
+        pending = getattr(self.adapter.loop, "pending", None)
+        kernel = getattr(pending, "kernel", None)
+        if not self.following or not isinstance(kernel, str) or not kernel:
+            return
+        number = getattr(self.adapter.loop, "next_iteration", "?")
+        phase = getattr(pending, "phase", "")
+        self.query_one(KernelPane).show(kernel, f"#{number} {phase} · not committed yet ({self.branch})")
+
+    @on(LoopReturned)
+    def _loop_returned(self, message: LoopReturned) -> None:
+        self.refresh_bindings()
+        if self._leaving:
+            self._leaving = False
+            self._leave()
+            return
+        self._show_pending_kernel()
+        loop = self.adapter.loop
+        if message.method == "step" and message.outcome is None and getattr(loop, "stage", None) == "gate":
+            # The Judge's step ends at the gate, which takes no time: step it at once, so the
+            # suggestion is shown (or the policy approves) without a second s for nothing.
+            self.adapter.call("step")
+            return
+        if message.outcome in ("finished", "error"):
+            return  # LoopFinished / LoopError already said why
+        if message.outcome == "paused":
+            self.query_one(StatusLine).stop(loop_status.finished_text("paused"))
+            return
+        self._say_waiting()
+
     @on(EngineEvent)
     def _engine_event(self, message: EngineEvent) -> None:
         event = message.event
         status = self.query_one(StatusLine)
         output = self.query_one(OutputPane)
+        following = self.following
         if isinstance(event, ev.StageStarted):
-            status.start_stage(event.stage, event.round)
+            if event.detail == "evaluate":  # the evaluator's own stages: same clock, finer words
+                status.update_activity(loop_status.running_text("evaluate", event.iteration, event.stage))
+            else:
+                status.start_stage(loop_status.running_text(event.stage, event.iteration), event.round)
+                if event.stage == "evaluate":
+                    self._show_pending_kernel()
             if event.stage in ("evaluate", "build"):
                 self._live_log.clear()
-                output.clear_build()
+                if following:
+                    output.clear_build()
         elif isinstance(event, ev.BuildLog):
             self._live_log.append(event.line)
-            output.append_build([event.line])
+            if following:
+                output.append_build([event.line])
         elif isinstance(event, ev.LLMToken):
-            self.query_one(ConversationPane).stream_token(event.role, event.text)
+            if following:
+                self.query_one(ConversationPane).stream_token(event.role, event.text)
         elif isinstance(event, ev.LLMReply):
             chat = ChatMessage(
                 event.role, event.model, event.text, event.input_tokens + event.output_tokens, event.cost_usd
             )
             self._live_chat.append(chat)
-            self.query_one(ConversationPane).finish_reply(chat)
+            if following:
+                self.query_one(ConversationPane).finish_reply(chat)
             status.tokens += chat.tokens
             status.add_cost(event.cost_usd)
         elif isinstance(event, ev.EvalFinished):
             self._live_result = event.result
-            output.show_result(event.result, replace_log=False)
+            if following:
+                output.show_result(event.result, replace_log=False)
         elif isinstance(event, ev.ProfileFinished):
             self._live_profile = event.profile
-            output.show_profile(event.profile)
+            if following:
+                output.show_profile(event.profile)
         elif isinstance(event, ev.AwaitingApproval):
             self.pending_approval = event
             self.refresh_bindings()
-            self._ask_approval(event)  # the loop applied the approval policy: it asks only when a human must
+            status.wait_for_human(loop_status.waiting_text(self.adapter.loop, asked=True))
+            if not self._leaving:  # the loop applied the approval policy: it asks only when a human must
+                self._ask_approval(event)
         elif isinstance(event, ev.IterationCommitted):
             self._live_chat.clear()
             self._live_log.clear()
+            self._rejected.clear()
             self._load_history()
             self.index = len(self.history) - 1
             self._fill()
-            status.stop("committed")
+            status.stop(f"committed #{event.iteration} {event.phase} · {event.status}")
         elif isinstance(event, ev.LoopFinished):
-            status.stop(f"finished: {event.reason}")
-            self.notify(f"Loop finished ({event.reason}).")
+            target = loop_status.target_of(self.adapter.loop)
+            status.stop(loop_status.finished_text(event.reason, target))  # says why, and that + goes on
         elif isinstance(event, ev.LoopError):
-            status.stop(f"error in {event.stage}")
-            self.notify(f"{event.stage}: {event.message}", severity="error", timeout=10)
+            status.stop(loop_status.error_text(event.stage, event.recoverable))
+            self.notify(f"{event.stage}: {event.message}", severity="error", timeout=8)
             # the notice fades; the log keeps why the loop stopped (a broken task, a failed call)
             line = f"error in {event.stage}: {event.message}"
             self._live_log.append(line)
@@ -489,9 +762,23 @@ class WorkbenchScreen(Screen[None]):
         def done(result: Approval | None) -> None:
             if result is not None:
                 self._decide(result, by="human")
+            else:
+                self._say_waiting()
 
         evidence = self.approval_evidence(dict(event.suggestion))
-        self.app.push_screen(ApprovalScreen(dict(event.suggestion), event.flagged, evidence), done)
+        self.app.clear_notifications()  # an older notice must not sit over the decision
+        self.app.push_screen(
+            ApprovalScreen(dict(event.suggestion), event.flagged, evidence, rejected=self.rejected_notes()),
+            done,
+        )
+
+    def rejected_notes(self) -> list[str]:
+        """The notes of the suggestions rejected in this round (the loop's own record when it has one)."""
+        pending = getattr(self.adapter.loop, "pending", None)
+        recorded = getattr(pending, "rejections", None)
+        if isinstance(recorded, list):
+            return [str(r.get("note", "")) for r in recorded if isinstance(r, dict)]
+        return list(self._rejected)
 
     def approval_evidence(self, suggestion: dict[str, Any]) -> Any:
         """What the suggestion is about: the branch's latest iteration, the one the Judge looked at."""
@@ -508,6 +795,7 @@ class WorkbenchScreen(Screen[None]):
         self.app.post_message(ApprovalDecided(approval.decision, approval.suggestion, approval.note, by))
         then = "run" if self.running else None
         if approval.decision == "reject":
+            self._rejected.append(approval.note)
             self.adapter.call("reject", approval.note, then=then)
         else:
             self.adapter.call("approve", approval.suggestion, then=then)

@@ -44,14 +44,20 @@ class KernelPane(Vertical):
         area = self.text_area
         text = self.source if self.view == PYTHON or self.editing else cuda_sources(self.source)
         language = language_for(PYTHON if self.editing else self.view, area)
-        load_code(area, text or "// no CUDA source in this kernel", language)
+        load_code(area, text or self._placeholder(), language)
         area.read_only = not self.editing
-        mode = "EDITING (ctrl+s hands it to the loop, escape cancels)" if self.editing else "read-only"
+        mode = "EDITING (ctrl+s saves it as a human version, escape cancels)" if self.editing else "read-only"
         shown = "cuda" if self.view == CUDA and not self.editing else "python"
         self.query_one("#kernel-title", Static).update(
             f"kernel · {self.label} · {shown}{'' if language else ' (plain)'} · {mode}"
         )
         self.set_class(self.editing, "-editing")
+
+    def _placeholder(self) -> str:
+        """What an empty view says: no kernel at all yet, or a kernel without CUDA strings."""
+        if not self.source.strip():
+            return "# no kernel yet: the Coder's seed becomes iteration #0"
+        return "// no CUDA source in this kernel (c shows the Python file)"
 
     def watch_view(self) -> None:
         if self.is_mounted:

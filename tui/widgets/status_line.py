@@ -1,4 +1,9 @@
-"""The status line: stage (with elapsed seconds while it runs), round, best speedup, tokens, dollars.
+"""The status line: what the loop does or waits for, round, best speedup, tokens, dollars.
+
+Its first field tells the truth about the loop (wording in :mod:`tui.loop_status`): while a
+stage runs, what runs and for how long (``⏳ evaluating #3 · build 12s``); while the loop waits,
+for whom and the key that goes on (``your turn: press s to run the Judge on #2``); when it has
+finished, why and what next. Only a running stage ticks.
 
 Dollars only when every call so far had a price: one call to an unpriced model (a local
 OpenAI-compatible server, say) makes the total "cost unknown" — adding it as $0 would understate it.
@@ -26,6 +31,7 @@ class StatusLine(Static):
     cost_unknown: reactive[bool] = reactive(False)  # True once any call had no price
     mode: reactive[str] = reactive("")
     busy: reactive[bool] = reactive(False)
+    waiting: reactive[bool] = reactive(False)  # the loop waits for the human (nothing runs)
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__("", **kwargs)  # type: ignore[arg-type]
@@ -36,15 +42,47 @@ class StatusLine(Static):
         self._redraw()
 
     def start_stage(self, stage: str, round_: int | None = None) -> None:
+        """A stage began: ``stage`` is the activity shown; the elapsed time starts from now."""
         self._started = time.monotonic()
+        self.waiting = False
         self.stage = stage
         self.busy = True
         if round_ is not None:
             self.round = round_
 
+    def update_activity(self, stage: str) -> None:
+        """The running stage moved on inside itself (an evaluation's build, check …): same clock."""
+        self.waiting = False
+        self.stage = stage
+        self.busy = True
+
+    def wait_for_human(self, text: str) -> None:
+        """Nothing runs; ``text`` says whom the loop waits for and which key goes on."""
+        self.busy = False
+        self.waiting = True
+        self.stage = text
+
     def stop(self, label: str = "idle") -> None:
         self.busy = False
+        self.waiting = False
         self.stage = label
+
+    def snapshot(self) -> dict[str, object]:
+        """What the line says now, to carry it over when the screen is laid out anew."""
+        return {
+            "stage": self.stage,
+            "busy": self.busy,
+            "waiting": self.waiting,
+            "started": self._started,
+            "tokens": self.tokens,
+            "cost": self.cost,
+            "cost_unknown": self.cost_unknown,
+        }
+
+    def restore(self, state: dict[str, object]) -> None:
+        self._started = float(state["started"])  # type: ignore[arg-type]
+        for name in ("stage", "busy", "waiting", "tokens", "cost", "cost_unknown"):
+            setattr(self, name, state[name])
 
     def _tick(self) -> None:
         if self.busy:
@@ -52,6 +90,9 @@ class StatusLine(Static):
 
     def watch_busy(self, busy: bool) -> None:
         self.set_class(busy, "-busy")
+
+    def watch_waiting(self, waiting: bool) -> None:
+        self.set_class(waiting, "-waiting")
 
     def _watch_any(self) -> None:
         if self.is_mounted:
@@ -79,15 +120,12 @@ class StatusLine(Static):
         stage = self.stage
         if self.busy:
             stage = f"⏳ {stage} {int(time.monotonic() - self._started)}s"
-        parts = [
-            stage,
-            f"round {self.round}",
-            f"best {format_speedup(self.best)}",
-            f"{self.tokens} tok",
-            self.cost_text(),
-        ]
-        if self.mode:
-            parts.append(self.mode)
+        elif self.waiting:
+            stage = f"your turn: {stage}"
+        # what the loop does, then where you are (mode, position, branch), then the figures: an
+        # 80-column terminal cuts from the right, so the least needed comes last
+        parts = [stage, *([self.mode] if self.mode else [])]
+        parts += [f"round {self.round}", f"best {format_speedup(self.best)}", f"{self.tokens} tok", self.cost_text()]
         return " │ ".join(parts)
 
     def _redraw(self) -> None:

@@ -1,4 +1,8 @@
-"""The iteration timeline: a tree of branches, each node with its status and speedup, the best starred."""
+"""The iteration timeline: a tree of branches, each node with its status and speedup, the best starred.
+
+``main`` is drawn in full; a branch made at an iteration is drawn as a child of the branch it left,
+holding only its own iterations, so the tree reads the way the session grew (ARCHITECTURE.md §8).
+"""
 
 from __future__ import annotations
 
@@ -33,6 +37,43 @@ def node_label(item: TimelineItem, best_sha: str | None) -> str:
     return f"{mark} #{item.number} {item.phase} {format_speedup(item.speedup)}{star}"
 
 
+def _shared(a: list[TimelineItem], b: list[TimelineItem]) -> int:
+    """How many iterations two branches share from the seed on (branches share a prefix of commits)."""
+    count = 0
+    for x, y in zip(a, b, strict=False):
+        if x.sha != y.sha:
+            break
+        count += 1
+    return count
+
+
+def branch_tree(
+    branches: dict[str, list[TimelineItem]], root: str = "main"
+) -> list[tuple[str, str | None, int]]:
+    """(branch, parent, shared) for every branch, parents before children.
+
+    ``root`` (``main``, else the first branch) is drawn in full; every other branch hangs under the
+    branch it left, from where it left it (``shared`` iterations in common). A branch's parent is the
+    one it shares the most iterations with among those placed before it; they are placed in order
+    of how early they leave the root, then by name (``from-iter-2`` before ``from-iter-3``), so an
+    offshoot is always drawn as the child of what it was made from.
+    """
+    names = list(branches)
+    if not names:
+        return []
+    top = root if root in branches else names[0]
+    rest = sorted(
+        (n for n in names if n != top), key=lambda n: (_shared(branches[n], branches[top]), n)
+    )
+    placed: list[tuple[str, str | None, int]] = [(top, None, 0)]
+    for name in rest:
+        parent, shared = max(
+            ((p, _shared(branches[name], branches[p])) for p, _, _ in placed), key=lambda pair: pair[1]
+        )
+        placed.append((name, parent, shared))
+    return placed
+
+
 class Timeline(Tree[NodeRef]):
 
     def __init__(self, **kwargs: object) -> None:
@@ -40,21 +81,36 @@ class Timeline(Tree[NodeRef]):
         self.show_root = False
 
     def show(
-        self, branches: dict[str, list[TimelineItem]], best_sha: str | None, current: NodeRef | None
+        self,
+        branches: dict[str, list[TimelineItem]],
+        best_sha: str | None,
+        current: NodeRef | None,
+        current_branch: str | None = None,
     ) -> None:
-        """Rebuild: the first branch in full, other branches from where they leave it."""
+        """Rebuild: ``main`` in full, each other branch nested under the branch it was made from,
+        holding only its own iterations; ``current_branch`` (where the loop goes on) is marked."""
         self.clear()
-        seen: set[str] = set()
-        for branch, items in branches.items():
-            fresh = [it for it in items if it.sha not in seen]
-            fork = items[len(items) - len(fresh) - 1].number if len(fresh) < len(items) else None
-            title = branch if fork is None else f"{branch} (from #{fork})"
-            node = self.root.add(title, expand=True)
+        nodes = {}
+        leaves = {}
+        for branch, parent, shared in branch_tree(branches):
+            items = branches[branch]
+            fresh = items[shared:]
+            title = branch
+            if parent is not None:
+                fork = items[shared - 1].number if shared else None
+                title += f" (from #{fork})" if fork is not None else " (from the task)"
+                if not fresh:
+                    title += " · no iterations of its own yet"
+            if branch == current_branch:
+                title += " · current"
+            node = (nodes[parent] if parent is not None else self.root).add(title, expand=True)
+            nodes[branch] = node
             for item in fresh:
-                seen.add(item.sha)
-                leaf = node.add_leaf(node_label(item, best_sha), data=NodeRef(branch, item.number))
-                if current is not None and current == NodeRef(branch, item.number):
-                    self.call_after_refresh(self.move_cursor, leaf)
+                leaves[item.sha] = node.add_leaf(node_label(item, best_sha), data=NodeRef(branch, item.number))
+        if current is not None:  # an iteration a branch shares with its parent is drawn under the parent
+            sha = next((it.sha for it in branches.get(current.branch, []) if it.number == current.number), None)
+            if sha in leaves:
+                self.call_after_refresh(self.move_cursor, leaves[sha])
         self.root.expand()
 
     def labels(self) -> list[str]:
