@@ -149,17 +149,7 @@ class WorkbenchScreen(Screen[None]):
 
     async def on_mount(self) -> None:
         if self.mode == LIVE:
-            try:
-                loop = self.loop_factory(self.repo, self.adapter.on_event)
-                problem = "the loop is not available here"
-            except Exception as error:  # a missing API key, a bad config: say so, keep the session usable
-                loop, problem = None, f"the loop could not start ({error})"
-            if loop is None:
-                self.mode = VIEW
-                self.notify(f"{problem.capitalize()}: the session opens read-only.", severity="warning")
-            else:
-                self.adapter.attach(loop)
-                self.apply_policy(getattr(self.app, "approval_policy", None))
+            self._start_loop()
         self._load_history()
         if self._start_iteration is not None:
             for k, item in enumerate(self.history):
@@ -170,6 +160,43 @@ class WorkbenchScreen(Screen[None]):
         # Awaiting the chat's mount lets the first frame paint it: laying out the screen a second
         # time for messages that arrived after the first paint cost ~0.1 s of start-up.
         await self._fill()
+
+    def _start_loop(self) -> None:
+        """Become the session's writer: adopt this app's loop of it (left while it finished a stage),
+        or make one; when another writer holds the lock, open read-only and say who writes."""
+        writers = getattr(self.app, "writers", None)
+        adopted = writers.adopt(self.repo.path) if writers is not None else None
+        if adopted is not None:  # the one writer of this session in this app, continued here
+            self.adapter = adopted
+            adopted.retarget(self)
+            self.apply_policy(getattr(self.app, "approval_policy", None))
+            return
+        try:
+            loop = self.loop_factory(self.repo, self.adapter.on_event)
+            problem = "the loop is not available here"
+        except Exception as error:  # a missing API key, a bad config, another writer: say so, keep it usable
+            loop, problem = None, f"the loop could not start ({error})"
+        if loop is None:
+            self.mode = VIEW
+            self.notify(f"{problem[0].upper()}{problem[1:]}: the session opens read-only.", severity="warning")
+            return
+        self.adapter.attach(loop)
+        if writers is not None:
+            writers.add(self.repo.path, self.adapter)
+        self.apply_policy(getattr(self.app, "approval_policy", None))
+        for notice in getattr(loop, "notices", None) or []:  # a stale lock taken over, a repaired journal
+            self.notify(notice, severity="warning", timeout=30)
+
+    def on_unmount(self) -> None:
+        """Leaving the workbench hands the session's writer lock back (after the stage in flight)."""
+        if self.adapter.loop is None:
+            return
+        writers = getattr(self.app, "writers", None)
+        if writers is not None:
+            writers.leave(self.repo.path, self.adapter)
+        else:
+            self.adapter.retarget(None)
+            self.adapter.release_when_idle()
 
     # ------------------------------------------------------------------ filling the panes
 
@@ -468,6 +495,10 @@ class WorkbenchScreen(Screen[None]):
         elif isinstance(event, ev.LoopFinished):
             status.stop(f"finished: {event.reason}")
             self.notify(f"Loop finished ({event.reason}).")
+        elif isinstance(event, ev.LoopNotice):
+            self.notify(event.message, severity="warning", timeout=10)
+            self._live_log.append(f"note: {event.message}")
+            output.append_build([f"note: {event.message}"])
         elif isinstance(event, ev.LoopError):
             status.stop(f"error in {event.stage}")
             self.notify(f"{event.stage}: {event.message}", severity="error", timeout=10)
