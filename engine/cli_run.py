@@ -165,7 +165,7 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
     print(plan_line(tip, config.loop.rounds), flush=True)
     for notice in loop.notices:
         print(f"note: {notice}", flush=True)
-    interrupts.attach(loop.stop, lambda: leaving_line(loop))
+    interrupts.attach(loop.stop, lambda: stopping_line(loop), lambda: leaving_line(loop))
     try:
         code = drive(loop, printer, interrupts)
         print_summary(session, loop.branch, sys.stdout)
@@ -176,10 +176,10 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
 
 
 def stopping_line(loop: Loop) -> str:
-    """Said on the first Ctrl-C: what the run waits for before it stops."""
+    """Said on the first Ctrl-C: what the run waits for before it stops (read when the signal came)."""
     activity = loop.activity
     what = activity.stopping() if activity is not None else "stopping at the next stage boundary"
-    return f"\nstopping: {what} (Ctrl-C again to leave now)"
+    return f"\ninterrupted: {what} (Ctrl-C again to leave now)"
 
 
 def leaving_line(loop: Loop) -> str:
@@ -258,7 +258,7 @@ def _run_in_thread(loop: Loop, interrupts: Interrupts) -> str:
         if interrupts.requested.is_set() and not said:
             said = True
             if not interrupts.hung_up:
-                print(stopping_line(loop), file=sys.stderr, flush=True)
+                print(interrupts.stopping_text or stopping_line(loop), file=sys.stderr, flush=True)
         if finished:
             return result[0] if result else "error"
 

@@ -60,6 +60,9 @@ class Interrupts:
         self.raise_in_main = False
         self._stop: Callable[[], None] | None = None
         self._leaving: Callable[[], str] = lambda: ""
+        self._stopping: Callable[[], str] = lambda: ""
+        #: what the first signal stopped, in words, read when it came (the stage may be over by now)
+        self.stopping_text = ""
         self._previous: dict[int, Any] = {}
 
     @property
@@ -77,11 +80,14 @@ class Interrupts:
                 signal.signal(signum, previous)
         self._previous.clear()
 
-    def attach(self, stop: Callable[[], None], leaving: Callable[[], str]) -> None:
-        """What a signal stops, and the line said when leaving at once; a signal already received
-        (while the run was being set up) stops it now."""
-        self._stop, self._leaving = stop, leaving
+    def attach(
+        self, stop: Callable[[], None], stopping: Callable[[], str], leaving: Callable[[], str]
+    ) -> None:
+        """What a signal stops, the line said on the first signal and the line said when leaving at
+        once; a signal already received (while the run was being set up) stops it now."""
+        self._stop, self._stopping, self._leaving = stop, stopping, leaving
         if self.requested.is_set():
+            self.stopping_text = stopping()
             stop()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
@@ -90,6 +96,7 @@ class Interrupts:
             detach_terminal()
         if self.signum is None:
             self.signum = signum
+            self.stopping_text = self._stopping()
             self.requested.set()
             if self._stop is not None:
                 self._stop()

@@ -1,7 +1,9 @@
 """Fault injection, headless: ``cudaforge run`` interrupted at every stage boundary, then resumed.
 
 One session is interrupted again and again, each run at the next boundary and in another way
-(Ctrl-C once, Ctrl-C twice, a hang-up, SIGTERM, kill -9), each later run resuming it. After every
+(Ctrl-C once, Ctrl-C twice, a hang-up, SIGTERM, kill -9), each later run resuming it; the last run
+resumes the kill at ``commit`` (committed, not evaluated again) and is hung up on during the last
+round's build, which it still finishes and commits. After every
 run: no traceback, the exit code the README documents, every evaluated iteration committed (or its
 stage redone by the next run), ``git fsck`` clean. At the end the session's history — iteration
 numbers, phases, statuses — is the one an uninterrupted run of the same command leaves.
@@ -26,7 +28,7 @@ from tests.interrupt_harness import Headless, Project, assert_sound, history, jo
 
 pytestmark = pytest.mark.slow
 
-ROUNDS = 1
+ROUNDS = 2
 # (boundary, how, exit code, iterations committed afterwards)
 CHAIN = [
     ("reference@0", "ctrl-c twice", 130, []),  # leave during the task check
@@ -55,7 +57,7 @@ def interrupt(run: Headless, boundary: str, how: str) -> str:
             run.proc.send_signal(signal.SIGTERM)
         else:
             run.ctrl_c()
-        said = run.wait_line("stopping")
+        said = run.wait_line("(Ctrl-C again")
         if how == "ctrl-c twice":
             run.ctrl_c()
             run.wait_line("leaving now")
@@ -65,12 +67,12 @@ def interrupt(run: Headless, boundary: str, how: str) -> str:
 
 
 WAITING_FOR = {
-    "reference": "stopping: waiting for the task check to finish (Ctrl-C again to leave now)",
-    "build": "stopping: waiting for the build of iteration {n} to finish and be committed (Ctrl-C again to leave now)",
-    "check": "stopping: waiting for the correctness check of iteration {n} to finish and be committed",
-    "time": "stopping: waiting for the timing of iteration {n} to finish and be committed",
-    "gate": "stopping: stopping at the approval of iteration {n}",
-    "coder": "stopping: cancelling the Coder's kernel of iteration {n} (it is asked again on resume)",
+    "reference": "interrupted: waiting for the task check to finish (Ctrl-C again to leave now)",
+    "build": "interrupted: waiting for the build of iteration {n} to finish and be committed (Ctrl-C again to leave now)",
+    "check": "interrupted: waiting for the correctness check of iteration {n} to finish and be committed",
+    "time": "interrupted: waiting for the timing of iteration {n} to finish and be committed",
+    "gate": "interrupted: stopping at the approval of iteration {n}",
+    "coder": "interrupted: cancelling the Coder's kernel of iteration {n} (it is asked again on resume)",
 }
 
 
@@ -81,7 +83,7 @@ def test_every_boundary_interrupted_then_resumed_gives_the_uninterrupted_history
     whole = Headless(reference, [str(reference.root / "relu.py"), "--name", "whole"])
     assert whole.finish() == 0, whole.text
     expected = history(reference.session_dir())
-    assert expected == [(0, "seed", "correct"), (1, "optimize", "correct")]
+    assert expected == [(0, "seed", "correct"), (1, "optimize", "correct"), (2, "optimize", "correct")]
 
     project = Project(tmp_path / "interrupted", ext_cache, ROUNDS)
     args = [str(project.root / "relu.py"), "--name", "s"]
@@ -110,14 +112,18 @@ def test_every_boundary_interrupted_then_resumed_gives_the_uninterrupted_history
         killed_pid = pid if how in ("kill -9", "ctrl-c twice") else None
         args = ["--session", "s"]
 
-    # the last kill left iteration 1 evaluated and journaled: the resume commits it without re-evaluating
+    # the last kill left iteration 1 evaluated and journaled: the resume commits it without
+    # re-evaluating; then the connection drops during the last round's build, which is committed
     assert before is not None and before["stage"] == "commit"
-    last = Headless(project, args)
-    assert last.finish() == 0, last.text
-    assert "Traceback" not in last.text
+    last = Headless(project, args, hold="build@2")
+    last.held("build@2")
     stages = [line for line in last.lines if re.match(r"iter \d+ · \w", line)]
-    assert stages[0] == "iter 1 · commit (optimize)", last.text
-    assert not any("evaluate" in line for line in stages), last.text
+    assert stages[:2] == ["iter 1 · commit (optimize)", "iter 2 · judge (optimize)"], last.text
+    assert not any(line.startswith("iter 1 · evaluate") for line in stages), last.text
+    last.signal_group(signal.SIGHUP)
+    release(last.hold_file)
+    assert last.finish() == 0, last.text  # the rounds ended: 0, even though it was hung up on
+    assert "Traceback" not in last.text
     session = project.session_dir()
     assert_sound(session)
     assert history(session) == expected
@@ -139,7 +145,7 @@ def test_the_profile_boundary_on_cuda(tmp_path: Path, ext_cache: Path) -> None:
     run = Headless(project, [str(project.root / "relu.py"), "--name", "p"], hold="profile@0")
     run.held("profile@0")
     run.ctrl_c()
-    assert "waiting for the profile of iteration 0 to finish and be committed" in run.wait_line("stopping:")
+    assert "waiting for the profile of iteration 0 to finish and be committed" in run.wait_line("interrupted:")
     release(run.hold_file)
     assert run.finish() == 130, run.text
     assert [n for n, _, _ in history(project.session_dir())] == [0]
