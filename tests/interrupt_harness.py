@@ -280,7 +280,10 @@ class Tmux:
 
     def close(self) -> None:
         release(self.hold_file)
+        socket_path = self._tmux("display-message", "-p", "#{socket_path}").strip()
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
+        if socket_path:
+            Path(socket_path).unlink(missing_ok=True)
 
 
 CTTY_EXEC = "import fcntl,os,sys,termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); os.execv(sys.argv[1], sys.argv[1:])"
