@@ -3,19 +3,22 @@
 #
 # Usage, on the GPU machine from the repository root:
 #   bash benchmarks/device_run.sh SECTION [SECTION ...]
-# Each section writes its logs and figures under $RESULTS/<section>/ (default /tmp/cf-results), and
-# the whole folder is packed into $OUT/results.tgz at the end when $OUT is set (the device tool
-# brings back only a few files). The
-# first call on a bare machine installs the non-torch dependencies from .whl/ (made here with
-# ../shared/tools/device-wheels.sh) and unpacks bubblewrap from .whl/deb/ (apt-get download bubblewrap)
-# when the machine has none, so the sandbox can run. Corpus sections read CORPUS (default ./.corpus):
+# Each section writes its logs and figures under $RESULTS/<section>/ (default /tmp/cf-results) as it
+# goes, and the whole folder is packed into $OUT/results.tgz every 20 s and at the end when $OUT is
+# set (the device tool brings back only a few files, and nothing a killed command meant to pack at
+# its end). The first call on a bare machine installs cudaforge's core dependencies from .whl/*.whl
+# (made here by benchmarks/device_wheels.sh)
+# (only those: what a plain `pip install -e .` gives a GPU box) and, for the tests section, the test
+# tools from .whl/dev/; it unpacks bubblewrap from .whl/deb/ (apt-get download bubblewrap) when the
+# machine has none, so the sandbox can run. Corpus sections read CORPUS (default ./.corpus):
 #   $CORPUS/lb  — anneouyang/KernelBenchLeaderboard's docs/assets (solutions, problems, raw_data.json)
 #   $CORPUS/kb  — ScalingIntelligence/KernelBench's KernelBench/ tasks and few-shot prompts
 # Neither corpus is part of the repository: fetch them yourself and keep them in an ignored folder.
 #
 # Sections:
+#   smoke     every GPU path once, one PASS/FAIL line each, <= 6 minutes on a bare machine (first and last)
 #   tests     GPU tests except the timing-fidelity ones, 4 at a time
-#   timing    the timing-fidelity GPU tests, alone on the GPU
+#   timing    the timing-fidelity GPU tests and those that take the GPU's memory, alone on the GPU
 #   fewshot   KernelBench's five few-shot ModelNew examples: eval under default, check under strict
 #   corpus    cudaforge evalset over leaderboard kernels of all three levels (+ static check of all)
 #   split     stock vs split cold build times side by side, and output equivalence
@@ -38,6 +41,10 @@ setup() {
       && touch /tmp/site/.cudaforge-wheels || { echo "wheel install failed" >&2; exit 1; }
   fi
   export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  if [ -n "${OUT:-}" ]; then  # what a section measured comes back even when the call is cut off
+    ( while sleep 20; do pack; done ) &
+    PACKER=$!
+  fi
   if ! command -v bwrap >/dev/null && [ -z "${CUDAFORGE_BWRAP:-}" ] && ls .whl/deb/bubblewrap_*.deb >/dev/null 2>&1; then
     mkdir -p /tmp/bwrap && dpkg -x .whl/deb/bubblewrap_*.deb /tmp/bwrap && export CUDAFORGE_BWRAP=/tmp/bwrap/usr/bin/bwrap
   fi
@@ -48,15 +55,37 @@ setup() {
   } > "$RESULTS/machine.txt" 2>&1
 }
 
+pack() {
+  [ -n "${OUT:-}" ] && tar -C "$RESULTS" -czf "$OUT/.results.tgz" . 2>/dev/null && mv "$OUT/.results.tgz" "$OUT/results.tgz"
+}
+
+section_smoke() {
+  timeout "${SMOKE_TIMEOUT:-360}" python3 benchmarks/smoke.py --out "$1"
+}
+
+dev_wheels() {
+  # the test tools travel apart from the core wheels (.whl/dev), so the other sections run on a plain install
+  if [ -d .whl/dev ] && [ ! -f /tmp/site-dev/.cudaforge-wheels ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site-dev .whl/dev/*.whl \
+      && touch /tmp/site-dev/.cudaforge-wheels
+  fi
+  export PYTHONPATH=$PYTHONPATH:/tmp/site-dev
+}
+
 section_tests() {
+  dev_wheels
   # TESTS narrows the run (default: every test file); the whole output is kept in pytest.log
-  timeout "${TESTS_TIMEOUT:-560}" python3 -m pytest -p no:cacheprovider -m "gpu and not timing" -n 4 ${TESTS:-tests} \
+  timeout "${TESTS_TIMEOUT:-560}" python3 -m pytest -p no:cacheprovider -m "gpu and not timing and not exclusive" -n "${TESTS_WORKERS:-4}" ${TESTS:-tests} \
     -q -rfE --durations=15 > "$1/pytest.log" 2>&1
   tail -60 "$1/pytest.log"
 }
 
 section_timing() {
-  timeout 400 python3 -m pytest -p no:cacheprovider -m "gpu and timing" tests -q -rA -s 2>&1 | tail -40
+  # the timing-fidelity tests and those that take the GPU's memory, one at a time
+  dev_wheels
+  timeout "${TIMING_TIMEOUT:-400}" python3 -m pytest -p no:cacheprovider -m "gpu and (timing or exclusive)" tests \
+    -q -rA > "$1/pytest.log" 2>&1
+  tail -40 "$1/pytest.log"
 }
 
 section_fewshot() {
@@ -90,7 +119,7 @@ section_split() {
   timeout "${SPLIT_TIMEOUT:-480}" python3 benchmarks/split_build.py "$CORPUS/lb/docs/assets" --out /tmp/split \
     --offset "${SPLIT_OFFSET:-0}" --limit "${SPLIT_N:-12}" --jobs "${SPLIT_JOBS:-6}"
   python3 benchmarks/split_build.py "$CORPUS/lb/docs/assets" --out /tmp/split --report | tail -20
-  cp /tmp/split/summary.json /tmp/split/table.txt /tmp/split/rows.jsonl "$1/" 2>/dev/null
+  cp /tmp/split/summary.json /tmp/split/table.txt /tmp/split/rows.jsonl /tmp/split/builds.jsonl "$1/" 2>/dev/null
 }
 
 section_share() {
@@ -133,4 +162,5 @@ for section in "$@"; do
   "section_$section" "$RESULTS/$section" 2>&1 | tee "$RESULTS/$section/log.txt"
   echo "### $section took $(( $(date +%s) - started )) s" | tee -a "$RESULTS/$section/log.txt"
 done
-[ -n "${OUT:-}" ] && tar -C "$RESULTS" -czf "$OUT/results.tgz" .
+[ -n "${PACKER:-}" ] && kill "$PACKER" 2>/dev/null
+pack

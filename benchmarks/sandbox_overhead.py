@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine.evaluate import EvalOptions, evaluate_files  # noqa: E402
+from engine.evaluate import EvalOptions, EvaluationError, evaluate_files  # noqa: E402
 from engine.sandbox import available_mechanisms  # noqa: E402
 from engine.timing import TimingPlan  # noqa: E402
 
@@ -46,8 +46,9 @@ def main() -> int:
     cache = args.cache or Path(tempfile.mkdtemp(prefix="cudaforge-sandbox-bench-"))
     totals: dict[str, list[float]] = {m: [] for m in modes}
     starts: dict[str, list[float]] = {m: [] for m in modes}
+    failed: dict[str, str] = {}  # a mechanism that cannot run here is reported, the others still measured
     for round_index in range(args.rounds + 1):
-        for mode in modes:
+        for mode in [m for m in modes if m not in failed]:
             options = EvalOptions(
                 device=args.device,
                 cache_root=cache,
@@ -55,31 +56,41 @@ def main() -> int:
                 timing=TimingPlan(min_trials=20, budget_s=2.0),
             )
             started = time.monotonic()
-            result = evaluate_files(task, kernel, options)
+            try:
+                result = evaluate_files(task, kernel, options)
+            except EvaluationError as error:
+                failed[mode] = str(error)
+                print(f"{mode}: could not run: {error}", file=sys.stderr, flush=True)
+                continue
             wall = time.monotonic() - started
             if result.status != "correct" or result.sandbox != mode:
-                print(f"{mode}: {result.status} sandbox={result.sandbox} {result.messages}", file=sys.stderr)
-                return 1
+                failed[mode] = f"{result.status} sandbox={result.sandbox} {result.messages}"
+                print(f"{mode}: {failed[mode]}", file=sys.stderr, flush=True)
+                continue
             if round_index:  # round 0 is the warm-up
                 totals[mode].append(wall)
                 starts[mode].append(result.durations.get("process_start", 0.0))
+            print(f"round {round_index} {mode}: {wall:.2f} s", flush=True)
+    totals = {m: v for m, v in totals.items() if v}
+    starts = {m: v for m, v in starts.items() if v}
     report = {
         "device": args.device,
         "rounds": args.rounds,
         "skipped": skipped,
+        "failed": failed,
         "median_total_s": {m: statistics.median(v) for m, v in totals.items()},
         "median_process_start_s": {m: statistics.median(v) for m, v in starts.items()},
     }
     if "off" in totals:
         report["median_extra_vs_off_s"] = {
             m: statistics.median(a - b for a, b in zip(totals[m], totals["off"], strict=True))
-            for m in modes
+            for m in totals
             if m != "off"
         }
     print(json.dumps(report, indent=2))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

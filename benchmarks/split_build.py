@@ -5,8 +5,9 @@ For each corpus kernel the split transform handles (engine/split.py), the real e
 once with ``CUDAFORGE_BUILD_SPLIT=0`` (the stock build) and once split. Both share one precompiled
 torch header, made before the run, as a live cudaforge cache would have it. Then each build (a cache
 hit by now) is imported again in-process, the task's ``get_inputs`` run with a fixed seed on CUDA,
-and the two outputs are compared. Rows are appended to ``<out>/rows.jsonl`` as kernels finish (a
-run cut short keeps what it did; ``--offset`` continues), and ``<out>/summary.json`` and
+and the two outputs are compared. Every build is appended to ``<out>/builds.jsonl`` the moment it
+finishes, and a row to ``<out>/rows.jsonl`` when both builds of a kernel are done (a run cut short
+keeps what it did, builds included; ``--offset`` continues), and ``<out>/summary.json`` and
 ``<out>/table.txt`` are rewritten from all rows after each run (``--report`` only rewrites them).
 
     python benchmarks/split_build.py /path/to/lb/docs/assets --out DIR --limit 20 --jobs 8
@@ -150,7 +151,9 @@ def child_row(call: str, args: list[str], env: dict[str, str], timeout: float) -
     return None, (proc.stderr or proc.stdout)[-800:]
 
 
-def _child(mode: str, solution: Path, problem: Path, cache: Path, outputs: Path, pch: Path) -> dict:
+def _child(
+    mode: str, solution: Path, problem: Path, cache: Path, outputs: Path, pch: Path, builds: Path
+) -> dict:
     with_shared_header(cache, pch)
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env["CUDAFORGE_BUILD_SPLIT"] = "0" if mode == "stock" else "1"
@@ -160,7 +163,10 @@ def _child(mode: str, solution: Path, problem: Path, cache: Path, outputs: Path,
         env,
         900,
     )
-    return row or {"mode": mode, "status": "bench_error", "error": error}
+    row = row or {"mode": mode, "status": "bench_error", "error": error}
+    with _write, builds.open("a") as out:  # written as soon as it is known
+        out.write(json.dumps({"kernel": solution.stem, "problem": problem.stem, **row}) + "\n")
+    return row
 
 
 def compare(stock_out: Path, split_out: Path) -> dict:
@@ -194,12 +200,16 @@ def warm_header(pch: Path, scratch: Path) -> float:
     if not (scratch / "pch").exists():
         (scratch / "pch").symlink_to(pch)
     examples = REPO / "examples"
-    evaluate(
+    result = evaluate(
         (examples / "tasks" / "relu.py").read_text(),
         (examples / "kernels" / "relu_cuda_stock.py").read_text(),
         EvalOptions(device="cuda", cache_root=scratch, do_timing=False),
     )
-    deadline = time.monotonic() + 300
+    paths = [e.path for e in result.build.extensions]
+    if result.status != "correct" or paths != ["split"]:  # no header will come: say why, do not wait
+        print(f"warm-up build: {result.status} {paths} {result.messages[-1:]}", flush=True)
+        return time.monotonic() - started
+    deadline = time.monotonic() + 180
     while not list(pch.glob("*/torch/extension.h.gch")) and time.monotonic() < deadline:
         time.sleep(2)
     return time.monotonic() - started
@@ -210,7 +220,14 @@ def run_kernel(name: str, solution: Path, problem: Path, work: Path, pch: Path, 
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # both builds at once: side by side, same load
         futures = {
             mode: pool.submit(
-                _child, mode, solution, problem, work / mode / name, work / f"{name}.{mode}.pt", pch
+                _child,
+                mode,
+                solution,
+                problem,
+                work / mode / name,
+                work / f"{name}.{mode}.pt",
+                pch,
+                rows.with_name("builds.jsonl"),
             )
             for mode in ("stock", "split")
         }
@@ -235,14 +252,25 @@ def _pct(values: list[float], q: float) -> float | None:
     return round(values[min(len(values) - 1, int(round(q * (len(values) - 1))))], 1)
 
 
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
 def report(out: Path) -> dict:
-    rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines() if line.strip()]
+    rows = _lines(out / "rows.jsonl")
+    builds = _lines(out / "builds.jsonl")
     built = [r for r in rows if r["stock"].get("build_seconds") and r["split"].get("build_seconds")]
     stock = [r["stock"]["build_seconds"] for r in built]
     split = [r["split"]["build_seconds"] for r in built]
     ratios = [a / b for a, b in zip(stock, split, strict=True) if b]
     compared = [r for r in rows if r["outputs"].get("compared")]
+    by_mode = {
+        mode: sorted(b["build_seconds"] for b in builds if b.get("mode") == mode and b.get("build_seconds"))
+        for mode in ("stock", "split")
+    }
     summary = {
+        "builds_finished": {m: len(v) for m, v in by_mode.items()},
+        "builds_median_s": {m: round(statistics.median(v), 1) if v else None for m, v in by_mode.items()},
         "kernels": len(rows),
         "both_built": len(built),
         "split_path_taken": sum(

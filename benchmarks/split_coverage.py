@@ -2,7 +2,8 @@
 
 Imports each solution of a KernelBench-format corpus with ``load_inline`` replaced by a recorder (no
 build happens), runs ``split_sources`` on every recorded call and counts transformed vs skipped by
-reason. With ``--nvcc N`` it also compiles the generated CUDA unit of the first N transformed
+reason. Any other exception from the transform (an import error of cudaforge's own, a bug) is counted
+as ``crashed`` and makes the exit status 1: on a plain install that must never happen (issue 24). With ``--nvcc N`` it also compiles the generated CUDA unit of the first N transformed
 kernels with nvcc (``-c``, sm_90, no torch headers) to check that they compile.
 
     python benchmarks/split_coverage.py /path/to/solutions --nvcc 40 --out /tmp/cov.json
@@ -131,7 +132,7 @@ def gxx_check(cpp: str, header: list[str]) -> tuple[bool, str]:
         return proc.returncode == 0, proc.stderr[-1500:]
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("solutions", type=Path)
     parser.add_argument(
@@ -161,6 +162,9 @@ def main() -> None:
             except SplitSkipped as skip:
                 status, reason = "skipped", str(skip)
                 break
+            except Exception as error:  # noqa: BLE001 - the transform's own fault, counted apart
+                status, reason = "crashed", f"{type(error).__name__}: {error}"[:300]
+                break
         if not calls:
             status, reason = "skipped", "no load_inline call"
         if status == "skipped":
@@ -188,9 +192,12 @@ def main() -> None:
             checked.append({"file": row["file"], "ok": ok, "stderr": "" if ok else err})
             print(f"g++ {row['file']}: {'ok' if ok else 'FAILED'}", file=sys.stderr, flush=True)
     transformed = sum(r["status"] == "transformed" for r in rows)
+    crashed = [r for r in rows if r["status"] == "crashed"]
     summary = {
         "kernels": len(rows),
         "transformed": transformed,
+        "crashed": len(crashed),
+        "crashes": collections.Counter(r["reason"] for r in crashed).most_common(5),
         "share": round(transformed / max(len(rows), 1), 3),
         "skipped_by_reason": reasons.most_common(),
         "nvcc_compiled": len(compiled),
@@ -210,8 +217,9 @@ def main() -> None:
     if options.out:
         summary["rows"] = [{k: v for k, v in r.items() if k != "units"} for r in rows]
         options.out.write_text(json.dumps(summary, indent=1))
+    return 1 if crashed else 0
 
 
 if __name__ == "__main__":
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
-    main()
+    sys.exit(main())

@@ -25,9 +25,11 @@ import re
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from engine import faults
 from engine.pch import HeaderStore, first_include, header_key
 from engine.result import ExtensionBuild
 from engine.split import CPP_FILE, CUDA_FILE, SplitSkipped, host_flags, split_sources
@@ -117,6 +119,8 @@ class BuildRecorder:
         self.builds: list[ExtensionBuild] = []
         self.notices: list[str] = []
         self.modules: list[Any] = []  # what each load_inline returned (the CPU own-kernel share wraps them)
+        # The first failure of cudaforge's own code in the hook: kept even if the candidate catches it
+        self.fault: faults.HarnessFault | None = None
         self._original: Callable[..., Any] | None = None
 
     def install(self) -> None:
@@ -148,6 +152,14 @@ class BuildRecorder:
         except SplitSkipped as skip:
             print(f"[cudaforge] building {name!r} the stock way: {skip}", flush=True)
             return self._build_once(name, cpp_sources, cuda_sources, args, kwargs, path, str(skip))
+        except Exception as error:  # noqa: BLE001 - the transform's own failure must not fail the kernel
+            reason = (
+                f"cudaforge's split transform failed ({type(error).__name__}: {str(error)[:200]}); "
+                "built the stock way"
+            )
+            self.notices.append(reason)
+            print(f"[cudaforge] {reason}", flush=True)
+            return self._build_once(name, cpp_sources, cuda_sources, args, kwargs, path, reason)
         print(
             f'[cudaforge] split build of {name!r}: compiler messages naming "{CUDA_FILE}" line N mean line N'
             f' of the candidate\'s cuda_sources string, "{CPP_FILE}" its cpp_sources',
@@ -172,6 +184,42 @@ class BuildRecorder:
         split_skipped: str | None = None,
     ) -> Any:
         assert self._original is not None
+        try:
+            prepared = self._prepare(name, cpp_sources, cuda_sources, args, kwargs, path, split_skipped)
+        except Exception as error:  # noqa: BLE001 - cudaforge's own code failed before any compiler ran
+            kind = faults.IMPORT if isinstance(error, ImportError) else faults.INTERNAL
+            if isinstance(error, OSError):
+                kind = faults.ENVIRONMENT  # a build cache that cannot be written (full disk, permissions)
+            self.fault = faults.HarnessFault(
+                kind, f"the build hook failed for {name!r}: {type(error).__name__}: {error}"
+            )
+            raise self.fault from error
+        record, build_dir = prepared.record, prepared.build_dir
+        with prepared.lock:
+            note = ", precompiled header" if record.pch else ""
+            print(f"[cudaforge] building extension {name!r} ({path} path{note}) in {build_dir}", flush=True)
+            module = self._original(
+                name, cpp_sources, cuda_sources, *args, build_directory=str(build_dir), **prepared.kwargs
+            )
+            record.seconds = time.monotonic() - prepared.started
+            record.ok = True
+            record.cached = bool(prepared.before) and _library_mtimes(build_dir) == prepared.before
+        self.modules.append(module)
+        if prepared.header and not record.pch and self.headers.queue(prepared.header, build_dir):
+            record.pch = "queued"
+        return module
+
+    def _prepare(
+        self,
+        name: str,
+        cpp_sources: Any,
+        cuda_sources: Any,
+        args: tuple,
+        kwargs: dict[str, Any],
+        path: str,
+        split_skipped: str | None,
+    ) -> _Prepared:
+        """Everything cudaforge does before the compiler runs: the build directory, its lock, the header."""
         kwargs = dict(kwargs)
         kwargs.pop("build_directory", None)  # ours, so that builds are isolated by content
         kwargs["verbose"] = True  # the full ninja/nvcc/g++ output goes to the log
@@ -200,10 +248,9 @@ class BuildRecorder:
             split_skipped=split_skipped,
         )
         started = time.monotonic()
-        with open(build_dir / OUR_LOCK_NAME, "w") as guard:
-            fcntl.flock(
-                guard, fcntl.LOCK_EX
-            )  # waits for a live builder of the same thing; bounded by the stage timeout
+        guard = open(build_dir / OUR_LOCK_NAME, "w")  # noqa: SIM115 - closed by the caller after the build
+        try:
+            fcntl.flock(guard, fcntl.LOCK_EX)  # waits for a live builder of the same thing; bounded by the stage timeout
             if remove_stale_torch_lock(build_dir):
                 self.notices.append(f"removed a stale build lock left by a killed build in {build_dir}")
             before = _library_mtimes(build_dir)
@@ -215,19 +262,24 @@ class BuildRecorder:
                 ]
                 kwargs["extra_cflags"] = [*(kwargs.get("extra_cflags") or []), PCH_FLAG]
                 record.pch = "used"
-            self.builds.append(record)
-            note = ", precompiled header" if record.pch else ""
-            print(f"[cudaforge] building extension {name!r} ({path} path{note}) in {build_dir}", flush=True)
-            module = self._original(
-                name, cpp_sources, cuda_sources, *args, build_directory=str(build_dir), **kwargs
-            )
-            record.seconds = time.monotonic() - started
-            record.ok = True
-            record.cached = bool(before) and _library_mtimes(build_dir) == before
-        self.modules.append(module)
-        if header and not record.pch and self.headers.queue(header, build_dir):
-            record.pch = "queued"
-        return module
+        except BaseException:
+            guard.close()
+            raise
+        self.builds.append(record)
+        return _Prepared(build_dir, kwargs, record, header, guard, started, before)
+
+
+@dataclass
+class _Prepared:
+    """A build made ready by cudaforge's code: what the compiler call needs, and our lock, held."""
+
+    build_dir: Path
+    kwargs: dict[str, Any]
+    record: ExtensionBuild
+    header: str | None
+    lock: IO[str]  # the fcntl lock on the build directory; closing it releases it
+    started: float
+    before: dict[str, int]  # the libraries' modification times before (unchanged after: a cache hit)
 
 
 def _split_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Exit codes (a contract): 0 only when the kernel is correct, 1 when it was evaluated and is not,
 2 for usage errors (missing files, a broken task, no CUDA when ``--device cuda`` was asked for),
-including a task whose reference ``Model`` fails on its own inputs (``task_error`` in the result).
+including a task whose reference ``Model`` fails on its own inputs (``task_error`` in the result),
+3 when cudaforge itself failed (``harness_error``: no verdict on the kernel; ARCHITECTURE.md §3).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from engine.result import EvalResult
 from engine.tasks import TaskError, load_task
 from sessions.secrets import Scrubber
 
-EXIT_CORRECT, EXIT_NOT_CORRECT, EXIT_USAGE = 0, 1, 2
+EXIT_CORRECT, EXIT_NOT_CORRECT, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -106,6 +107,8 @@ def run_eval(args: argparse.Namespace) -> int:
         print(scrub(format_summary(result, args.kernel.name)))
     if result.task_error:
         return EXIT_USAGE
+    if result.harness_failed:
+        return EXIT_HARNESS
     return EXIT_CORRECT if result.ok else EXIT_NOT_CORRECT
 
 
@@ -146,6 +149,9 @@ def failed_side_text(result: EvalResult) -> str:
     """Which side failed, for the verdict line: the task's reference or the candidate kernel."""
     if result.ok:
         return ""
+    if result.harness_failed:
+        kind = (result.harness_fault or {}).get("kind", "?")
+        return f" · cudaforge's own fault ({kind}), NOT a verdict on the kernel: rerun it; `cudaforge doctor` checks the machine"
     if result.task_error or result.failed_side == "reference":
         return " · the REFERENCE failed: a task error, not the kernel's fault"
     return " · the candidate failed"

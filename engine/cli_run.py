@@ -15,8 +15,9 @@ stage is redone by the next ``--session`` run. The session stays consistent eith
 resume reaches the same history as a run that was never interrupted (ARCHITECTURE §2).
 
 Exit codes: 0 the rounds ended, 1 an error stopped the loop, 2 usage errors or a broken task (its
-reference fails on its own inputs: checked before any LLM call), 128 + the signal when stopped by
-one: 130 Ctrl-C (also the terminal's ``[s]top``), 129 hang-up, 143 SIGTERM.
+reference fails on its own inputs: checked before any LLM call), 3 cudaforge's own fault stopped it
+(``harness_error``: nothing of it committed; the same command resumes), 128 + the signal when
+stopped by one: 130 Ctrl-C (also the terminal's ``[s]top``), 129 hang-up, 143 SIGTERM.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from sessions.message import format_speedup
 from sessions.repo import SessionRepo
 from sessions.secrets import Scrubber
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_HARNESS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 LOOP_STAGES = ("seed", "judge", "gate", "coder", "evaluate", "profile", "commit")
 TABLE_STAGES = ("judge", "coder", "evaluate", "profile")
 
@@ -231,6 +232,8 @@ def drive(loop: Loop, printer: Printer, interrupts: Interrupts | None = None) ->
             return stopped()
         if loop.task_problem is not None:  # a broken task, like `cudaforge eval`'s exit 2
             return EXIT_USAGE
+        if loop.harness_problem is not None:  # cudaforge's own fault, like `cudaforge eval`'s exit 3
+            return EXIT_HARNESS
         return EXIT_ERROR
 
 

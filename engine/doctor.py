@@ -104,6 +104,7 @@ def run_checks() -> list[Check]:
 
     checks.extend(_profiling_checks())
     checks.append(_sandbox_check())
+    checks.extend(_dependency_checks())
 
     for variable in API_KEY_VARIABLES:
         state = "ok" if os.environ.get(variable) else "warn"
@@ -129,6 +130,33 @@ def run_checks() -> list[Check]:
             "" if writable else "set CUDAFORGE_CACHE_DIR to a writable folder",
         )
     )
+    return checks
+
+
+def _dependency_checks() -> list[Check]:
+    """What this install lacks of what cudaforge's code imports, and what each gap costs (engine.deps)."""
+    from engine.deps import missing_core, missing_optional
+
+    checks = [
+        Check(
+            f"import {item.module}",
+            "missing",
+            f"not installed; imported by {', '.join(item.files[:3])}{' …' if len(item.files) > 3 else ''}",
+            "reinstall cudaforge (pip install -e .): it is a core dependency",
+        )
+        for item in missing_core()
+    ]
+    by_extra: dict[str, list[str]] = {}
+    for _module, extra, cost in missing_optional():
+        by_extra.setdefault(extra, [])
+        if cost not in by_extra[extra]:
+            by_extra[extra].append(cost)
+    checks += [
+        Check(f"extra {extra}", "warn", "; ".join(costs), f"pip install -e '.[{extra}]'")
+        for extra, costs in by_extra.items()
+    ]
+    if not checks:
+        checks.append(Check("dependencies", "ok", "every module cudaforge imports is installed, extras included"))
     return checks
 
 

@@ -26,12 +26,14 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from engine import sandbox
+from engine import faults, sandbox
 from engine.build import default_cache_root, remove_stale_torch_lock
 from engine.job import WorkerJob
 from engine.profile.kernels import kernel_names_from_source
 from engine.result import (
     CANDIDATE_SIDE,
+    HARNESS_ERROR,
+    HARNESS_SIDE,
     REFERENCE_SIDE,
     REJECTED,
     RUNTIME_ERROR,
@@ -243,8 +245,12 @@ def evaluate(
 def mark_failed_side(result: EvalResult) -> None:
     """Blame the right side of a failure the worker could not (a timeout or crash, a static refusal).
 
-    A worker that dies or runs over in the ``reference`` stage was running task code only.
+    A worker that dies or runs over in the ``reference`` stage was running task code only; a harness
+    fault blames neither side.
     """
+    if result.harness_failed:
+        result.failed_side, result.task_error = HARNESS_SIDE, False
+        return
     if result.ok or result.failed_side is not None:
         return
     if result.stage == "reference":
@@ -269,7 +275,7 @@ def check_task(task_source: str, options: EvalOptions | None = None, task_name: 
     finally:
         shutil.rmtree(job_dir, ignore_errors=True)
     mark_failed_side(result)
-    if not result.ok:  # any failure before a candidate exists is the task's
+    if not result.ok and not result.harness_failed:  # any other failure before a candidate exists is the task's
         result.failed_side, result.task_error = REFERENCE_SIDE, True
     result.task, result.device = task_name, device
     return result
@@ -594,6 +600,9 @@ class _WorkerRun:
     def _explain_death(self, result: EvalResult, returncode: int | None, timed_out: bool) -> None:
         stage = self.stage
         result.stage = stage
+        if stage in ("start", "setup"):  # no task or candidate code has run yet: cudaforge's own start-up
+            self._explain_startup_failure(result, returncode, timed_out)
+            return
         if timed_out:
             limit = self._stage_limit()
             result.status = TIMEOUT
@@ -618,6 +627,22 @@ class _WorkerRun:
             f"the worker exited (code {returncode}) during the {stage} stage without a verdict "
             "(the candidate may have called exit() or crashed the interpreter)"
         )
+
+
+    def _explain_startup_failure(self, result: EvalResult, returncode: int | None, timed_out: bool) -> None:
+        """The worker (or its sandbox) never got to the task: a harness fault, with its last words."""
+        tail = [line for line in self._log_text().splitlines() if line.strip()]
+        last = tail[-1].strip()[:500] if tail else "no output"
+        if timed_out:
+            message = f"the worker did not get through its {self.stage} stage within {self._stage_limit():g} s"
+        else:
+            how = f"by {_signal_name(-returncode)}" if returncode is not None and returncode < 0 else f"with code {returncode}"
+            message = f"the worker ended {how} during its {self.stage} stage, before the reference or the kernel ran"
+        kind = faults.IMPORT if ("ModuleNotFoundError" in last or "ImportError" in last) else faults.ENVIRONMENT
+        result.status = HARNESS_ERROR
+        result.failed_side = HARNESS_SIDE
+        result.harness_fault = faults.record(kind, f"{message}: {last}", stage=self.stage)
+        result.messages.append(f"cudaforge's own fault ({kind}), not the kernel's: {message}: {last}")
 
 
 def _signal_name(number: int) -> str | None:

@@ -1,4 +1,4 @@
-"""The ``EvalResult``: what one evaluation of a candidate kernel found (DESIGN §3, a contract).
+"""The ``EvalResult``: what one evaluation of a candidate kernel found (ARCHITECTURE.md §3, a contract).
 
 It is written to ``eval.json`` in every session commit and printed by ``cudaforge eval --json``,
 so other tools read it: keep field names stable and only add fields. ``from_dict`` ignores keys
@@ -20,7 +20,12 @@ COMPILE_ERROR = "compile_error"
 RUNTIME_ERROR = "runtime_error"
 TIMEOUT = "timeout"
 REJECTED = "rejected"
+# The verdicts on a candidate: what sessions commit and summaries count (the contract, ARCHITECTURE.md §3).
 STATUSES = (CORRECT, INCORRECT, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, REJECTED)
+# Not a verdict: cudaforge itself failed (engine.faults). Never committed, never sent to the Judge,
+# rerun by batch commands; ``harness_fault`` says what failed.
+HARNESS_ERROR = "harness_error"
+OUTCOMES = (*STATUSES, HARNESS_ERROR)
 
 # Stages in the order the worker runs them; ``stage`` in a result is the last one reached.
 # "reference": the task's own Model run on its own inputs before any candidate code (a task check).
@@ -29,6 +34,7 @@ STAGES = ("start", "guard", "reference", "build", "check", "time", "done")
 # Which side a failing result blames (``failed_side``): the task's reference or the candidate kernel.
 REFERENCE_SIDE = "reference"
 CANDIDATE_SIDE = "candidate"
+HARNESS_SIDE = "harness"  # cudaforge's own fault (status ``harness_error``)
 
 
 @dataclass
@@ -168,11 +174,21 @@ class EvalResult:
     # and True when the task itself is broken (its reference fails on its own inputs): no kernel is at fault.
     failed_side: str | None = None
     task_error: bool = False
+    # Added with harness faults (engine.faults): {"kind", "message", ...} when status is harness_error.
+    harness_fault: dict[str, Any] | None = None
+    # The worker's GPU memory, measured: {"peak_allocated_bytes", "peak_reserved_bytes"} from torch's
+    # allocator over the whole evaluation (CUDA only), plus {"at_oom": {...}} when it ran out.
+    memory: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
         """True only for a correct kernel."""
         return self.status == CORRECT
+
+    @property
+    def harness_failed(self) -> bool:
+        """True when cudaforge, not the candidate or the task, failed: no verdict on the kernel."""
+        return self.status == HARNESS_ERROR
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the contract's shape), with the derived ``build.cached`` included."""

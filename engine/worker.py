@@ -22,11 +22,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from engine import faults
 from engine.job import JobError, WorkerJob
 from engine.result import (
     CANDIDATE_SIDE,
     COMPILE_ERROR,
     CORRECT,
+    HARNESS_ERROR,
+    HARNESS_SIDE,
     INCORRECT,
     REFERENCE_SIDE,
     REJECTED,
@@ -94,6 +97,7 @@ class Evaluation:
         self.channel = channel
         self.device = torch.device(job.device)
         self.result = EvalResult(status=RUNTIME_ERROR, device=job.device, task=job.task_name)
+        self.candidate_ran = False  # set once the candidate's import starts: its code may have run
 
     def stage(self, name: str) -> None:
         sys.stdout.flush()
@@ -108,6 +112,66 @@ class Evaluation:
         if message:
             self.result.messages.append(message)
         return self.result
+
+    def harness(self, kind: str, message: str, error: BaseException | None = None, **extra: Any) -> EvalResult:
+        """cudaforge's own fault (engine.faults): no verdict on the kernel, whatever stage it was."""
+        if error is not None:
+            self.result.error = _error_info(error)
+        self.result.harness_fault = faults.record(kind, message, error, stage=self.result.stage, **extra)
+        self.result.failed_side, self.result.task_error = HARNESS_SIDE, False
+        return self.finish(HARNESS_ERROR, f"cudaforge's own fault ({kind}), not the kernel's: {message}")
+
+    def out_of_memory(self, error: BaseException) -> dict[str, int] | None:
+        """Record the GPU's memory at an OOM; the numbers when others held enough to be the cause."""
+        memory = faults.gpu_memory(self.device)
+        self.result.memory = {**(self.result.memory or {}), "at_oom": memory}
+        return memory if faults.contention(memory) else None
+
+    def unexpected(self, error: BaseException) -> EvalResult:
+        """An exception no stage caught: whose fault it is decides the status (engine.faults)."""
+        stage = self.result.stage
+        text = f"{type(error).__name__}: {error}"
+        fault = faults.from_exception(error)
+        if fault is not None:
+            return self.harness(fault.kind, fault.message, error)
+        if faults.is_oom(error):
+            shared = self.out_of_memory(error)
+            if shared:
+                return self.harness(
+                    faults.OOM_CONTENTION,
+                    f"out of GPU memory in stage {stage} while other processes held most of it "
+                    f"({faults.describe_memory(shared)})",
+                    error,
+                )
+        candidate = self.candidate_ran and (
+            faults.is_oom(error)
+            or faults.is_cuda_error(error)
+            or faults.passes_through(error, self.job.kernel_path)
+        )
+        if candidate:
+            self.result.error = _error_info(error)
+            return self.finish(RUNTIME_ERROR, f"evaluation failed in stage {stage}: {text}")
+        if faults.passes_through(error, self.job.task_path):  # the task's own code raised
+            self.result.error = _error_info(error)
+            self.result.failed_side, self.result.task_error = REFERENCE_SIDE, True
+            return self.finish(RUNTIME_ERROR, f"the task's code failed in stage {stage}: {text}")
+        kind = faults.IMPORT if isinstance(error, ImportError) else faults.INTERNAL
+        return self.harness(kind, f"stage {stage}: {text}", error)
+
+    def record_memory(self) -> None:
+        """The allocator's peaks over the whole evaluation (host-side counters: safe after a fault)."""
+        import torch
+
+        if self.device.type != "cuda" or not torch.cuda.is_initialized():
+            return
+        try:
+            peaks = {
+                "peak_allocated_bytes": int(torch.cuda.max_memory_allocated(self.device)),
+                "peak_reserved_bytes": int(torch.cuda.max_memory_reserved(self.device)),
+            }
+        except Exception:  # noqa: BLE001 - measuring must never change the verdict
+            return
+        self.result.memory = {**peaks, **(self.result.memory or {})}
 
     # -- stages ---------------------------------------------------------------------------
     def run(self) -> EvalResult:
@@ -164,6 +228,16 @@ class Evaluation:
         )
         if failure is None:
             return True
+        if failure.error_type == "OutOfMemoryError" or "CUDA out of memory" in failure.error_message:
+            shared = faults.gpu_memory(self.device)
+            self.result.memory = {**(self.result.memory or {}), "at_oom": shared}
+            if faults.contention(shared):
+                self.harness(
+                    faults.OOM_CONTENTION,
+                    "the reference ran out of GPU memory while other processes held most of it "
+                    f"({faults.describe_memory(shared)})",
+                )
+                return False
         self.result.error = {
             "type": failure.error_type,
             "message": failure.error_message[:4000],
@@ -192,12 +266,21 @@ class Evaluation:
         recorder.install()
         self.recorder = recorder
         started = time.monotonic()
+        self.candidate_ran = True
         try:
             module = import_module_from_source(
                 Path(self.job.kernel_path).read_text(), self.job.kernel_path, "cudaforge_candidate"
             )
         except BaseException as error:
             self._record_build(recorder, started)
+            fault = faults.from_exception(error) or recorder.fault
+            if fault is not None:
+                self.harness(fault.kind, fault.message, error)
+                return None
+            environment = faults.environment_problem(error)
+            if environment:
+                self.harness(faults.ENVIRONMENT, f"the extension could not be built here: {environment}", error)
+                return None
             self.result.error = _error_info(error)
             what = (
                 "the extension failed to build"
@@ -207,6 +290,9 @@ class Evaluation:
             self.finish(COMPILE_ERROR, f"{what}: {type(error).__name__}: {str(error).strip()[:500]}")
             return None
         self._record_build(recorder, started)
+        if recorder.fault is not None:  # the candidate caught our failure and went on: still no verdict
+            self.harness(recorder.fault.kind, recorder.fault.message)
+            return None
         if not hasattr(module, "ModelNew"):
             self.finish(
                 COMPILE_ERROR,
@@ -292,6 +378,16 @@ class Evaluation:
             output = new(*arguments)
             self.sync()
         except BaseException as error:
+            if faults.is_oom(error):
+                shared = self.out_of_memory(error)
+                if shared:
+                    self.harness(
+                        faults.OOM_CONTENTION,
+                        "ModelNew.forward ran out of GPU memory while other processes held most of it "
+                        f"({faults.describe_memory(shared)})",
+                        error,
+                    )
+                    return None
             self.result.error = _error_info(error)
             message = f"{type(error).__name__}: {error}"[:1000]
             self.result.trials.append(TrialResult(index=index, seed=seed, passed=False, message=message))
@@ -506,12 +602,9 @@ def main(argv: list[str]) -> int:
     evaluation = Evaluation(job, channel)
     try:
         result = evaluation.run()
-    except BaseException as error:  # a failure of the harness itself, reported rather than lost
-        evaluation.result.error = _error_info(error)
-        result = evaluation.finish(
-            RUNTIME_ERROR,
-            f"evaluation failed in stage {evaluation.result.stage}: {type(error).__name__}: {error}",
-        )
+    except BaseException as error:  # reported rather than lost; whose fault it is decides the status
+        result = evaluation.unexpected(error)
+    evaluation.record_memory()
     sys.stdout.flush()
     sys.stderr.flush()
     channel.send("result", result=result.to_dict())

@@ -219,6 +219,70 @@ def test_landlock_confines_a_real_process(tmp_path: Path) -> None:
         assert report["signal_parent"] is False
 
 
+LANDLOCK_THREADS_CHILD = r"""
+import json, os, subprocess, sys, threading
+from engine.sandbox.landlock import LANDLOCK_ENV, apply_from_env, rules_for
+job, neighbour, keep_rule = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+rules = rules_for([sys.prefix, sys.base_prefix], [job])
+if not keep_rule:
+    rules.pop("write_files")
+os.environ[LANDLOCK_ENV] = json.dumps(rules)
+apply_from_env()
+report = {}
+def name_myself():  # what CUDA's start-up does for each thread it starts (pthread_setname_np)
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as f:
+            f.write("cf-thread")
+        report["own_thread"] = True
+    except OSError:
+        report["own_thread"] = False
+thread = threading.Thread(target=name_myself)
+thread.start()
+thread.join()
+def can_write(path):
+    try:
+        with open(path, "w") as f:
+            f.write("renamed")
+        return True
+    except OSError:
+        return False
+report["neighbour"] = can_write(f"/proc/{neighbour}/comm")
+child = subprocess.Popen(["sleep", "30"])
+report["child"] = can_write(f"/proc/{child.pid}/comm")
+child.kill()
+report["create_in_task"] = can_write(f"/proc/self/task/new-file")
+print(json.dumps(report))
+"""
+
+
+@pytest.mark.parametrize("keep_rule", [True, False], ids=["own-threads-rule", "without-it"])
+def test_landlock_lets_a_process_name_its_own_threads_and_nothing_else(tmp_path: Path, keep_rule: bool) -> None:
+    """CUDA's cuInit names its threads via /proc/self/task/<tid>/comm and fails (304) when refused."""
+    if abi_version() < 1:
+        pytest.skip("this kernel has no Landlock")
+    import json
+
+    job = tmp_path / "job"
+    job.mkdir()
+    neighbour = subprocess.Popen(["sleep", "30"])
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", LANDLOCK_THREADS_CHILD, str(job), str(neighbour.pid), "1" if keep_rule else "0"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": python_path()},
+            timeout=60,
+        )
+        neighbour_name = Path(f"/proc/{neighbour.pid}/comm").read_text().strip()
+    finally:
+        neighbour.kill()
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["own_thread"] is keep_rule
+    assert report == {**report, "neighbour": False, "child": False, "create_in_task": False}
+    assert neighbour_name == "sleep"
+
+
 def test_headless_suggestion_line_never_shows_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
     from engine.cli_run import Printer
     from engine.events import SuggestionReady

@@ -22,6 +22,9 @@ from sessions.paths import is_session_dir
 from sessions.repo import SessionRepo
 
 DONE, UNFINISHED, ERROR, PENDING = "done", "unfinished", "error", "pending"
+# The session's run stopped on cudaforge's own fault (``cudaforge run`` exit 3): redone by the next bench run
+HARNESS = "harness_error"
+HARNESS_EXIT = 3
 
 
 def session_dir(out: Path, task: BenchTask) -> Path:
@@ -77,8 +80,9 @@ def task_row(out: Path, task: BenchTask, rounds: int | None = None) -> TaskRow:
     """The task's row; ``rounds`` (the bench's ``--rounds``) beats the session's stored rounds."""
     path = session_dir(out, task)
     if not is_session_dir(path):
-        failed = read_status(out, task).get("exit_code") not in (None, 0, 130)
-        return TaskRow(task.name, ERROR if failed else PENDING, False, None, None, 0, None, 0.0, session="")
+        code = read_status(out, task).get("exit_code")
+        status = HARNESS if code == HARNESS_EXIT else ERROR if code not in (None, 0, 130) else PENDING
+        return TaskRow(task.name, status, False, None, None, 0, None, 0.0, session="")
     try:
         with SessionRepo.open(path) as session:
             history = session.history()
@@ -92,9 +96,12 @@ def task_row(out: Path, task: BenchTask, rounds: int | None = None) -> TaskRow:
     except SessionError:
         return TaskRow(task.name, ERROR, False, None, None, 0, None, 0.0, session=str(path))
     reached = history[-1].number if history else None
+    exit_code = read_status(out, task).get("exit_code")
     if reached is not None and target is not None and reached >= target:
         status = DONE
-    elif read_status(out, task).get("exit_code") not in (None, 0, 130):
+    elif exit_code == HARNESS_EXIT:
+        status = HARNESS
+    elif exit_code not in (None, 0, 130):
         status = ERROR
     else:
         status = UNFINISHED

@@ -59,7 +59,7 @@ def _stats(stats: dict[str, Any] | None, hardware: str | None, device: str) -> d
 def compiled(data: dict[str, Any]) -> bool:
     """KernelBench's ``compiled``: the candidate built and loaded (it reached the check)."""
     status, stage = data.get("status"), data.get("stage")
-    if status in COMPILE_FAILED_STATUSES:
+    if status in COMPILE_FAILED_STATUSES or status == "harness_error":  # the latter: no verdict at all
         return False
     if status in ("correct", "incorrect"):
         return True
@@ -95,6 +95,9 @@ def entry(pair: Pair, data: dict[str, Any] | None) -> dict[str, Any]:
         metadata["correctness_issue"] = detail or "Output mismatch"
     elif status in ("timeout", "rejected"):
         metadata["error"] = detail
+    elif status == "harness_error":  # counted like a missing sample: cudaforge failed, not the kernel
+        metadata["error"] = f"not evaluated: {detail}"
+        metadata["harness_fault"] = data.get("harness_fault")
     metadata.update(cudaforge_status=status, cudaforge_stage=data.get("stage"), speedup=data.get("speedup"))
     timing = data.get("timing") or {}
     candidate, reference = timing.get("candidate"), timing.get("reference")

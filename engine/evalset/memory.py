@@ -18,9 +18,16 @@ is recorded with every result. A task whose forward does not run on ``meta`` cou
 large as its inputs; one whose inputs cannot be described at all reserves ``UNKNOWN_EXTRA`` on top
 of the overhead.
 
+**Measured peaks.** Every CUDA evaluation records its allocator's peak (``EvalResult.memory``). An
+estimate from shapes cannot see a kernel's own workspaces or a reference's intermediates, so once a
+task has been measured, its reservation is the larger of the estimate and ``PROCESS_OVERHEAD`` plus
+the largest peak measured for it (:func:`measured_need`).
+
 **The pool.** Per GPU, a budget of ``BUDGET_FRACTION`` of the memory free when the run starts. An
 evaluation takes its reservation on the GPU with the most room that fits it; one larger than a
-whole budget waits until its GPU is idle and then runs alone there.
+whole budget waits until its GPU is idle and then runs alone there. An evaluation that still ran
+out of memory beside others (its result says ``oom-contention``) is run again alone
+(:meth:`GpuMemoryPool.acquire_alone`): while it waits, nothing new starts.
 """
 
 from __future__ import annotations
@@ -62,6 +69,11 @@ class Footprint:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "reserve_bytes": self.reserve_bytes}
+
+
+def measured_need(peak_reserved_bytes: int | None) -> int:
+    """What an evaluation needs by its measured allocator peak (its CUDA context on top)."""
+    return PROCESS_OVERHEAD + int(peak_reserved_bytes or 0) if peak_reserved_bytes else 0
 
 
 def _tensor_bytes(value: Any) -> int:
@@ -155,9 +167,12 @@ class GpuMemoryPool:
         self.used = {gpu: 0 for gpu in budgets}
         self.running = {gpu: 0 for gpu in budgets}
         self.peak = {gpu: 0 for gpu in budgets}  # the largest total reserved at once, for the summary
+        self.waiting_alone = 0  # evaluations waiting for an idle GPU: nothing new starts meanwhile
         self._cond = threading.Condition()
 
     def _pick(self, need: int) -> tuple[int, int] | None:
+        if self.waiting_alone:
+            return None
         fitting = [g for g in self.budgets if self.used[g] + need <= self.budgets[g]]
         if fitting:
             gpu = max(fitting, key=lambda g: self.budgets[g] - self.used[g])
@@ -182,6 +197,27 @@ class GpuMemoryPool:
                     self.peak[gpu] = max(self.peak[gpu], self.used[gpu])
                     return picked
                 self._cond.wait(timeout=0.5)
+
+    def acquire_alone(self, stop: threading.Event | None = None) -> tuple[int, int] | None:
+        """Block until some GPU is idle, then hold all of its budget; None when ``stop`` is set."""
+        with self._cond:
+            self.waiting_alone += 1
+            try:
+                while True:
+                    if stop is not None and stop.is_set():
+                        return None
+                    idle = [g for g in self.budgets if self.running[g] == 0]
+                    if idle:
+                        gpu = max(idle, key=lambda g: self.budgets[g])
+                        reserved = self.budgets[gpu]
+                        self.used[gpu] += reserved
+                        self.running[gpu] += 1
+                        self.peak[gpu] = max(self.peak[gpu], self.used[gpu])
+                        return gpu, reserved
+                    self._cond.wait(timeout=0.5)
+            finally:
+                self.waiting_alone -= 1
+                self._cond.notify_all()
 
     def release(self, gpu: int, reserved: int) -> None:
         with self._cond:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from engine.bench.plots import INSTALL_HINT  # noqa: F401  (re-exported for the CLI)
 from engine.evalset.summary import PairRow
-from engine.result import STATUSES
+from engine.result import OUTCOMES
 
 PLOT = "evalset.png"
 
@@ -31,12 +31,12 @@ def write_plot(rows: Sequence[PairRow], out: Path) -> Path:
     fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4), dpi=110)
 
     counts = Counter(r.status for r in rows)
-    order = [s for s in (*STATUSES, "pending") if counts.get(s)]
+    order = [s for s in (*OUTCOMES, "pending") if counts.get(s)]
     ax = axes[0]
     ax.bar(
         order,
         [counts[s] for s in order],
-        color=["C2" if s == "correct" else "C3" if s != "pending" else "grey" for s in order],
+        color=["C2" if s == "correct" else "grey" if s in ("pending", "harness_error") else "C3" for s in order],
     )
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.tick_params(axis="x", labelrotation=30)

@@ -8,6 +8,9 @@ runs where and when*:
   CUDA an evaluation first reserves its task's estimated footprint on a GPU
   (:class:`engine.evalset.memory.GpuMemoryPool`), so a task with gigabytes of inputs never starts
   beside others that would not fit; the check runs on that GPU.
+* An evaluation that ran out of GPU memory while others held it (a ``harness_error`` of kind
+  ``oom-contention``: the scheduler's fault, not the kernel's) is run once more, alone on its GPU,
+  and the result says so. Any other ``harness_error`` is kept apart and redone by the next run.
 * **Phase 2** times the correct kernels, one at a time on each GPU (one at a time in all on CPU),
   with nothing else running there: a full evaluation again, whose build comes from the cache.
   Timing in phase 1 would be disturbed by its neighbours' builds and checks, which is why the
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from engine import faults
 from engine.evalset import store
 from engine.evalset.memory import (
     BUDGET_FRACTION,
@@ -39,6 +43,7 @@ from engine.evalset.memory import (
     GpuMemoryPool,
     estimate_footprint,
     gpu_free_bytes,
+    measured_need,
 )
 from engine.evalset.pairs import Pair
 from engine.evalset.progress import EvalsetLines, make_progress
@@ -91,6 +96,7 @@ class RunStats:
     already_done: int = 0
     resumed_to_timing: int = 0
     errors: list[str] = field(default_factory=list)
+    retried_alone: list[str] = field(default_factory=list)  # pairs rerun alone after an OOM beside others
     interrupted: bool = False
     gpu_budgets_bytes: dict[str, int] = field(default_factory=dict)
     gpu_peak_reserved_bytes: dict[str, int] = field(default_factory=dict)
@@ -130,6 +136,7 @@ class Evalset:
         self.stats = RunStats()
         self.lock = threading.Lock()
         self._announced = False
+        self.peaks: dict[str, int] = {}  # task SHA-256 -> the largest allocator peak measured for it
 
     # -- planning ---------------------------------------------------------------------------
     def states(self) -> list[PairState]:
@@ -138,13 +145,26 @@ class Evalset:
         states = []
         for pair in self.pairs:
             state = PairState(pair, store.identity(pair))
-            if not self.options.redo:
-                final = store.read(store.result_path(out, pair.name))
-                check = store.read(store.check_path(out, pair.name))
-                state.final = final if store.is_current(final, state.ident, device) else None
-                state.check = check if store.is_current(check, state.ident, device) else None
+            final = store.read(store.result_path(out, pair.name))
+            check = store.read(store.check_path(out, pair.name))
+            for data in (final, check):
+                self._note_peak(state.ident["task_sha256"], data)
+            if not self.options.redo:  # a harness error is no verdict: it is redone
+                state.final = final if store.is_current(final, state.ident, device) and not _harness(final) else None
+                state.check = check if store.is_current(check, state.ident, device) and not _harness(check) else None
             states.append(state)
         return states
+
+    def _note_peak(self, task_sha: str, data: dict[str, Any] | None) -> None:
+        peak = ((data or {}).get("memory") or {}).get("peak_reserved_bytes")
+        if isinstance(peak, int) and peak > self.peaks.get(task_sha, 0):
+            with self.lock:
+                self.peaks[task_sha] = peak
+
+    def need_bytes(self, state: PairState) -> int:
+        """The reservation: the larger of the task's estimate and what was measured for it (memory.py)."""
+        estimate = state.footprint.reserve_bytes if state.footprint else 0
+        return max(estimate, measured_need(self.peaks.get(state.ident["task_sha256"])))
 
     def say(self, text: str) -> None:
         print(text, file=self.options.stream, flush=True)
@@ -280,9 +300,17 @@ class Evalset:
         return dataclasses.replace(self.options.eval_options, do_timing=phase == 2, gpu_index=gpu)
 
     def evaluate_here(
-        self, state: PairState, phase: int, gpu: int | None, progress: EvalsetLines, meta: dict[str, Any]
+        self,
+        state: PairState,
+        phase: int,
+        gpu: int | None,
+        progress: EvalsetLines,
+        meta: dict[str, Any],
+        note: str = "",
     ) -> EvalResult | None:
-        """One evaluation in a worker process of this host; None when the evaluator refused to start."""
+        """One evaluation in a worker process of this host; None when the evaluator refused to start.
+
+        ``note`` goes first into the result's messages (why this evaluation was run again)."""
         pair = state.pair
         progress.started(pair.name, f"GPU {gpu}" if gpu is not None else "", False)
 
@@ -307,6 +335,9 @@ class Evalset:
             return None
         seconds = time.monotonic() - started
         times = {"started_at": started_at, "finished_at": time.time()}
+        if note:
+            result.messages.insert(0, note)
+        self._note_peak(state.ident["task_sha256"], result.to_dict())
         self._record(state, result, phase, seconds, {**meta, **times, "gpu": gpu})
         progress.finished(pair.name, describe(result, seconds))
         return result
@@ -344,8 +375,7 @@ class Evalset:
                 return
             gpu, reserved = None, 0
             if pool is not None:
-                need = state.footprint.reserve_bytes if state.footprint else 0
-                picked = pool.acquire(need, self.stopping)
+                picked = pool.acquire(self.need_bytes(state), self.stopping)
                 if picked is None:
                     return
                 gpu, reserved = picked
@@ -354,6 +384,8 @@ class Evalset:
             finally:
                 if pool is not None and gpu is not None:
                     pool.release(gpu, reserved)
+            if result is not None and pool is not None and _oom_beside_others(result):
+                result = self._retry_alone(state, result, pool, progress)
             if result is not None and result.ok:
                 with self.lock:
                     correct.append(state)
@@ -367,6 +399,26 @@ class Evalset:
             self.stats.gpu_peak_reserved_bytes = {str(g): b for g, b in pool.peak.items()}
         order = {id(s): i for i, s in enumerate(states)}
         return sorted(correct, key=lambda s: order[id(s)])
+
+    def _retry_alone(
+        self, state: PairState, first: EvalResult, pool: GpuMemoryPool, progress: EvalsetLines
+    ) -> EvalResult | None:
+        """Run an evaluation that ran out of memory beside others again, with its GPU to itself."""
+        picked = pool.acquire_alone(self.stopping)
+        if picked is None:
+            return first
+        gpu, reserved = picked
+        with self.lock:
+            self.stats.retried_alone.append(state.pair.name)
+        note = (
+            "retried alone on its GPU: the first attempt ran out of GPU memory beside other evaluations "
+            f"({(first.harness_fault or {}).get('message', '')})"
+        )
+        meta = {"reserved_bytes": reserved, "retried_alone": True, "first_attempt": first.harness_fault}
+        try:
+            return self.evaluate_here(state, 1, gpu, progress, meta, note=note)
+        finally:
+            pool.release(gpu, reserved)
 
     def _memory_pool(self) -> GpuMemoryPool | None:
         if self.options.device != "cuda":
@@ -401,3 +453,11 @@ class Evalset:
                 self._wait([executor.submit(worker, gpu) for gpu in slots])
         finally:
             progress.close()
+
+
+def _harness(data: dict[str, Any] | None) -> bool:
+    return bool(data) and data.get("status") == "harness_error"
+
+
+def _oom_beside_others(result: EvalResult) -> bool:
+    return result.harness_failed and (result.harness_fault or {}).get("kind") == faults.OOM_CONTENTION

@@ -4,7 +4,8 @@ The set statistics are the bench's (:func:`engine.bench.summary.set_statistics`,
 correct % and fast_p over *every* pair, speedup averages over the correct ones), so an evalset and a
 bench of the same kernels report the same numbers. On top of them:
 
-* ``status_counts``: how many pairs ended in each EvalResult status (``pending``: no verdict yet);
+* ``status_counts``: how many pairs ended in each EvalResult status (``pending``: no verdict yet;
+  ``harness_error``: cudaforge itself failed, shown apart and redone by the next run);
 * ``kernel_share``: the distribution of the own-kernel share (``EvalResult.kernel_share["share"]``,
   in [0, 1]) over the pairs whose results carry one; results written before that field existed
   simply have none;
@@ -228,6 +229,14 @@ def format_table(rows: Sequence[PairRow], document: dict[str, Any]) -> str:
         f"geomean {_num(s['geomean_speedup'], '.2f')}",
         fast,
         "statuses: " + ", ".join(f"{k} {v}" for k, v in sorted(document["status_counts"].items())),
+        *(
+            [
+                f"harness errors: {document['status_counts']['harness_error']} — cudaforge's own faults, not "
+                "verdicts on those kernels; run the same command again to redo them"
+            ]
+            if document["status_counts"].get("harness_error")
+            else []
+        ),
         f"this run: wall {run['wall_seconds']:.1f} s for {run['phase1_evaluations']} check(s) "
         f"+ {run['phase2_evaluations']} timing(s) summing {run['sum_evaluation_seconds']:.1f} s",
     ]

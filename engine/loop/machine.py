@@ -154,6 +154,8 @@ class Loop:
         self._activity: Activity | None = None
         #: why the task cannot be optimised (its reference fails on its own inputs); None when sound
         self.task_problem: str | None = None
+        #: cudaforge's own fault that stopped the last stage (engine.faults); None when there was none
+        self.harness_problem: str | None = None
         with warnings.catch_warnings():  # reported below, as a notice the front end shows
             warnings.simplefilter("ignore", StaleLockWarning)
             session.acquire_lock()
@@ -365,7 +367,7 @@ class Loop:
         if self.pending.stage == DONE:
             self._finish("rounds")
             return FINISHED
-        self.task_problem = None
+        self.task_problem = self.harness_problem = None
         try:
             if self.pending.stage == SEED and not self._task_checked and self.options.check_task:
                 if not self._check_task():
@@ -396,6 +398,10 @@ class Loop:
         self._emit(StageStarted(stage="reference", round=self._next_no, detail=TASK_CHECK))
         hold("reference", self._next_no)
         result = check_task(self.reference, self.options.eval_options, task_name=self.session.task_name)
+        if result.harness_failed:  # cudaforge's fault, not the task's: say so, and check again next time
+            self.harness_problem = result.messages[-1]
+            self._emit(LoopError(stage="reference", message=self.harness_problem, recoverable=True))
+            return False
         if result.task_error:
             self.task_problem = result.messages[-1] if result.messages else "the task's reference failed"
             self._emit(LoopError(stage="task", message=self.task_problem, recoverable=False))
@@ -583,13 +589,23 @@ class Loop:
             elif event.kind == "log":
                 self._emit(BuildLog(line=event.text))
 
-        result = evaluate(
-            self.reference,
-            self.pending.kernel,
-            self.options.eval_options,
-            on_event=on_eval,
-            task_name=self.session.task_name,
-        )
+        def run() -> EvalResult:
+            return evaluate(
+                self.reference,
+                self.pending.kernel or "",
+                self.options.eval_options,
+                on_event=on_eval,
+                task_name=self.session.task_name,
+            )
+
+        result = run()
+        if result.harness_failed:  # cudaforge's own fault: once more, then stop without a verdict
+            self._emit(LoopError(stage="evaluate", message=f"{result.messages[-1]}; evaluating again", recoverable=True))
+            result = run()
+        if result.harness_failed:  # never committed, never the Judge's to repair: the stage stays to redo
+            self.harness_problem = result.messages[-1]
+            self._emit(LoopError(stage="evaluate", message=self.harness_problem, recoverable=True))
+            return ERROR
         if result.task_error:  # the reference failed (a flaky task): not the kernel's fault, not committed
             self.task_problem = result.messages[-1] if result.messages else "the task's reference failed"
             self._emit(LoopError(stage="task", message=self.task_problem, recoverable=False))

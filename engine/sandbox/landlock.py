@@ -4,7 +4,14 @@ Applied in-process by the worker (``apply_from_env``) after its own imports and 
 candidate code; the rules hold for the process and everything it starts, and cannot be lifted.
 - files: read and execute only below the system folders, the Python environment, cudaforge and the
   build/job folders (so ``$HOME``, the sessions and the working directory are unreadable); write only
-  to the job folder, the build cache and ``/dev`` (the GPU's device files);
+  to the job folder, the build cache and ``/dev`` (the GPU's device files), plus *writing* (no
+  creating or deleting; opening with ``O_TRUNC`` as ``fopen(…, "w")`` does) the files of the confined
+  process's own threads,
+  ``/proc/<own pid>/task``: CUDA's start-up names its threads through
+  ``/proc/self/task/<tid>/comm`` and ``cuInit`` fails with error 304 when that write is refused
+  (traced on the H200 by ``benchmarks/landlock_cuda.py``; nothing else under ``/proc`` is needed).
+  The rule is resolved in the process that applies it, so it names that process and no other; a
+  child gets no write right to its own ``/proc`` entry;
 - network (ABI 4+): no TCP bind or connect;
 - scopes (ABI 6+): no signals to processes outside the sandbox (``kill(getppid())`` fails with EPERM)
   and no connect to abstract unix sockets outside it.
@@ -23,7 +30,9 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-LANDLOCK_ENV = "CUDAFORGE_LANDLOCK"  # JSON {"read": [...], "write": [...]} set by the engine
+LANDLOCK_ENV = "CUDAFORGE_LANDLOCK"  # JSON {"read": [...], "write": [...], "write_files": [...]} set by the engine
+# Resolved by the process that applies the rules (``/proc/self`` is that process): its threads' files.
+OWN_THREADS = "/proc/self/task"
 _SYSCALLS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
@@ -110,8 +119,13 @@ def _fs_access(abi: int) -> int:
     return access
 
 
-def restrict(read: Iterable[str], write: Iterable[str]) -> int:
-    """Confine this process (and its future children) for good; returns the ABI version used."""
+def restrict(read: Iterable[str], write: Iterable[str], write_files: Iterable[str] = ()) -> int:
+    """Confine this process (and its future children) for good; returns the ABI version used.
+
+    ``read``: read and execute beneath; ``write``: every file right beneath; ``write_files``: only
+    writing (and truncating) existing files beneath (paths are opened here, so ``/proc/self`` means
+    this process).
+    """
     abi = abi_version()
     if abi < 1:
         raise LandlockError("this kernel has no Landlock (needs Linux 5.13+ with landlock in the LSM list)")
@@ -128,7 +142,7 @@ def restrict(read: Iterable[str], write: Iterable[str]) -> int:
     if ruleset < 0:
         raise LandlockError(ctypes.get_errno(), "landlock_create_ruleset failed")
     try:
-        for paths, access in ((read, READ_ACCESS), (write, handled)):
+        for paths, access in ((read, READ_ACCESS), (write, handled), (write_files, WRITE_FILE | TRUNCATE)):
             for path in paths:
                 _add_path(libc, add_rule, ruleset, path, access & handled)
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
@@ -159,7 +173,7 @@ def rules_for(readable: Iterable[Path | str | None], writable: Iterable[Path | s
     """The JSON the engine hands the worker in ``$CUDAFORGE_LANDLOCK``."""
     write = [str(Path(p).resolve()) for p in writable]
     read = [*SYSTEM_READ, *(str(Path(p).resolve()) for p in readable if p)]
-    return {"read": read, "write": [*write, "/dev"]}
+    return {"read": read, "write": [*write, "/dev"], "write_files": [OWN_THREADS]}
 
 
 def apply_from_env() -> int | None:
@@ -168,4 +182,4 @@ def apply_from_env() -> int | None:
     if not text:
         return None
     rules = json.loads(text)
-    return restrict(rules["read"], rules["write"])
+    return restrict(rules["read"], rules["write"], rules.get("write_files", ()))
