@@ -8,20 +8,24 @@ round target the session was started with, and keeps its models unless flags say
 run says what it will do before it starts and what it did at the end, including "nothing".
 
 It prints one line per stage while it runs, then a table of the branch's iterations and the best
-kernel. Ctrl-C stops cleanly: an LLM call in flight is cancelled, a running evaluation finishes
-and is committed; a second Ctrl-C leaves at once (the session stays consistent either way).
+kernel. Ctrl-C, a hang-up (SIGHUP: the SSH connection dropped) and SIGTERM stop it cleanly
+(:mod:`engine.interrupts`): it says what it waits for, an LLM call in flight is cancelled, a
+running evaluation finishes and is committed; a second Ctrl-C leaves at once, and the interrupted
+stage is redone by the next ``--session`` run. The session stays consistent either way, and a
+resume reaches the same history as a run that was never interrupted (ARCHITECTURE §2).
 
 Exit codes: 0 the rounds ended, 1 an error stopped the loop, 2 usage errors or a broken task (its
 reference fails on its own inputs: checked before any LLM call), 3 cudaforge's own fault stopped it
-(``harness_error``: nothing of it committed; the same command resumes), 130 interrupted.
+(``harness_error``: nothing of it committed; the same command resumes), 128 + the signal when
+stopped by one: 130 Ctrl-C (also the terminal's ``[s]top``), 129 hang-up, 143 SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -42,14 +46,16 @@ from engine.events import (
     IterationCommitted,
     LoopError,
     LoopFinished,
+    LoopNotice,
     StageStarted,
     SuggestionReady,
 )
 from engine.guard.policy import guard_label
+from engine.interrupts import Interrupts
 from engine.llm.errors import LLMError
 from engine.loop.machine import AWAITING, FINISHED, PAUSED, Loop
 from engine.tasks import TaskError, load_task
-from sessions.errors import SessionError
+from sessions.errors import SessionError, StaleLockWarning
 from sessions.message import format_speedup
 from sessions.repo import SessionRepo
 from sessions.secrets import Scrubber
@@ -90,6 +96,17 @@ def _usage(message: str) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    """Signals are handled from the start (a Ctrl-C during set-up stops the run before its first stage)."""
+    interrupts = Interrupts().install()
+    try:
+        with warnings.catch_warnings():  # a stale lock taken over is printed as a note (loop.notices)
+            warnings.simplefilter("ignore", StaleLockWarning)
+            return _run(args, interrupts)
+    finally:
+        interrupts.restore()
+
+
+def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
     if not args.headless:
         return _usage("only --headless is available here; the TUI opens with `cudaforge new TASK.py`")
     if (args.task is None) == (args.session is None):
@@ -120,15 +137,18 @@ def run_command(args: argparse.Namespace) -> int:
         )
     printer = Printer(sys.stdout, verbose=args.verbose)
     try:
-        if session is None:
+        from engine.evaluate import resolve_device
+        from engine.loop.factory import make_loop
+        from engine.session_settings import session_settings
+
+        if session is None:  # the settings go in at once: a run stopped before its seed resumes as it began
             from engine.loop.factory import check_models
 
             check_models(config)  # a model that cannot run must not leave an empty session behind
-            session = SessionRepo.create(root, args.task, name=args.name)
+            settings = session_settings(config, resolve_device(config.eval.device))
+            session = SessionRepo.create(root, args.task, name=args.name, settings=settings)
         elif args.branch:
             session.switch_branch(args.branch)
-        from engine.evaluate import resolve_device
-        from engine.loop.factory import make_loop
 
         profiler = None
         if resolve_device(config.eval.device) == "cuda" and config.profile.enabled:
@@ -147,13 +167,30 @@ def run_command(args: argparse.Namespace) -> int:
         flush=True,
     )
     print(plan_line(tip, config.loop.rounds), flush=True)
+    for notice in loop.notices:
+        print(f"note: {notice}", flush=True)
+    interrupts.attach(loop.stop, lambda: stopping_line(loop), lambda: leaving_line(loop))
     try:
-        code = drive(loop, printer)
+        code = drive(loop, printer, interrupts)
         print_summary(session, loop.branch, sys.stdout)
         print(ran_line(session, loop.branch, tip), flush=True)
         return code
     finally:
         session.close()
+
+
+def stopping_line(loop: Loop) -> str:
+    """Said on the first Ctrl-C: what the run waits for before it stops (read when the signal came)."""
+    activity = loop.activity
+    what = activity.stopping() if activity is not None else "stopping at the next stage boundary"
+    return f"\ninterrupted: {what} (Ctrl-C again to leave now)"
+
+
+def leaving_line(loop: Loop) -> str:
+    """Said on the second Ctrl-C, just before the process leaves."""
+    activity = loop.activity
+    left = f"; {activity.describe()} is redone on resume" if activity is not None else ""
+    return f"\nleaving now: every committed iteration is kept{left} (cudaforge run --session {loop.session.name})\n"
 
 
 def plan_line(tip: int | None, target: int) -> str:
@@ -177,18 +214,25 @@ def ran_line(session: SessionRepo, branch: str, tip: int | None) -> str:
     return f"this run: {len(new)} new iteration(s), {new[0]}–{new[-1]}"
 
 
-def drive(loop: Loop, printer: Printer) -> int:
-    """Run the loop in a worker thread so Ctrl-C can stop it between stages."""
+def drive(loop: Loop, printer: Printer, interrupts: Interrupts | None = None) -> int:
+    """Run the loop in a worker thread, so a signal can stop it at a stage boundary."""
+    interrupts = interrupts or Interrupts()
+
+    def stopped() -> int:
+        return interrupts.exit_code if interrupts.requested.is_set() else EXIT_INTERRUPTED
+
     while True:
-        outcome = _run_in_thread(loop)
+        if interrupts.requested.is_set():  # a signal between two runs (at the terminal's prompt)
+            return stopped()
+        outcome = _run_in_thread(loop, interrupts)
         if outcome == AWAITING:
-            if not _ask_human(loop):
-                return EXIT_INTERRUPTED
+            if interrupts.requested.is_set() or not _ask_human(loop, interrupts):
+                return stopped()
             continue
         if outcome == FINISHED:
             return EXIT_OK
         if outcome == PAUSED:
-            return EXIT_INTERRUPTED
+            return stopped()
         if loop.task_problem is not None:  # a broken task, like `cudaforge eval`'s exit 2
             return EXIT_USAGE
         if loop.harness_problem is not None:  # cudaforge's own fault, like `cudaforge eval`'s exit 3
@@ -196,11 +240,11 @@ def drive(loop: Loop, printer: Printer) -> int:
         return EXIT_ERROR
 
 
-def _run_in_thread(loop: Loop) -> str:
-    """``loop.run()`` in a worker thread; Ctrl-C here asks it to stop at the next stage boundary.
+def _run_in_thread(loop: Loop, interrupts: Interrupts) -> str:
+    """``loop.run()`` in a worker thread, the main thread free for signals; says once what a stop waits for.
 
-    Completion is signalled through an Event rather than ``Thread.join``: a KeyboardInterrupt that
-    lands inside ``join`` can leave the thread looking finished while it still runs.
+    A session error in the loop (a repository another program changed, a lost lock) ends the run
+    with one line, not a thread's traceback.
     """
     result: list[str] = []
     done = threading.Event()
@@ -208,31 +252,33 @@ def _run_in_thread(loop: Loop) -> str:
     def work() -> None:
         try:
             result.append(loop.run())
+        except SessionError as error:
+            print(f"cudaforge run: the loop stopped: {error}", file=sys.stderr, flush=True)
         finally:
             done.set()
 
     threading.Thread(target=work, name="cudaforge-loop", daemon=True).start()
-    interrupted = False
-    while not done.is_set():
-        try:
-            done.wait(0.2)
-        except KeyboardInterrupt:
-            if interrupted:
-                print("\nleaving now; the session keeps every committed iteration", file=sys.stderr)
-                os._exit(EXIT_INTERRUPTED)
-            interrupted = True
-            print("\nstopping after the current stage (Ctrl-C again to leave at once) …", file=sys.stderr)
-            loop.stop()
-    return result[0] if result else "error"
+    said = False
+    while True:
+        finished = done.wait(0.1)
+        if interrupts.requested.is_set() and not said:
+            said = True
+            if not interrupts.hung_up:
+                print(interrupts.stopping_text or stopping_line(loop), file=sys.stderr, flush=True)
+        if finished:
+            return result[0] if result else "error"
 
 
-def _ask_human(loop: Loop) -> bool:
+def _ask_human(loop: Loop, interrupts: Interrupts) -> bool:
     """The terminal's gate: approve, edit (one line of replacement text), reject with a note, or stop."""
     while True:
+        interrupts.raise_in_main = True
         try:
             answer = input("[a]pprove  [e]dit  [r]eject  [s]top > ").strip().lower()
-        except EOFError:
+        except (EOFError, KeyboardInterrupt):
             return False
+        finally:
+            interrupts.raise_in_main = False
         if answer in ("a", "approve"):
             loop.approve()
             return True
@@ -287,6 +333,8 @@ class Printer:
             return f"{prefix}   error in {event.stage}: {event.message}"
         if isinstance(event, LoopFinished):
             return f"loop {event.reason}"
+        if isinstance(event, LoopNotice):
+            return f"{prefix}   note: {event.message}"
         if self.verbose:
             text = getattr(event, "line", None) or getattr(event, "text", None)
             return f"    {text.rstrip()}" if text else None

@@ -114,3 +114,10 @@ class LoopError(Event):
     stage: str = ""
     message: str = ""
     recoverable: bool = True
+
+
+@dataclass
+class LoopNotice(Event):
+    """Something the person should know that is not an error: a repaired journal, a refused step."""
+
+    message: str = ""

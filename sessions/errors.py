@@ -37,11 +37,16 @@ class NoSuchFile(SessionError):
 
 
 class SessionLocked(SessionError):
-    """Another live process holds the session's writer lock."""
+    """Another live writer holds the session's writer lock: ``pid`` on ``host`` since ``since``
+    (as its lock file says; None when unreadable), so a front end can say who writes."""
 
-    def __init__(self, message: str, pid: int | None) -> None:
+    def __init__(
+        self, message: str, pid: int | None, host: str | None = None, since: str | None = None
+    ) -> None:
         super().__init__(message)
         self.pid = pid
+        self.host = host
+        self.since = since
 
 
 class ConcurrentUpdate(SessionError):

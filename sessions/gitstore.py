@@ -14,6 +14,13 @@ removes while holding the session lock (:func:`remove_stale_git_locks`).
 
 Reading never spawns a process per file: one ``git log`` lists a branch with its trailers, and
 blobs are read through GitPython's persistent ``git cat-file --batch`` process.
+
+Every git child runs in its own session (:class:`DetachedGit`). A terminal sends Ctrl-C (SIGINT)
+and a hang-up (SIGHUP) to its whole foreground process group; a ``git cat-file`` helper in that
+group died of it while cudaforge itself was finishing a stage, and the commit that followed failed
+with "session … has no branch 'main'" (issue #23). Detached, the signal reaches cudaforge alone,
+which decides what to stop (ARCHITECTURE §2); a helper still ends with its parent, because its
+stdin is a pipe from it.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import git
 from git.exc import GitCommandError
@@ -65,11 +73,36 @@ _LOCATION_VARS = (
 )
 
 
+class DetachedGit(git.Git):
+    """GitPython's command wrapper, starting every git child in a session of its own (module docstring)."""
+
+    def execute(self, command: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("start_new_session", True)
+        return super().execute(command, *args, **kwargs)
+
+
+class DetachedRepo(git.Repo):
+    """A ``git.Repo`` whose git children (``cat-file`` helpers included) are :class:`DetachedGit`'s."""
+
+    GitCommandWrapperType = DetachedGit
+
+
+def open_repo(path: Path) -> git.Repo:
+    """Open a session's git directory: detached git children, isolated from location variables."""
+    return isolate(DetachedRepo(path))
+
+
 def init_bare(path: Path) -> git.Repo:
     """``git init --bare`` at ``path``, immune to repository-location variables in the environment."""
     env = {k: v for k, v in os.environ.items() if k not in _LOCATION_VARS}
-    subprocess.run(["git", "init", "--bare", "--quiet", str(path)], env=env, check=True, capture_output=True)
-    return isolate(git.Repo(path))
+    subprocess.run(
+        ["git", "init", "--bare", "--quiet", str(path)],
+        env=env,
+        check=True,
+        capture_output=True,
+        start_new_session=True,  # a Ctrl-C meant for cudaforge must not kill it half-way
+    )
+    return open_repo(path)
 
 
 def isolate(repo: git.Repo) -> git.Repo:
@@ -138,9 +171,14 @@ def update_ref(repo: git.Repo, ref: str, new: str, old: str | None, reason: str)
 
 
 def ref_sha(repo: git.Repo, ref: str) -> str | None:
-    """The commit a ref points at, or None when it does not exist (read without spawning git)."""
+    """The sha a ref points at, or None when it does not exist.
+
+    Read from the ref files alone (loose ref, then ``packed-refs``), never through the object
+    database: a failing ``cat-file`` helper must not make an existing branch look absent, which is
+    how a dead helper once turned into "session … has no branch 'main'".
+    """
     try:
-        return git.Reference(repo, ref).commit.hexsha
+        return git.SymbolicReference.dereference_recursive(repo, ref)
     except (ValueError, OSError):
         return None
 

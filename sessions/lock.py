@@ -10,8 +10,15 @@ writer dies, even by ``kill -9``, so "is the lock stale?" never depends on guess
 that may have been reused. The pid in the file is what the user is told: who holds the lock now,
 or whose crashed run left it behind. A clean release deletes the file, so finding a file with a
 pid in it while the ``flock`` is free means the previous writer died; the lock is then taken
-over, and a notice says so (a :class:`~sessions.errors.StaleLockWarning` plus a log record, and
-:attr:`WriterLock.notice` for a UI to show).
+over, and a notice says so, naming that pid (a :class:`~sessions.errors.StaleLockWarning`, an info
+log record, and :attr:`WriterLock.notice`, which the front ends show).
+
+A refusal says who writes: pid, host and since when (:class:`~sessions.errors.SessionLocked`), so
+a second app or ``cudaforge run`` on the same session can open it read-only and tell the person
+why. Two writers in one process exclude each other too (``flock`` belongs to an open file, not to
+a process): two loops of one app on one session would interleave iterations just as two
+processes would, so "it is my own pid" is never a reason to let a second writer in. An app that
+reopens a session it left hands its lock back first (``tui/writers.py``).
 
 POSIX only (``fcntl``), like the rest of a CUDA toolchain's world.
 """
@@ -24,6 +31,7 @@ import os
 import socket
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 from sessions.errors import SessionLocked, StaleLockWarning
@@ -46,13 +54,48 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class LockHolder:
+    """What a lock file says about its writer (each part None when missing or unreadable)."""
+
+    pid: int | None
+    host: str | None
+    since: str | None
+
+    def describe(self) -> str:
+        """``pid 123 on host gpu7 since 2026-05-09T14:02:11+0200`` (``this process`` for our own pid)."""
+        if self.pid is None:
+            who = "another process"
+        elif self.pid == os.getpid() and self.host in (None, socket.gethostname()):
+            who = f"pid {self.pid} (this process)"
+        else:
+            who = f"pid {self.pid}"
+        if self.host:
+            who += f" on host {self.host}"
+        if self.since:
+            who += f" since {self.since}"
+        return who
+
+
+def parse_lock_text(text: str) -> LockHolder:
+    lines = [line.strip() for line in text.splitlines()]
+    pid = _first_int(text)
+    host = lines[1] if len(lines) > 1 and lines[1] else None
+    since = lines[2] if len(lines) > 2 and lines[2] else None
+    return LockHolder(pid, host, since)
+
+
+def read_lock_holder(path: Path) -> LockHolder:
+    """Who a lock file names (pid, host, start time); all None when absent or unreadable."""
+    try:
+        return parse_lock_text(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return LockHolder(None, None, None)
+
+
 def read_lock_pid(path: Path) -> int | None:
     """The pid recorded in a lock file, or None when absent or unreadable."""
-    try:
-        first_line = path.read_text(encoding="utf-8").splitlines()[0]
-        return int(first_line.strip())
-    except (OSError, IndexError, ValueError):
-        return None
+    return read_lock_holder(path).pid
 
 
 class WriterLock:
@@ -78,11 +121,12 @@ class WriterLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
-                pid = read_lock_pid(self.path)
-                who = f"pid {pid}" if pid is not None else "another process"
+                holder = read_lock_holder(self.path)
                 raise SessionLocked(
-                    f"session {self.label} is being written by {who}; only one writer at a time",
-                    pid,
+                    f"session {self.label} is being written by {holder.describe()}; only one writer at a time",
+                    holder.pid,
+                    holder.host,
+                    holder.since,
                 ) from None
             # The file may have been released (unlinked) between our open and our flock: then we
             # hold a lock on a file nobody else will ever look at, so start again.
@@ -90,17 +134,25 @@ class WriterLock:
                 os.close(fd)
                 continue
             break
-        previous = _read_fd(fd)
+        previous = parse_lock_text(_read_fd(fd))
         _write_fd(fd, f"{os.getpid()}\n{socket.gethostname()}\n{time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
         self._fd = fd
         self.notice = None
-        stale_pid = _first_int(previous)
+        stale_pid = previous.pid
         if stale_pid is not None:
-            state = "still running but no longer holding it" if pid_alive(stale_pid) else "no longer running"
+            here = previous.host in (None, socket.gethostname())
+            if not here:
+                state = f"on host {previous.host}"
+            elif pid_alive(stale_pid):
+                state = "still running but no longer holding it"
+            else:
+                state = "no longer running"
+            since = f", writing since {previous.since}" if previous.since else ""
             self.notice = (
-                f"took over a stale writer lock on session {self.label} left by pid {stale_pid} ({state})"
+                f"took over a stale writer lock on session {self.label} left by pid {stale_pid} "
+                f"({state}{since})"
             )
-            logger.warning("%s", self.notice)
+            logger.info("%s", self.notice)  # shown by the front end; a warning would print it twice
             warnings.warn(StaleLockWarning(self.notice), stacklevel=3)
         return self.notice
 

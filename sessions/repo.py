@@ -83,7 +83,7 @@ class SessionRepo:
         self.path = Path(path).resolve()
         if not is_session_dir(self.path):
             raise NoSuchSession(f"{self.path} is not a cudaforge session")
-        self._git = gitstore.isolate(git.Repo(self.path))
+        self._git = gitstore.open_repo(self.path)
         self._mutex = threading.RLock()
         self._lock = WriterLock(self.path / LOCK_FILENAME, label=self.name)
         self._history_cache: dict[str, list[Iteration]] = {}

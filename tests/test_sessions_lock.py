@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import warnings
 from pathlib import Path
 
@@ -48,7 +49,11 @@ def test_second_live_writer_is_refused_and_readers_still_read(session_path: Path
             with pytest.raises(SessionLocked) as refused:
                 repo.record_iteration(**record_kwargs(1))
             assert refused.value.pid == holder.pid
-            assert str(holder.pid) in str(refused.value)
+            assert refused.value.host == socket.gethostname() and refused.value.since
+            # who writes, in words a person can act on: pid, host, since when
+            assert f"being written by pid {holder.pid} on host {socket.gethostname()} since 20" in str(
+                refused.value
+            )
             with pytest.raises(SessionLocked):
                 repo.branch_from(0)
             # readers never need the lock
@@ -101,7 +106,7 @@ def test_two_writers_in_one_process_also_exclude_each_other(session_path: Path) 
     second = SessionRepo.open(session_path)
     try:
         first.acquire_lock()
-        with pytest.raises(SessionLocked):
+        with pytest.raises(SessionLocked, match=rf"pid {os.getpid()} \(this process\)"):
             second.acquire_lock()
         first.release_lock()
         second.acquire_lock()  # free again once released

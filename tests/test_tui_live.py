@@ -21,7 +21,7 @@ from tests.test_tui_fixtures import SUGGESTION, eval_dict, kernel, screen_text, 
 from tui.app import CudaforgeApp
 from tui.messages import ApprovalDecided, EngineEvent, KernelEdited, LoopCommand
 from tui.screens.approval import ApprovalScreen
-from tui.screens.dialogs import ConfirmScreen, HelpScreen
+from tui.screens.dialogs import HelpScreen
 from tui.screens.workbench import WorkbenchScreen
 from tui.widgets.conversation import ConversationPane
 from tui.widgets.kernel_pane import KernelPane
@@ -74,6 +74,12 @@ class FakeLoop:
         self.calls.append(("pause", None))
         self.gate.set()
 
+    def stop(self) -> None:  # as the loop's: the build in flight is not cut short (the gate stays shut)
+        self.calls.append(("stop", None))
+
+    def close(self) -> None:
+        self.calls.append(("close", None))
+
     def approve(self, suggestion: Any) -> None:
         self.calls.append(("approve", suggestion))
         number = self.repo.record_iteration(
@@ -107,7 +113,10 @@ def _live_app(root: Path, flagged: bool = False) -> tuple[CudaforgeApp, SessionR
 
 
 async def _settle(app: CudaforgeApp, pilot: Any) -> None:
-    await app.workers.wait_for_complete()
+    for _ in range(200):  # the loop's calls run in the adapter's own thread, not as Textual workers
+        if not app.engine_busy():
+            break
+        await pilot.pause(0.05)
     await pilot.pause(0.25)  # let the posted events and the token flush timer land
 
 
@@ -130,7 +139,7 @@ async def test_step_streams_events_from_a_thread_and_approve_commits(session_roo
         assert isinstance(app.screen, WorkbenchScreen)
         text = screen_text(app)
         assert "kernel · iter 4 (main)" in text and "2.20x" in text
-    assert [c[0] for c in loop.calls] == ["step", "approve"] and loop.calls[1][1] == SUGGESTION
+    assert [c[0] for c in loop.calls] == ["step", "approve", "close"] and loop.calls[1][1] == SUGGESTION
     assert not any(name == "MainThread" for name in loop.threads)
     assert [m.method for m in messages if isinstance(m, LoopCommand)] == ["step", "approve"]
     kinds = {type(m.event).__name__ for m in messages if isinstance(m, EngineEvent)}
@@ -159,26 +168,63 @@ async def test_keys_respond_while_a_slow_stage_runs(session_root) -> None:  # no
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape", "c")
         assert app.screen.query_one(KernelPane).view == "cuda"
-        await pilot.press("q")  # quitting asks first while a stage runs
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("n")
-        assert isinstance(app.screen, WorkbenchScreen) and app.is_running
-        await pilot.press("x")  # pause reaches the loop from another worker while step still runs
+        await pilot.press("x")  # pause reaches the loop at once, while step still runs
         await _settle(app, pilot)
         assert ("pause", None) in loops[0].calls and not app.engine_busy()
         await pilot.press("escape")  # close the approval the step ended with
     repo.close()
 
 
-async def test_quit_confirmed_while_busy_exits(session_root) -> None:  # noqa: F811
+async def test_a_second_step_while_one_runs_is_refused_and_says_why(session_root) -> None:  # noqa: F811
+    """Two quick ``s`` presses once ran Loop.step() twice at once (issue #23): the second is refused."""
     app, repo, loops = _live_app(session_root)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("s")
-        await pilot.pause(0.1)
-        await pilot.press("q", "y")
-        await pilot.pause()
-        assert app.return_value == 0 and not app.is_running
+        await pilot.pause(0.2)
+        await pilot.press("s", "r")
+        await pilot.pause(0.2)
+        text = " ".join(n.message for n in app._notifications)
+        assert "step: a stage is already running (the build of iteration 4)" in text
+        assert "run: a stage is already running" in text
         loops[0].gate.set()
+        await _settle(app, pilot)
+    assert [c[0] for c in loops[0].calls] == ["step", "close"]  # one step; the lock went back on exit
+    repo.close()
+
+
+async def test_quit_while_busy_waits_for_the_stage_says_for_what_and_exits(session_root) -> None:  # noqa: F811
+    app, repo, loops = _live_app(session_root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("s")
+        await pilot.pause(0.2)
+        await pilot.press("q")
+        await pilot.pause(0.3)
+        assert app.is_running and ("stop", None) in loops[0].calls  # the loop was asked to stop
+        text = " ".join(" ".join(n.message for n in app._notifications).split())
+        assert "waiting for the build of iteration 4 to finish and be committed — ctrl+q again to leave now" in text
+        loops[0].gate.set()  # the build ends: the app quits by itself
+        for _ in range(100):
+            if not app.is_running:
+                break
+            await pilot.pause(0.05)
+        assert app.return_value == 0 and not app.is_running
+    assert ("close", None) in loops[0].calls  # the writer lock went back when the screen went
+    repo.close()
+
+
+async def test_quit_twice_while_busy_leaves_at_once(session_root) -> None:  # noqa: F811
+    app, repo, loops = _live_app(session_root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("s")
+        await pilot.pause(0.2)
+        await pilot.press("ctrl+q")
+        await pilot.pause(0.1)
+        assert app.is_running
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert app.return_value == 130 and not app.is_running
+        assert [a.describe() for a in app.left_running] == ["the build of iteration 4"]
+    loops[0].gate.set()
     repo.close()
 
 
@@ -261,7 +307,8 @@ async def test_external_editor_result_goes_to_the_loop(session_root, tmp_path, m
         await pilot.press("ctrl+e")
         await _settle(app, pilot)
         assert app.screen.query_one(KernelPane).source.endswith("# from EDITOR\n")
-    assert loops[0].calls[-1][0] == "edit_kernel" and loops[0].calls[-1][1].endswith("# from EDITOR\n")
+    sent = [c for c in loops[0].calls if c[0] == "edit_kernel"]
+    assert len(sent) == 1 and sent[0][1].endswith("# from EDITOR\n")
     repo.close()
 
 

@@ -2,11 +2,23 @@
 
 Startup stays light on purpose (first full screen within a second on a small machine): nothing
 here imports torch or the evaluator; sessions are read through GitPython only.
+
+Quitting is an ordinary event (ARCHITECTURE §2, §8). ``q``/``ctrl+q`` with no stage running quits
+at once. While one runs, the loop is asked to stop: an LLM call is cancelled, an evaluation is let
+finish and is committed, and the app says what it waits for ("waiting for the build of iteration 3
+to finish and be committed — ctrl+q again to leave now") and quits when it is done; a second
+press leaves at once (the journal keeps the stage, redone on resume). A hang-up (SIGHUP: the SSH
+connection dropped), SIGTERM and SIGINT are the first press without a terminal to show it on.
+Exit codes: 0 after a quit (also one that waited), 130 when left at once, 128 + the signal after one.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import os
+import signal
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -15,7 +27,9 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
+from engine.activity import Activity
 from engine.approval import POLICIES, check_policy
+from engine.interrupts import detach_terminal
 from sessions.paths import default_sessions_root
 from sessions.repo import SessionRepo
 from themes.catalog import DEFAULT_THEME, THEME_NAMES, THEMES
@@ -23,6 +37,10 @@ from tui import settings as tui_settings
 from tui.live import LoopFactory, default_loop_factory
 from tui.messages import SettingChanged
 from tui.screens.workbench import REPLAY, WorkbenchScreen
+from tui.writers import Writers
+
+QUIT_POLL_S = 0.1
+EXIT_LEFT_NOW = 130
 
 
 class CudaforgeApp(App[int]):
@@ -30,7 +48,7 @@ class CudaforgeApp(App[int]):
     TITLE = "cudaforge"
     BINDINGS = [
         Binding("q", "quit_app", "Quit", id="app.quit"),
-        # Textual's own ctrl+q quits without asking; ours asks while a stage runs, from any screen
+        # Textual's own ctrl+q quits without asking the loop: this one goes through the same guard, from any screen
         Binding("ctrl+q", "quit_app", "Quit (any screen)", id="app.quit-anywhere", show=False, priority=True),
         Binding("f1,question_mark", "help", "Help", id="app.help"),
     ]
@@ -70,6 +88,12 @@ class CudaforgeApp(App[int]):
             wanted = DEFAULT_THEME
         self.theme = wanted
         self._remember_theme = False
+        #: this app's live loops, one per session (tui/writers.py)
+        self.writers = Writers()
+        self._quit_code: int | None = None  # set once a quit waits for the loop
+        self._quit_said = ""
+        #: what was still running when the app was left at once (commands.py then leaves the process)
+        self.left_running: list[Activity | None] = []
         if os.environ.get("SSH_CONNECTION") or os.environ.get("CUDAFORGE_NO_ANIMATION"):
             self.animation_level = "none"  # over SSH animation only costs bandwidth
 
@@ -86,6 +110,12 @@ class CudaforgeApp(App[int]):
         return default_loop_factory(repo, on_event, config=self.loop_config_for(repo))
 
     def on_mount(self) -> None:
+        if not self.is_headless:  # a real terminal: a hang-up or a kill is a quit, not a crash
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop = asyncio.get_running_loop()
+                for signum in (signal.SIGTERM, signal.SIGINT):  # handled as the app's own callbacks
+                    loop.add_signal_handler(signum, self.call_later, self.signalled, signum)
+                signal.signal(signal.SIGHUP, functools.partial(self._hung_up, loop))
         if self.settings.keymap:
             self.set_keymap(self.settings.keymap)
         for problem in self.settings.problems:
@@ -196,22 +226,86 @@ class CudaforgeApp(App[int]):
         self.push_screen(HelpScreen(self.binding_rows()))
 
     def engine_busy(self) -> bool:
+        if self.writers.busy():
+            return True
         return any(getattr(getattr(s, "adapter", None), "busy", False) for s in self.screen_stack)
 
+    def _busy_adapters(self) -> list[Any]:
+        found = {id(a): a for a in self.writers.busy()}
+        for screen in self.screen_stack:
+            adapter = getattr(screen, "adapter", None)
+            if getattr(adapter, "busy", False):
+                found[id(adapter)] = adapter
+        return list(found.values())
+
     def action_quit_app(self) -> None:
-        if not self.engine_busy():
-            self.exit(0)
+        """Quit now when nothing runs; else stop the loop, say what it waits for, quit when it is done;
+        pressed again while waiting: leave at once."""
+        if self._quit_code is not None:
+            self.leave_now()
             return
+        self.begin_quit(0)
 
-        from tui.screens.dialogs import ConfirmScreen
+    def begin_quit(self, code: int) -> None:
+        busy = self._busy_adapters()
+        if not busy:
+            self.exit(code)
+            return
+        self._quit_code = code
+        for adapter in busy:
+            adapter.stop()
+        self._say_waiting()
+        self.set_interval(QUIT_POLL_S, self._quit_when_idle)
 
-        def answer(yes: bool | None) -> None:
-            if yes:
-                self.exit(0)
+    def leave_now(self) -> None:
+        """Leave with a stage still running (its journal keeps it; the next run redoes it)."""
+        self.left_running = [a.activity for a in self._busy_adapters()]
+        self.exit(EXIT_LEFT_NOW if self.left_running else (self._quit_code or 0))
 
-        self.push_screen(
-            ConfirmScreen("A stage is running. Quit anyway? (the loop stops with the app)"), answer
-        )
+    def waiting_text(self) -> str:
+        """``waiting for the build of iteration 3 to finish and be committed — ctrl+q again to leave now``."""
+        parts = []
+        for adapter in self._busy_adapters():
+            activity = adapter.activity
+            parts.append(activity.stopping() if activity is not None else "waiting for the loop to stop")
+        return "; ".join(parts or ["quitting"]) + " — ctrl+q again to leave now"
+
+    def _say_waiting(self) -> None:
+        text = self.waiting_text()
+        if text != self._quit_said:
+            self._quit_said = text
+            self.clear_notifications()
+            self.notify(text, title="quitting", severity="warning", timeout=3600)
+
+    def _quit_when_idle(self) -> None:
+        if self._busy_adapters():
+            self._say_waiting()  # the build became the check: say so
+            return
+        self.exit(self._quit_code or 0)
+
+    def _hung_up(self, loop: asyncio.AbstractEventLoop, signum: int, frame: Any) -> None:
+        """SIGHUP, as a plain signal handler: it runs before the SIGCONT the kernel sends with it.
+
+        The terminal is gone. Detach from it, and take SIGCONT away from Textual, whose handler
+        would "resume" on the dead terminal, read its size as 80×24 and lay every screen out again;
+        then quit on the event loop like any other signal.
+        """
+        detach_terminal()
+        signal.signal(signal.SIGCONT, signal.SIG_DFL)
+        loop.call_soon_threadsafe(self.call_later, self.signalled, signal.SIGHUP)
+
+    def signalled(self, signum: int) -> None:
+        """SIGHUP, SIGTERM, SIGINT: a quit that waits for the stage in flight; a second SIGTERM or
+        SIGINT leaves at once."""
+        if signum == signal.SIGHUP:
+            # stdin reads EOF at once now: stop Textual's input thread rather than let it spin on it
+            disable_input = getattr(getattr(self, "_driver", None), "disable_input", None)
+            if disable_input is not None:
+                disable_input()
+        if self._quit_code is None:
+            self.begin_quit(128 + signum)
+        elif signum != signal.SIGHUP:
+            self.leave_now()
 
     def continue_on_branch(self, repo: SessionRepo, branch: str) -> bool:
         """Hook for ``b`` in replay: resume the loop live on a new branch. True when it did.

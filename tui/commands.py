@@ -11,6 +11,7 @@ which is fine because all state lives in the session repository.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -167,8 +168,30 @@ def _app(args: argparse.Namespace, **kwargs: Any) -> Any:
 
 
 def _run_app(args: argparse.Namespace, app: Any) -> int:
-    result = app.run(mouse=not args.no_mouse)
-    return int(result or 0)
+    """Run the app; when it was left with a stage still running, say what and leave the process now.
+
+    The loop runs in a daemon thread (``tui/live.py``): leaving without waiting for it is the point
+    of "ctrl+q again to leave now". Its journal keeps the stage, which the next run redoes.
+    """
+    import warnings
+
+    from sessions.errors import StaleLockWarning
+
+    with warnings.catch_warnings():  # a stale lock taken over is shown in the app as a notice
+        warnings.simplefilter("ignore", StaleLockWarning)
+        result = app.run(mouse=not args.no_mouse)
+    code = int(result or 0)
+    left = getattr(app, "left_running", None)
+    if left:
+        what = ", ".join(a.describe() for a in left if a is not None) or "a stage"
+        print(
+            f"cudaforge: left while {what} was running; it is redone when the session is resumed",
+            file=sys.stderr,
+        )
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(code)
+    return code
 
 
 def launch_browser(args: argparse.Namespace) -> int:
@@ -225,6 +248,7 @@ def run_new(args: argparse.Namespace) -> int:
         return _serve(_argv_for(args, "new", str(args.task)), args.port)
     from engine.config import ConfigError
     from engine.llm.errors import LLMError
+    from engine.session_settings import session_settings
     from sessions.errors import SessionError
     from sessions.repo import SessionRepo
 
@@ -233,7 +257,8 @@ def run_new(args: argparse.Namespace) -> int:
         from engine.loop.factory import check_models
 
         check_models(config)  # nor does a model that cannot run (no API key, a bad provider table)
-        repo = SessionRepo.create(root, args.task)
+        # recorded at once, so a session left before its seed resumes with its models and rounds
+        repo = SessionRepo.create(root, args.task, settings=session_settings(config, config.eval.device))
     except (SessionError, ConfigError, LLMError) as error:
         print(f"cudaforge: {error}", file=sys.stderr)
         return EXIT_USAGE

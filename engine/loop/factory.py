@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from engine.agents.roles import Coder, Judge
 from engine.config import Config
@@ -17,28 +16,8 @@ from engine.evaluate import EvalOptions, resolve_device
 from engine.events import Event
 from engine.llm.registry import make_provider
 from engine.loop.machine import Loop, LoopOptions, Profiler
+from engine.session_settings import session_settings
 from sessions.repo import SessionRepo
-
-
-def session_settings(config: Config, device: str) -> dict[str, Any]:
-    """What ``session.toml`` records about how the session runs (never a key: only variable names)."""
-    return {
-        "models": {"coder": config.models.coder, "judge": config.models.judge},
-        "loop": {"rounds": config.loop.rounds, "approval": config.loop.approval},
-        "eval": {
-            "device": device,
-            "trials": config.eval.trials,
-            "timing_trials": config.eval.timing_trials,
-            "seed": config.eval.seed,
-            "tolerances": dict(config.eval.tolerances),
-        },
-        "profile": {"enabled": config.profile.enabled, "metrics": config.profile.metrics},
-        "guard": {
-            "policy": config.guard.policy,
-            "relax": list(config.guard.relax),
-            "refuse": list(config.guard.refuse),
-        },
-    }
 
 
 def check_models(config: Config) -> None:

@@ -15,22 +15,34 @@ writes no code, the round is committed as a ``compile_error`` (stage ``extract``
 ``kernel.py`` is the reply as given, so the history shows what happened and the next round's Judge
 repairs it like any other failure.
 
-Threads: one worker thread calls :meth:`step`/:meth:`run`; a UI thread may call :meth:`approve`,
+Threads: one thread at a time drives the loop (:meth:`step`/:meth:`run`); a second caller while a
+stage runs is refused with :class:`LoopBusy` — two drivers once evaluated one kernel twice and
+saved a round that could never be committed (issue #23). A UI thread may call :meth:`approve`,
 :meth:`reject`, :meth:`edit_kernel`, :meth:`pause`, :meth:`stop` and :meth:`branch_from`. Decisions
 made while a stage runs are queued and applied at the next stage boundary; :meth:`stop` also cancels
 an in-flight LLM call through the providers' cancel event (that stage is redone on the next run).
+
+Stopping (Ctrl-C, ``q``, a hang-up; ARCHITECTURE §2) never cuts an evaluation short: a pause or stop
+is honoured at the next boundary at which nothing evaluated is left uncommitted, so an evaluated
+kernel goes on through its profile and its commit first. :attr:`Loop.activity` says what runs, in
+the words of :mod:`engine.activity`. :meth:`close` hands the session's writer lock back once no
+stage runs. Before every stage the round is checked (:func:`~engine.loop.state.journal_problem`): a
+round that cannot go on is repaired with a :class:`~engine.events.LoopNotice`, never asserted on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine import approval as policy
+from engine.activity import TASK_CHECK, Activity
 from engine.agents.context import PromptContext
 from engine.agents.roles import Coder, CoderTurn, Judge
 from engine.agents.suggestion import Suggestion
@@ -45,6 +57,7 @@ from engine.events import (
     LLMToken,
     LoopError,
     LoopFinished,
+    LoopNotice,
     ProfileFinished,
     StageStarted,
     SuggestionReady,
@@ -52,6 +65,7 @@ from engine.events import (
 from engine.llm.errors import LLMCancelled, LLMError
 from engine.loop import feedback
 from engine.loop.context import round_context
+from engine.loop.holds import hold
 from engine.loop.state import (
     CODER,
     COMMIT,
@@ -65,9 +79,13 @@ from engine.loop.state import (
     branch_tip,
     clear_journal,
     derive,
+    derive_checked,
+    journal_problem,
+    repair_round,
     save_journal,
 )
 from engine.result import EvalResult
+from sessions.errors import StaleLockWarning
 from sessions.records import Iteration, IterationRecord
 from sessions.repo import SessionRepo
 
@@ -78,8 +96,16 @@ Profiler = Callable[[str, str, EvalResult], "dict[str, Any] | None"]
 AWAITING, PAUSED, FINISHED, ERROR = "awaiting", "paused", "finished", "error"
 
 
+#: stages a pause or stop does not stop in front of: the iteration is evaluated, finish and commit it
+FINISH_BEFORE_STOPPING = frozenset({PROFILE, COMMIT})
+
+
 class LoopStateError(RuntimeError):
     """A decision that does not fit the loop's state (approving when nothing awaits approval, …)."""
+
+
+class LoopBusy(LoopStateError):
+    """``step``/``run`` while another caller drives the loop; the message says what runs."""
 
 
 @dataclass
@@ -118,17 +144,29 @@ class Loop:
         self.profiler = profiler
         self.reference = session.task_source
         self._lock = threading.RLock()
+        self._driving = threading.Lock()  # held by the one thread in step()/run()
         self._queue: list[Callable[[], None]] = []
         self._running = False
+        self._closed = False
         self._pause = threading.Event()
         self._cancel = threading.Event()
         self._task_checked = False
+        self._activity: Activity | None = None
         #: why the task cannot be optimised (its reference fails on its own inputs); None when sound
         self.task_problem: str | None = None
         #: cudaforge's own fault that stopped the last stage (engine.faults); None when there was none
         self.harness_problem: str | None = None
-        session.acquire_lock()
-        self.pending: Pending = derive(session, self.options.rounds)
+        with warnings.catch_warnings():  # reported below, as a notice the front end shows
+            warnings.simplefilter("ignore", StaleLockWarning)
+            session.acquire_lock()
+        #: what opening the session found, for the front end to show (a stale lock, a repaired journal)
+        self.notices: list[str] = [session.lock_notice] if session.lock_notice else []
+        self.pending: Pending
+        self.pending, notice = derive_checked(session, self.options.rounds)
+        if notice is not None:
+            self.notices.append(notice)
+            if self.pending.stage != DONE and self.pending.notes and notice in self.pending.notes:
+                save_journal(session, self.pending)  # the repaired round, so a crash now repeats nothing
         if self.pending.rounds is not None and self.pending.rounds > self.options.rounds:
             self._set_target(self.pending.rounds)  # raised by add_rounds before this round's commit
         self._next_no = self._compute_next_iteration()
@@ -148,6 +186,16 @@ class Loop:
     def awaiting(self) -> bool:
         """True while a suggestion waits for ``approve``/``reject``/``edit_kernel``."""
         return self.pending.stage == GATE and self.pending.approved is None and self._needs_human()
+
+    @property
+    def activity(self) -> Activity | None:
+        """The stage in flight (a worker stage during an evaluation), or None between stages."""
+        return self._activity
+
+    @property
+    def driving(self) -> bool:
+        """True while a thread is inside :meth:`step` or :meth:`run`."""
+        return self._driving.locked()
 
     @property
     def next_iteration(self) -> int:
@@ -225,7 +273,7 @@ class Loop:
     def branch_from(self, iteration: int, name: str | None = None) -> str:
         """Continue on a new branch made at ``iteration`` of the current one; returns its name."""
         with self._lock:
-            if self._running:
+            if self._running or self._driving.locked():
                 raise LoopStateError("pause the loop before branching")
             new = self.session.branch_from(iteration, name=name, branch=self.branch, switch=True)
             clear_journal(self.session)
@@ -268,13 +316,27 @@ class Loop:
         return history[-1].number if history else 0
 
     def pause(self) -> None:
-        """Stop at the next stage boundary (the current stage finishes and is saved)."""
+        """Stop at the next stage boundary (the current stage finishes and is saved; an evaluated
+        kernel is profiled and committed first)."""
         self._pause.set()
 
     def stop(self) -> None:
         """Pause, and cancel an in-flight LLM call (that stage is redone on the next run)."""
         self._pause.set()
         self._cancel.set()
+
+    def close(self) -> None:
+        """Stop, wait for the stage in flight to finish (and commit), then give the writer lock back.
+
+        The lock means "a loop is writing this session" (ARCHITECTURE §5): a front end that leaves a
+        session closes its loop, so the session can be opened for writing again, by this app or
+        another process. A closed loop refuses to run.
+        """
+        self.stop()
+        with self._driving:
+            self._closed = True
+            self._activity = None
+            self.session.release_lock()
 
     def _apply_or_queue(self, action: Callable[[], None]) -> None:
         with self._lock:
@@ -288,34 +350,67 @@ class Loop:
     def run(self) -> str:
         """Run stages until a human decision is needed, the rounds end, ``pause()``, or an error.
 
-        Returns ``awaiting``, ``finished``, ``paused`` or ``error``.
+        Returns ``awaiting``, ``finished``, ``paused`` or ``error``; raises :class:`LoopBusy` while
+        another thread drives the loop.
         """
-        self._pause.clear()
-        self._cancel.clear()
-        while True:
-            if self._pause.is_set():
-                self._finish("paused")
-                return PAUSED
-            outcome = self.step()
-            if outcome is not None:
-                return outcome
+        with self._drive("run"):
+            while True:
+                stopping = self._pause.is_set() and self.pending.stage not in FINISH_BEFORE_STOPPING
+                if stopping and self.pending.stage != DONE:  # the rounds ended: that is what it says
+                    self._finish("paused")
+                    return PAUSED
+                outcome = self._step()
+                if outcome is not None:
+                    return outcome
 
     def step(self) -> str | None:
-        """Run exactly one stage; returns ``awaiting``/``finished``/``paused``/``error`` or None to go on."""
+        """Run exactly one stage; returns ``awaiting``/``finished``/``paused``/``error`` or None to go on.
+
+        Raises :class:`LoopBusy` while another thread drives the loop.
+        """
+        with self._drive("step"):
+            return self._step()
+
+    @contextlib.contextmanager
+    def _drive(self, what: str) -> Iterator[None]:
+        """Be the one driver: refuse a second caller instead of running a stage twice at once."""
+        if not self._driving.acquire(blocking=False):
+            raise LoopBusy(self._busy_text(what))
+        try:
+            if self._closed:
+                raise LoopStateError("this loop was closed; open the session again to go on")
+            with self._lock:
+                self._running = True
+            self._pause.clear()  # a new request to go on: an earlier pause or stop is spent
+            self._cancel.clear()
+            yield
+        finally:
+            with self._lock:
+                self._running = False
+            self._activity = None
+            self._driving.release()
+
+    def _busy_text(self, what: str) -> str:
+        activity = self._activity
+        running = f" ({activity.describe()})" if activity is not None else ""
+        return f"cannot {what}: a stage is already running{running}; wait for it, or pause"
+
+    def _step(self) -> str | None:
         with self._lock:
             for action in self._queue:
                 action()
             self._queue.clear()
-            if self.pending.stage == DONE:
-                self._finish("rounds")
-                return FINISHED
-            if not self._pause.is_set():
-                self._cancel.clear()
-            self._running = True
+        if self.pending.stage == DONE:
+            self._finish("rounds")
+            return FINISHED
         self.task_problem = self.harness_problem = None
         try:
-            if self.pending.stage == SEED and not self._check_task():
-                return ERROR
+            if self.pending.stage == SEED and not self._task_checked and self.options.check_task:
+                if not self._check_task():
+                    return ERROR
+                if self._pause.is_set():  # stopped during the task check: the seed is not started
+                    self._finish("paused")
+                    return PAUSED
             return self._run_stage()
         except LLMCancelled:
             self._finish("paused")
@@ -330,14 +425,14 @@ class Loop:
             self._emit(LoopError(stage=self.pending.stage, message=str(error), recoverable=False))
             return ERROR
         finally:
-            with self._lock:
-                self._running = False
+            self._activity = None
 
     def _check_task(self) -> bool:
         """Before the first Coder call: the reference must run on its own inputs (no LLM call otherwise)."""
         if self._task_checked or not self.options.check_task:
             return True
-        self._emit(StageStarted(stage="reference", round=self._next_no, detail="task check"))
+        self._emit(StageStarted(stage="reference", round=self._next_no, detail=TASK_CHECK))
+        hold("reference", self._next_no)
         result = check_task(self.reference, self.options.eval_options, task_name=self.session.task_name)
         if result.harness_failed:  # cudaforge's fault, not the task's: say so, and check again next time
             self.harness_problem = result.messages[-1]
@@ -351,9 +446,17 @@ class Loop:
         return True
 
     def _run_stage(self) -> str | None:
-        stage = self.pending.stage
         self._next_no = self._compute_next_iteration()
+        problem = journal_problem(self.pending)
+        if problem is not None:  # never assert on a round: repair it and say so
+            self._repair(problem)
+            if self.pending.stage == DONE:
+                self._finish("rounds")
+                return FINISHED
+        stage = self.pending.stage
         self._emit(StageStarted(stage=stage, round=self._next_no, detail=self.pending.phase))
+        # an evaluation or a profile runs to its end whatever a stop says; anything else may be cut short
+        hold(stage, self._next_no, None if stage in (EVALUATE, PROFILE) else self._pause)
         started = time.monotonic()
         handler = {
             SEED: self._seed,
@@ -369,10 +472,24 @@ class Loop:
             self.pending.add_seconds(stage, time.monotonic() - started)
         if self.pending.stage == COMMIT:
             save_journal(self.session, self.pending)
-            self._commit()
+            hold(COMMIT, self._next_no, self._pause)
+            problem = journal_problem(self.pending)
+            if problem is None:
+                self._commit()
+            else:
+                self._repair(problem)
         elif self.pending.stage != DONE:
             save_journal(self.session, self.pending)
         return outcome
+
+    def _repair(self, problem: str) -> None:
+        """Move a round that cannot go on back to a stage it can go on from; journal it and say so."""
+        self.pending, message = repair_round(self.session, self.pending, problem, self.options.rounds)
+        if self.pending.stage != DONE:
+            save_journal(self.session, self.pending)
+        else:
+            clear_journal(self.session)
+        self._emit(LoopNotice(message=message))
 
     # ------------------------------------------------------------------ stages
 
@@ -504,6 +621,7 @@ class Loop:
         def on_eval(event: EvalEvent) -> None:
             if event.kind == "stage":
                 self._emit(StageStarted(stage=event.stage, round=self.next_iteration, detail="evaluate"))
+                hold(event.stage, self.next_iteration)
             elif event.kind == "log":
                 self._emit(BuildLog(line=event.text))
 
@@ -544,7 +662,7 @@ class Loop:
 
     def _commit(self) -> None:
         p = self.pending
-        assert p.kernel is not None and p.eval_result is not None
+        assert p.kernel is not None and p.eval_result is not None  # checked by journal_problem first
         tokens, cost = feedback.usage_totals(p.transcript)
         suggestion = None
         if p.approved is not None or p.rejections:
@@ -593,6 +711,8 @@ class Loop:
     # ------------------------------------------------------------------ events
 
     def _emit(self, event: Event) -> None:
+        if isinstance(event, StageStarted):
+            self._activity = Activity(event.stage, event.round, event.detail)
         if event.iteration is None:
             event.iteration = self.next_iteration
         if not event.branch:

@@ -7,6 +7,12 @@ the approval, the Coder's kernel, the evaluation — lives in :class:`Pending`, 
 journal file in the session directory after every stage. The journal is only trusted while the
 branch tip it was started from is still the tip, so a resume after a crash redoes at most the stage
 that was interrupted, and never mixes a stale round into a moved branch.
+
+A journal is also only trusted while it holds what its stage needs (:func:`journal_problem`): a
+round at ``commit`` without its kernel can never be committed, and once such a journal was saved
+(two ``step()`` calls ran at once, issue #23) every later run failed on it. :func:`derive_checked`
+repairs such a round back to the latest stage its own contents support — keeping its LLM calls, so
+their cost is not lost — and says what it did; an unreadable journal is set aside, never trusted.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from typing import Any
 from sessions.repo import SessionRepo
 
 JOURNAL_NAME = "cudaforge-loop.json"
+#: where an unreadable journal is moved (kept for a person to look at, never read again)
+BAD_JOURNAL_NAME = "cudaforge-loop.json.unreadable"
 
 # Stages a round goes through, in order; ``gate`` is where a human decision may be awaited.
 SEED, JUDGE, GATE, CODER, EVALUATE, PROFILE, COMMIT, DONE = (
@@ -92,10 +100,111 @@ def clear_journal(session: SessionRepo) -> None:
 
 
 def load_journal(session: SessionRepo) -> Pending | None:
+    return read_journal(session)[0]
+
+
+def read_journal(session: SessionRepo) -> tuple[Pending | None, str | None]:
+    """The journal, or None; and, when there was a file that could not be read, what was done with it."""
+    path = journal_path(session)
     try:
-        return Pending.from_dict(json.loads(journal_path(session).read_text(encoding="utf-8")))
-    except (FileNotFoundError, ValueError, TypeError):
-        return None
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, None
+    except (OSError, UnicodeDecodeError) as error:
+        return None, _set_aside(path, f"could not be read ({error})")
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise TypeError("not a JSON object")
+        return Pending.from_dict(data), None
+    except (ValueError, TypeError) as error:
+        return None, _set_aside(path, f"is not a journal ({error})")
+
+
+def _set_aside(path: Path, why: str) -> str:
+    bad = path.with_name(BAD_JOURNAL_NAME)
+    try:
+        os.replace(path, bad)
+        kept = f"moved to {bad.name}"
+    except OSError:
+        kept = "left in place"
+    return f"the loop's journal {why}; {kept}, the round starts again from the branch tip"
+
+
+#: what each stage needs from the round before it can run
+_NEEDS_KERNEL = {"evaluate", "profile", "commit"}
+_NEEDS_RESULT = {"profile", "commit"}
+_STAGES = {SEED, JUDGE, GATE, CODER, EVALUATE, PROFILE, COMMIT}
+_PHASES = {"seed", "repair", "optimize", "human"}
+
+
+def journal_problem(pending: Pending) -> str | None:
+    """Why the round cannot go on from its stage (None when it can)."""
+    if pending.stage not in _STAGES:
+        return f"it is at an unknown stage {pending.stage!r}"
+    if pending.phase not in _PHASES:
+        return f"its phase {pending.phase!r} is unknown"
+    if pending.stage == SEED and pending.phase != "seed":
+        return f"it is at the seed but its phase is {pending.phase!r}"
+    if pending.stage in _NEEDS_KERNEL and not isinstance(pending.kernel, str):
+        return f"it is at {pending.stage!r} but holds no kernel"
+    result = pending.eval_result
+    if pending.stage in _NEEDS_RESULT and not (isinstance(result, dict) and result.get("status")):
+        return f"it is at {pending.stage!r} but holds no evaluation"
+    if pending.stage == GATE and not isinstance(pending.suggestion, dict):
+        return "it is at the approval but holds no suggestion"
+    return None
+
+
+def repaired(pending: Pending, problem: str, next_phase: str | None) -> tuple[Pending, str]:
+    """The round moved back to the latest stage its own contents support, and a line saying so.
+
+    ``next_phase`` is what a fresh round of the branch would be (None: no iteration yet, the seed).
+    A result without its kernel is dropped (nothing says which kernel it measured); the transcript,
+    the rejections and the notes are kept.
+    """
+    fresh = Pending(
+        branch=pending.branch,
+        base=pending.base,
+        stage=SEED if next_phase is None else JUDGE,
+        phase=next_phase or "seed",
+        rejections=list(pending.rejections or []),
+        transcript=list(pending.transcript or []),
+        stage_seconds=dict(pending.stage_seconds or {}),
+        no_code_replies=int(pending.no_code_replies or 0),
+    )
+    allowed = {"seed", "human"} if next_phase is None else {next_phase, "human"}
+    phase = pending.phase if pending.phase in allowed else None
+    decided = phase not in (None, "seed", "human")  # a Judge round: its suggestion may be kept
+    if phase is not None and isinstance(pending.kernel, str):
+        fresh.stage, fresh.phase, fresh.kernel = EVALUATE, phase, pending.kernel
+        if decided:
+            _keep_decision(fresh, pending)
+    elif decided and isinstance(pending.approved, dict):
+        fresh.stage, fresh.phase = CODER, str(phase)
+        _keep_decision(fresh, pending)
+    elif decided and isinstance(pending.suggestion, dict):
+        fresh.stage, fresh.phase, fresh.suggestion = GATE, str(phase), pending.suggestion
+    message = (
+        f"the loop's journal could not go on ({problem}); the round of this branch goes on from "
+        f"{fresh.stage!r} and keeps its {len(fresh.transcript)} LLM call(s)"
+    )
+    fresh.notes = [*list(pending.notes or []), message]
+    return fresh, message
+
+
+def repair_round(session: SessionRepo, pending: Pending, problem: str, rounds: int) -> tuple[Pending, str]:
+    """:func:`repaired` against the branch as it is now (done once the tip has reached ``rounds``)."""
+    history = session.history(pending.branch)
+    fixed, message = repaired(pending, problem, mode_after(history[-1].status) if history else None)
+    if fixed.stage == JUDGE and history and history[-1].number >= rounds:
+        fixed.stage = DONE
+    return fixed, message
+
+
+def _keep_decision(fresh: Pending, pending: Pending) -> None:
+    fresh.suggestion, fresh.approved = pending.suggestion, pending.approved
+    fresh.approved_by, fresh.edited = pending.approved_by, pending.edited
 
 
 def branch_tip(session: SessionRepo, branch: str) -> str:
@@ -111,14 +220,24 @@ def mode_after(status: str) -> str:
 
 def derive(session: SessionRepo, rounds: int, branch: str | None = None) -> Pending:
     """The next round of ``branch``: the journal's when it still applies, else a fresh one from the tip."""
+    return derive_checked(session, rounds, branch)[0]
+
+
+def derive_checked(
+    session: SessionRepo, rounds: int, branch: str | None = None
+) -> tuple[Pending, str | None]:
+    """:func:`derive`, plus a line for the person when the journal had to be set aside or repaired."""
     branch = branch or session.current_branch
     history = session.history(branch)
     base = history[-1].sha if history else session.root_sha
-    journal = load_journal(session)
+    journal, notice = read_journal(session)
     if journal is not None and journal.branch == branch and journal.base == base:
-        return journal
+        problem = journal_problem(journal)
+        if problem is None:
+            return journal, None
+        return repair_round(session, journal, problem, rounds)
     if not history:
-        return Pending(branch=branch, base=base, stage=SEED, phase="seed")
+        return Pending(branch=branch, base=base, stage=SEED, phase="seed"), notice
     last = history[-1]
     stage = DONE if last.number >= rounds else JUDGE
-    return Pending(branch=branch, base=base, stage=stage, phase=mode_after(last.status))
+    return Pending(branch=branch, base=base, stage=stage, phase=mode_after(last.status)), notice

@@ -21,6 +21,7 @@ import os
 import shlex
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -192,17 +193,7 @@ class WorkbenchScreen(Screen[None]):
 
     async def on_mount(self) -> None:
         if self.mode == LIVE:
-            try:
-                loop = self.loop_factory(self.repo, self.adapter.on_event)
-                problem = "the loop is not available here"
-            except Exception as error:  # a missing API key, a bad config: say so, keep the session usable
-                loop, problem = None, f"the loop could not start ({error})"
-            if loop is None:
-                self.mode = VIEW
-                self.notify(f"{problem.capitalize()}: the session opens read-only.", severity="warning")
-            else:
-                self.adapter.attach(loop)
-                self.apply_policy(getattr(self.app, "approval_policy", None))
+            self._start_loop()
         self._load_history()
         if self._start_iteration is not None:
             for k, item in enumerate(self.history):
@@ -215,6 +206,32 @@ class WorkbenchScreen(Screen[None]):
         await self._fill()
         if self.adapter.loop is not None:
             self._say_waiting()
+
+    def _start_loop(self) -> None:
+        """Become the session's writer: adopt this app's loop of it (left while it finished a stage),
+        or make one; when another writer holds the lock, open read-only and say who writes."""
+        writers = getattr(self.app, "writers", None)
+        adopted = writers.adopt(self.repo.path) if writers is not None else None
+        if adopted is not None:  # the one writer of this session in this app, continued here
+            self.adapter = adopted
+            adopted.retarget(self)
+            self.apply_policy(getattr(self.app, "approval_policy", None))
+            return
+        try:
+            loop = self.loop_factory(self.repo, self.adapter.on_event)
+            problem = "the loop is not available here"
+        except Exception as error:  # a missing API key, a bad config, another writer: say so, keep it usable
+            loop, problem = None, f"the loop could not start ({error})"
+        if loop is None:
+            self.mode = VIEW
+            self.notify(f"{problem[0].upper()}{problem[1:]}: the session opens read-only.", severity="warning")
+            return
+        self.adapter.attach(loop)
+        if writers is not None:
+            writers.add(self.repo.path, self.adapter)
+        self.apply_policy(getattr(self.app, "approval_policy", None))
+        for notice in getattr(loop, "notices", None) or []:  # a stale lock taken over, a repaired journal
+            self.notify(notice, severity="warning", timeout=30)
 
     # ------------------------------------------------------------------ filling the panes
 
@@ -510,15 +527,37 @@ class WorkbenchScreen(Screen[None]):
             self._player.stop()
             self._player = None
         had_loop = self.adapter.loop is not None
+        if had_loop:  # nothing runs now: the loop is closed and its writer lock goes back at once
+            self._hand_back(then=None)
         self.adapter.loop = None
+        self._close_repo(had_loop)
+
+    def _hand_back(self, then: Callable[[], None] | None) -> None:
+        """Close the loop once no call runs (its lock goes back), through the app's writers, which let
+        a reopening of this session before then adopt the same loop (tui/writers.py)."""
+        writers = getattr(self.app, "writers", None)
+        if writers is not None:
+            writers.leave(self.repo.path, self.adapter, then=then)
+        else:
+            self.adapter.retarget(None)
+            self.adapter.release_when_idle(then or (lambda: None))
+
+    def _close_repo(self, had_loop: bool) -> None:
         if self.owns_repo:
             self.repo.close()
         elif had_loop:
             self.repo.release_lock()
 
     def on_unmount(self) -> None:
-        if not self.adapter.busy:  # a stage still running keeps its lock until the app exits
+        """Leaving hands the session back: now when nothing runs; when a stage still runs (the app
+        quit, a screen switched away), after it, keeping the repo open until the loop is closed."""
+        if self.adapter.loop is None or not self.adapter.busy:
             self.release_session()
+            return
+        if self._released:
+            return
+        self._released = True
+        self._hand_back(then=lambda: self._close_repo(True))
 
     # ------------------------------------------------------------------ live: commands
 
@@ -741,6 +780,10 @@ class WorkbenchScreen(Screen[None]):
         elif isinstance(event, ev.LoopFinished):
             target = loop_status.target_of(self.adapter.loop)
             status.stop(loop_status.finished_text(event.reason, target))  # says why, and that + goes on
+        elif isinstance(event, ev.LoopNotice):
+            self.notify(event.message, severity="warning", timeout=10)
+            self._live_log.append(f"note: {event.message}")
+            output.append_build([f"note: {event.message}"])
         elif isinstance(event, ev.LoopError):
             status.stop(loop_status.error_text(event.stage, event.recoverable))
             self.notify(f"{event.stage}: {event.message}", severity="error", timeout=8)
