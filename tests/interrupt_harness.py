@@ -246,8 +246,12 @@ class Tmux:
         return self._tmux("capture-pane", "-p", "-J", "-t", self.name)
 
     def flat(self) -> str:
-        """The screen as words: box drawing and line breaks (a wrapped notice) become single spaces."""
-        return words(self.screen())
+        """The screen as words: box drawing and line breaks (a wrapped notice) become single spaces,
+        then the notices alone (a notice's rows, from its ``▌`` border on, share rows with the panes
+        beside it, so a notice wrapped over several rows reads as one text only when cut out)."""
+        screen = self.screen()
+        notices = [row[row.rindex("▌") + 1 :] for row in screen.splitlines() if "▌" in row]
+        return words(screen) + " | " + words(" ".join(notices))
 
     def keys(self, *keys: str) -> None:
         self._tmux("send-keys", "-t", self.name, *keys)

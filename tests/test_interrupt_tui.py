@@ -91,13 +91,15 @@ def test_every_boundary_interrupted_in_the_tui_then_resumed_gives_the_uninterrup
     assert b"Traceback" not in pty.output
     check([])
 
-    # 3. a second s while r builds is refused; the build is committed and the run goes on to the Judge
+    # 3. a second s while r builds starts nothing (the key is dimmed while a stage runs; a second
+    # driver is refused by the adapter and the loop: tests/test_tui_live.py, test_loop_interrupts.py);
+    # the build is committed once and the run goes on to the Judge
     term = opened("build@0,judge@1")
     try:
         term.keys("r")
         term.held("build@0")
         term.keys("s")
-        term.wait_screen("step: a stage is already running (the build of iteration 0)")
+        term.wait_screen("⏳ evaluating #0")  # still the one build
         release(term.hold_file)
         term.held("judge@1")  # the session goes on: no AssertionError, nothing bricked
         assert "AssertionError" not in term.flat(), term.screen()

@@ -46,6 +46,8 @@ LOOP_METHODS = ("run", "step", "pause", "stop", "approve", "reject", "edit_kerne
 DRIVING_METHODS = ("run", "step")  # refused while a call runs
 QUEUED_METHODS = ("run", "step", "approve", "reject")  # run in the adapter's thread, in order
 BLOCKING_METHODS = QUEUED_METHODS  # kept for callers that read the old name
+# Answered with LoopReturned like the queued ones: what the loop waits for changed (a human kernel to evaluate)
+ANSWERED_METHODS = ("edit_kernel",)
 
 
 class LoopLike(Protocol):
@@ -152,7 +154,9 @@ class LoopAdapter:
             return LoopReturned(method, outcome if isinstance(outcome, str) else None)
 
         if method not in QUEUED_METHODS and then not in QUEUED_METHODS:
-            work()  # quick and thread-safe on the loop: now, even while a stage runs
+            returned = work()  # quick and thread-safe on the loop: now, even while a stage runs
+            if method in ANSWERED_METHODS and target is not None:
+                target.post_message(returned)
             return True
         with self._mutex:
             self._outstanding += 1

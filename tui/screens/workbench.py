@@ -134,7 +134,6 @@ class WorkbenchScreen(Screen[None]):
         self._live_result: dict[str, Any] | None = None
         self._live_profile: dict[str, Any] | None = None
         self._rejected: list[str] = []  # notes of the suggestions rejected in the round in progress
-        self._leaving = False  # Escape was confirmed while a stage ran: leave when it returns
         self._released = False
 
     # ------------------------------------------------------------------ layout
@@ -481,28 +480,12 @@ class WorkbenchScreen(Screen[None]):
     # ------------------------------------------------------------------ leaving
 
     def action_back(self) -> None:
-        """Back to the session browser, handing the session back first (ARCHITECTURE.md §8).
+        """Back to the session browser, handing the session back (ARCHITECTURE.md §8).
 
-        A running stage is not cut: after a yes, the loop stops at the stage's boundary (an LLM
-        call in flight is cancelled and redone on the next run) and the screen leaves when it has.
+        Nothing is asked and nothing is lost: a stage still running is not cut; the loop pauses after
+        it (having committed what it evaluated), then closes and gives the writer lock back, and
+        opening the session again meanwhile continues that same loop (tui/writers.py).
         """
-        if self.mode == LIVE and self.adapter.busy:
-            from tui.screens.dialogs import ConfirmScreen
-
-            def answer(yes: bool | None) -> None:
-                if yes and self.adapter.busy:
-                    self._leaving = True
-                    stop = getattr(self.adapter.loop, "stop", None) or self.adapter.loop.pause
-                    stop()
-                    self.query_one(StatusLine).update_activity("stopping at the end of this stage, then back")
-                elif yes:
-                    self._leave()
-
-            self.app.push_screen(
-                ConfirmScreen("A stage is running. Stop the loop when it ends and go back to the sessions?"),
-                answer,
-            )
-            return
         self._leave()
 
     def _leave(self) -> None:
@@ -517,8 +500,8 @@ class WorkbenchScreen(Screen[None]):
     def release_session(self) -> None:
         """Drop the loop and give up the writer lock (and close the repo when this screen opened it).
 
-        Called when the screen leaves; nothing may run then (Escape waits for the stage to end).
-        Another screen on the same repo (replay under a live branch) keeps reading it.
+        When a stage still runs, both happen once it has ended (the loop closes, then the repo);
+        another screen on the same repo (replay under a live branch) keeps reading it.
         """
         if self._released:
             return
@@ -526,11 +509,14 @@ class WorkbenchScreen(Screen[None]):
         if self._player is not None:
             self._player.stop()
             self._player = None
-        had_loop = self.adapter.loop is not None
-        if had_loop:  # nothing runs now: the loop is closed and its writer lock goes back at once
+        if self.adapter.loop is None:
+            self._close_repo(False)
+        elif self.adapter.busy:  # pause after the stage, close the loop, then the repo it writes with
+            self._hand_back(then=lambda: self._close_repo(True))
+        else:  # idle: the loop is closed (its lock given back) now
             self._hand_back(then=None)
-        self.adapter.loop = None
-        self._close_repo(had_loop)
+            self.adapter.loop = None
+            self._close_repo(True)
 
     def _hand_back(self, then: Callable[[], None] | None) -> None:
         """Close the loop once no call runs (its lock goes back), through the app's writers, which let
@@ -549,15 +535,7 @@ class WorkbenchScreen(Screen[None]):
             self.repo.release_lock()
 
     def on_unmount(self) -> None:
-        """Leaving hands the session back: now when nothing runs; when a stage still runs (the app
-        quit, a screen switched away), after it, keeping the repo open until the loop is closed."""
-        if self.adapter.loop is None or not self.adapter.busy:
-            self.release_session()
-            return
-        if self._released:
-            return
-        self._released = True
-        self._hand_back(then=lambda: self._close_repo(True))
+        self.release_session()
 
     # ------------------------------------------------------------------ live: commands
 
@@ -704,10 +682,6 @@ class WorkbenchScreen(Screen[None]):
     @on(LoopReturned)
     def _loop_returned(self, message: LoopReturned) -> None:
         self.refresh_bindings()
-        if self._leaving:
-            self._leaving = False
-            self._leave()
-            return
         self._show_pending_kernel()
         loop = self.adapter.loop
         if message.method == "step" and message.outcome is None and getattr(loop, "stage", None) == "gate":
@@ -767,8 +741,7 @@ class WorkbenchScreen(Screen[None]):
             self.pending_approval = event
             self.refresh_bindings()
             status.wait_for_human(loop_status.waiting_text(self.adapter.loop, asked=True))
-            if not self._leaving:  # the loop applied the approval policy: it asks only when a human must
-                self._ask_approval(event)
+            self._ask_approval(event)  # the loop applied the approval policy: it asks only when a human must
         elif isinstance(event, ev.IterationCommitted):
             self._live_chat.clear()
             self._live_log.clear()
