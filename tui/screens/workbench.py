@@ -7,9 +7,9 @@
 
 Live, the status line says what runs, or whom the loop waits for and the key that goes on
 (:mod:`tui.loop_status`); ``+`` adds rounds to the branch (``Loop.add_rounds``); ``b`` branches
-the loop itself (``Loop.branch_from``). Leaving with Escape hands the session back: a running
-stage is stopped at its boundary after asking, the loop is dropped and the writer lock released,
-so the browser can open the session again at once (ARCHITECTURE.md §8).
+the loop itself (``Loop.branch_from``). Leaving with Escape hands the session back without asking:
+a running stage ends (and is committed) first, then the loop is closed and the writer lock released;
+reopening meanwhile continues that loop (``tui/writers.py``, ARCHITECTURE.md §8).
 
 Below ``NARROW_WIDTH`` columns the panes become tabs (80×24 over SSH stays usable); the screen
 recomposes when the width crosses it and refills the panes from what it holds, so nothing is lost.
