@@ -6,7 +6,9 @@ from Textual's own SVG export.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,6 +40,18 @@ def flat(app: CudaforgeApp) -> str:
     return " ".join(screen_text(app).split())
 
 
+async def shown(pilot: Any, read: Callable[[], str], needle: str, seconds: float = 15.0) -> str:
+    """What ``read`` returns once it holds ``needle`` (the pane paints a frame or two later, later
+    still on a loaded machine); its last text when the time is up."""
+    text = read()
+    for _ in range(int(seconds / 0.1)):
+        if needle in text:
+            break
+        await pilot.pause(0.1)
+        text = read()
+    return text
+
+
 def make_failed_build(root: Path) -> None:
     log = "\n".join([COMMAND] * 30 + ["FAILED: main.o", ERROR, "ninja: build stopped: subcommand failed."])
     result = EvalResult(status="compile_error", stage="build", task="relu", build=BuildInfo(log=log))
@@ -65,14 +79,14 @@ async def test_the_first_compiler_error_is_pinned_in_full_and_chat_code_wraps_on
         output = app.screen.query_one(OutputPane)
         pinned = output.query_one("#build-error")
         # wrapped on words, every word of it on screen, above the log
-        assert region_text(app, pinned) == f"first error: {ERROR}"
+        assert await shown(pilot, lambda: region_text(app, pinned), ERROR) == f"first error: {ERROR}"
         assert output.build_text().endswith("subcommand failed.")
         if size[0] < 110:
             app.screen.query_one("#narrow").active = "pane-chat"
             await pilot.pause()
         from tui.widgets.conversation import ConversationPane
 
-        chat = region_text(app, app.screen.query_one(ConversationPane))
+        chat = await shown(pilot, lambda: region_text(app, app.screen.query_one(ConversationPane)), "cpp_sources")
         assert "cpp_sources=cpp_source," in chat.split()  # a code line is never broken inside a word
     repo.close()
 
@@ -89,9 +103,9 @@ async def test_the_ncu_tab_shows_the_metric_table_of_the_profiled_kernel(
         if size[0] < 110:
             app.screen.query_one("#narrow").active = "pane-output"
         app.screen.query_one(OutputPane).active = NCU
-        await pilot.pause(0.3)
-        text = region_text(app, app.screen.query_one(OutputPane))
-        assert "K1 = relu_vec4_kernel(const float4 *, float4 *, long)" in text
+        legend = "K1 = relu_vec4_kernel(const float4 *, float4 *, long)"
+        text = await shown(pilot, lambda: region_text(app, app.screen.query_one(OutputPane)), legend)
+        assert legend in text
         assert "118,752 cycle sm__cycles_active" in text  # paper #1: the value first, then the name
         assert "81.87% sm__warps_active" in text
     repo.close()
@@ -101,7 +115,10 @@ async def test_notices_fade_and_never_cover_the_status_line(tmp_path: Path, tui_
     repo = SessionRepo.open(unpack(tmp_path))
     app = CudaforgeApp(sessions_root=tmp_path, session=repo, mode="replay", notice=NOTICE)
     async with app.run_test(size=(60, 20), notifications=True) as pilot:
-        await pilot.pause(0.3)
+        for _ in range(100):  # under load the first frame takes a while
+            if app._notifications:
+                break
+            await pilot.pause(0.1)
         (notice,) = app._notifications
         assert notice.timeout <= 10  # it goes away; the status line keeps saying it is a demo
         assert app.screen.query_one(StatusLine).text().startswith("scripted demo · n/p step")
