@@ -9,7 +9,8 @@ commands rerun it, and sessions never commit it.
 
 How the worker decides, for an exception it did not expect:
 
-* a :class:`HarnessFault` raised by cudaforge's own code (e.g. the build hook) is the harness's;
+* a :class:`HarnessFault` raised by cudaforge's own code (the build hook, which keeps the very object
+  it raised: one the candidate raises itself is not believed) is the harness's;
 * an out-of-memory is the harness's only when the GPU was shared: other processes held more than
   :data:`CONTENTION_BYTES` when it happened (the numbers are recorded either way);
 * a CUDA error after the candidate ran, or an exception whose traceback passes through the
@@ -60,16 +61,16 @@ def record(kind: str, message: str, error: BaseException | None = None, **extra:
     return data
 
 
-def from_exception(error: BaseException) -> HarnessFault | None:
-    """The HarnessFault in ``error``'s cause/context chain, if any (a candidate may wrap ours)."""
+def in_chain(error: BaseException, wanted: BaseException) -> bool:
+    """Whether ``wanted`` is ``error`` or in its cause/context chain (a candidate may wrap ours)."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
-        if isinstance(current, HarnessFault):
-            return current
+        if current is wanted:
+            return True
         seen.add(id(current))
         current = current.__cause__ or current.__context__
-    return None
+    return False
 
 
 def environment_problem(error: BaseException) -> str | None:

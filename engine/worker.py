@@ -131,7 +131,7 @@ class Evaluation:
         """An exception no stage caught: whose fault it is decides the status (engine.faults)."""
         stage = self.result.stage
         text = f"{type(error).__name__}: {error}"
-        fault = faults.from_exception(error)
+        fault = self._our_fault(error)
         if fault is not None:
             return self.harness(fault.kind, fault.message, error)
         if faults.is_oom(error):
@@ -157,6 +157,16 @@ class Evaluation:
             return self.finish(RUNTIME_ERROR, f"the task's code failed in stage {stage}: {text}")
         kind = faults.IMPORT if isinstance(error, ImportError) else faults.INTERNAL
         return self.harness(kind, f"stage {stage}: {text}", error)
+
+    def _our_fault(self, error: BaseException) -> faults.HarnessFault | None:
+        """The build hook's own recorded failure, when it is what went wrong (during the build, or in
+        ``error``'s chain later). Only the object the hook kept counts: a candidate that raises a
+        HarnessFault of its own is not believed."""
+        recorder = getattr(self, "recorder", None)
+        ours = recorder.fault if recorder is not None else None
+        if ours is not None and (self.result.stage == "build" or faults.in_chain(error, ours)):
+            return ours
+        return None
 
     def record_memory(self) -> None:
         """The allocator's peaks over the whole evaluation (host-side counters: safe after a fault)."""
@@ -273,7 +283,7 @@ class Evaluation:
             )
         except BaseException as error:
             self._record_build(recorder, started)
-            fault = faults.from_exception(error) or recorder.fault
+            fault = self._our_fault(error)
             if fault is not None:
                 self.harness(fault.kind, fault.message, error)
                 return None

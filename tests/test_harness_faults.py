@@ -235,3 +235,19 @@ def test_a_reference_that_fails_only_while_timed_is_the_tasks_fault(ext_cache: P
     result = evaluate(task, RELU_KERNEL.read_text(), options(ext_cache), task_name="relu")
     assert result.status == "runtime_error" and result.failed_side == "reference" and result.task_error
     assert "the task's code failed in stage time" in result.messages[-1]
+
+
+def test_a_candidate_cannot_pass_its_failure_off_as_cudaforges(ext_cache: Path) -> None:
+    """Candidate code is hostile: raising cudaforge's own HarnessFault (to dodge the blame, or to stall
+    a loop on 'harness errors') is still the candidate's runtime error."""
+    kernel = RELU_KERNEL.read_text().replace(
+        "        return ext.relu(x)",
+        "        self.calls = getattr(self, 'calls', 0) + 1\n"
+        "        if self.calls > 40:  # while timed: past the stages that catch a forward's exceptions\n"
+        "            from engine.faults import HarnessFault\n"
+        "            raise HarnessFault('internal', 'not me')\n"
+        "        return ext.relu(x)",
+    )
+    result = relu(ext_cache, kernel, guards=False)
+    assert result.status == "runtime_error" and result.failed_side == "candidate", result.messages
+    assert result.harness_fault is None
