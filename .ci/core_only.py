@@ -37,7 +37,7 @@ def import_everything() -> list[str]:
 def split_everything() -> list[str]:
     from split_coverage import recorded_calls
 
-    from engine.split import split_sources
+    from engine.eval.build.split.rewrite import split_sources
 
     failures = []
     for path in STOCK_SOURCES:
@@ -58,7 +58,7 @@ def split_everything() -> list[str]:
 
 
 def main() -> int:
-    from engine.deps import main as deps_main
+    from engine.cli.deps import main as deps_main
 
     failures = [] if deps_main(["--check"]) == 0 else ["a non-optional import is missing (above)"]
     failures += import_everything()

@@ -9,7 +9,7 @@ written two ways from the same kernel code:
   CUDA source (so nvcc parses torch's headers), built by plain ``load_inline``;
 - ``fast``: the format cudaforge teaches — kernel and a raw-pointer launcher in a torch-free CUDA
   source, the wrapper in the C++ source, ``no_implicit_headers=True`` — built through cudaforge's
-  build hook, which adds its precompiled torch header for the C++ binding (engine.pch).
+  build hook, which adds its precompiled torch header for the C++ binding (engine.eval.build.pch).
 
 Every build runs in a fresh process with a fresh build directory (cold), then again in a new
 process (cached). Each kernel is checked against PyTorch after its build. Stock and fast builds
@@ -209,7 +209,7 @@ def build_one(kernel: str, layout: str, salt: str, build_dir: str, cache_root: s
         os.makedirs(build_dir, exist_ok=True)
         module = cpp_extension.load_inline(name, cpp, cuda, functions=["run"], build_directory=build_dir)
     else:
-        from engine.build import BuildRecorder
+        from engine.eval.build.extension import BuildRecorder
 
         recorder = BuildRecorder(Path(cache_root))
         recorder.install()

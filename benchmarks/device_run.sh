@@ -136,7 +136,7 @@ section_sandbox() {
 section_bench() {
   mkdir -p /tmp/bench-cwd && printf '[eval]\ndevice = "cuda"\n' > /tmp/bench-cwd/cudaforge.toml
   local gpus; gpus=$(nvidia-smi -L | awk '{printf "%s%d", NR>1?",":"", NR-1}')
-  ( cd /tmp/bench-cwd && timeout 400 python3 -m engine.cli_bench "$OLDPWD/benchmarks/bench_set" --out /tmp/bench-out \
+  ( cd /tmp/bench-cwd && timeout 400 python3 -m engine.cli.bench "$OLDPWD/benchmarks/bench_set" --out /tmp/bench-out \
       --device cuda --gpus "$gpus" --rounds 3 --compile-baseline --progress lines \
       --coder "scripted/$OLDPWD/tui/demo/script/coder" --judge "scripted/$OLDPWD/tui/demo/script/judge" ) 2>&1 | tail -22
   cp -r /tmp/bench-out/summary.* /tmp/bench-out/*.png "$1/" 2>/dev/null

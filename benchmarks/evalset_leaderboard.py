@@ -69,7 +69,7 @@ def build(assets: Path, target: Path, per_level: int) -> int:
     )
     out = target.parent / (target.name + "-out")
     print("run (on the GPU machine, from the repository root):")
-    print(f"  PYTHONPATH=$PWD {sys.executable} -m engine.cli_evalset {target} --out {out} --device cuda")
+    print(f"  PYTHONPATH=$PWD {sys.executable} -m engine.cli.evalset {target} --out {out} --device cuda")
     relax = partial_replacement_relaxations()
     if relax:
         print(
@@ -94,7 +94,7 @@ PARTIAL_REPLACEMENT_RULES = (
 def partial_replacement_relaxations() -> list[str]:
     """The rules to relax for KernelBench's policy, when this cudaforge has no guard policies."""
     sys.path.insert(0, str(REPO))
-    from engine.evaluate import EvalOptions
+    from engine.eval.evaluate import EvalOptions
     from engine.guard import RULES
 
     if hasattr(EvalOptions(), "guard_policy"):
@@ -114,8 +114,8 @@ def compare(out: Path, n: int, device: str) -> int:
     )
     rows = []
     sys.path.insert(0, str(REPO))
-    from engine.evaluate import EvalOptions, evaluate_files
-    from engine.timing import TimingPlan
+    from engine.eval.evaluate import EvalOptions, evaluate_files
+    from engine.eval.timing import TimingPlan
 
     for pair in correct[:n]:
         stored = json.loads((out / "results" / f"{pair['name']}.json").read_text())

@@ -114,7 +114,7 @@ def pick_spread(corpus: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
 
 
 def evaluate_on_device(entries: list[dict[str, Any]], device: str, policy: str) -> str:
-    from engine.evaluate import EvalOptions, evaluate_files
+    from engine.eval.evaluate import EvalOptions, evaluate_files
 
     statuses: Counter[str] = Counter()
     shares: list[float] = []

@@ -21,9 +21,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine.evaluate import EvalOptions, EvaluationError, evaluate_files  # noqa: E402
+from engine.eval.evaluate import EvalOptions, EvaluationError, evaluate_files  # noqa: E402
+from engine.eval.timing import TimingPlan  # noqa: E402
 from engine.sandbox import available_mechanisms  # noqa: E402
-from engine.timing import TimingPlan  # noqa: E402
 
 
 def main() -> int:

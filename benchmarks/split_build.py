@@ -1,7 +1,7 @@
 """Stock against split builds of real LLM kernels, side by side, on a GPU machine (issue 16).
 
-For each corpus kernel the split transform handles (engine/split.py), the real evaluator
-(``engine.evaluate.evaluate``, device cuda, no timing) runs twice, each in a fresh extension cache:
+For each corpus kernel the split transform handles (engine/eval/build/split/rewrite.py), the real evaluator
+(``engine.eval.evaluate.evaluate``, device cuda, no timing) runs twice, each in a fresh extension cache:
 once with ``CUDAFORGE_BUILD_SPLIT=0`` (the stock build) and once split. Both share one precompiled
 torch header, made before the run, as a live cudaforge cache would have it. Then each build (a cache
 hit by now) is imported again in-process, the task's ``get_inputs`` run with a fixed seed on CUDA,
@@ -59,7 +59,7 @@ def kernels(assets: Path) -> list[tuple[str, Path, Path]]:
 
 def splittable(solution: Path) -> bool:
     from benchmarks.split_coverage import recorded_calls
-    from engine.split import SplitSkipped, split_sources
+    from engine.eval.build.split.rewrite import SplitSkipped, split_sources
 
     calls = [c for c in recorded_calls(solution) if "error" not in c and c["cuda"].strip()]
     if not calls:
@@ -76,8 +76,8 @@ def one(mode: str, solution: Path, problem: Path, cache: Path, outputs: Path) ->
     """In a child process: evaluate once, then import the (cached) build and save the outputs."""
     import torch
 
-    from engine.build import BuildRecorder
-    from engine.evaluate import EvalOptions, evaluate
+    from engine.eval.build.extension import BuildRecorder
+    from engine.eval.evaluate import EvalOptions, evaluate
 
     started = time.monotonic()
     result = evaluate(
@@ -193,7 +193,7 @@ def compare(stock_out: Path, split_out: Path) -> dict:
 
 def warm_header(pch: Path, scratch: Path) -> float:
     """Make the shared precompiled header with one split build of the stock example, as a live cache has it."""
-    from engine.evaluate import EvalOptions, evaluate
+    from engine.eval.evaluate import EvalOptions, evaluate
 
     started = time.monotonic()
     scratch.mkdir(parents=True, exist_ok=True)

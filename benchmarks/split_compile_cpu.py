@@ -3,12 +3,12 @@
 A build's time is almost all compiling (nvcc and g++ on the host); a GPU only runs the result. This
 measures that part where there is no GPU and torch is the CPU build: torch's ``load_inline`` is told
 where nvcc is, every object file is compiled exactly as on a CUDA machine (same ninja file, flags and
-cudaforge build hook, ``engine.build.BuildRecorder``), and only the final link fails (the CPU torch has
+cudaforge build hook, ``engine.eval.build.extension.BuildRecorder``), and only the final link fails (the CPU torch has
 no ``libtorch_cuda``); the benchmark then counts the build as done once every object file exists.
 What it reports is the compile wall time from ninja's own log (objects only; the link, about a second
 on a CUDA machine, is left out of both sides).
 
-For each corpus kernel the split transform handles (engine/split.py), one after the other (so each
+For each corpus kernel the split transform handles (engine/eval/build/split/rewrite.py), one after the other (so each
 build has the machine to itself): the stock build in a fresh cache, then the split build in a fresh
 cache that shares one precompiled torch header store, as a live cudaforge cache has it. When the
 split build's flag set had no header yet (the header is made after a first build, as in cudaforge),
@@ -57,8 +57,8 @@ def child(solution: Path, cache: Path) -> dict:
 
     import torch.utils.cpp_extension as cpp_extension
 
-    from engine.build import BuildRecorder
-    from engine.pch import wait_for_makers
+    from engine.eval.build.extension import BuildRecorder
+    from engine.eval.build.pch import wait_for_makers
 
     if (
         cpp_extension.CUDA_HOME is None

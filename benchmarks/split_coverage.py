@@ -1,4 +1,4 @@
-"""How many real LLM kernels the split transform (engine/split.py, issue 16) handles.
+"""How many real LLM kernels the split transform (engine/eval/build/split/rewrite.py, issue 16) handles.
 
 Imports each solution of a KernelBench-format corpus with ``load_inline`` replaced by a recorder (no
 build happens), runs ``split_sources`` on every recorded call and counts transformed vs skipped by
@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.split import SplitSkipped, split_sources  # noqa: E402
+from engine.eval.build.split.rewrite import SplitSkipped, split_sources  # noqa: E402
 
 
 class _Recorded(Exception):

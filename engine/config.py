@@ -60,7 +60,7 @@ class LoopConfig:
 
 @dataclass
 class TimeoutsConfig:
-    """Seconds per evaluation stage (see ``engine.evaluate.StageTimeouts``)."""
+    """Seconds per evaluation stage (see ``engine.eval.evaluate.StageTimeouts``)."""
 
     start: float = 120.0
     setup: float = 120.0

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.agents.roles import Coder, Judge
-from engine.evaluate import EvalOptions
+from engine.eval.evaluate import EvalOptions
+from engine.eval.timing import TimingPlan
 from engine.events import Event
 from engine.llm.scripted import ScriptedProvider
 from engine.loop.machine import Loop, LoopOptions, Profiler
-from engine.timing import TimingPlan
 from sessions.repo import SessionRepo
 from tests.conftest import EXAMPLES
 

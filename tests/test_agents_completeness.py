@@ -18,7 +18,8 @@ import pytest
 from engine.agents import Suggestion, parse_suggestion
 from engine.agents import prompts as P
 from engine.agents.context import Contract, GuardChanges, PromptContext
-from engine.evaluate import EvalOptions
+from engine.eval.evaluate import EvalOptions
+from engine.eval.tolerances import DEFAULT_TOLERANCES
 from engine.loop import feedback, history
 from engine.loop.context import round_context
 from engine.profile.metrics import resolve_metric_set
@@ -27,7 +28,6 @@ from engine.profile.ncu_csv import parse_details_csv, parse_raw_csv
 from engine.profile.result import ProfileResult
 from engine.profile.specs import lookup
 from engine.profile.summary import summarize
-from engine.tolerances import DEFAULT_TOLERANCES
 from sessions.records import IterationRecord
 from sessions.repo import SessionRepo
 from tests.conftest import EXAMPLES
@@ -247,8 +247,8 @@ def test_policy_text_differs_between_default_and_strict() -> None:
     assert "`nn` layers" in default and "ATen calls inside your extension are allowed" in default
     assert "No PyTorch compute on the hot path" in strict and "partial replacement" not in strict
     # the Judge is held to the same policy
-    judge_default = _text(P.judge_repair(TASK, KERNEL, "log", policy="default"))
-    judge_strict = _text(P.judge_repair(TASK, KERNEL, "log", policy="strict"))
+    judge_default = _text(P.judge_repair(TASK, KERNEL, "log", guard_policy="default"))
+    judge_strict = _text(P.judge_repair(TASK, KERNEL, "log", guard_policy="strict"))
     assert "partial replacement is allowed" in judge_default and "full replacement" in judge_strict
     cpu = P.coder_system("cpu", "default")
     assert "not measured" in cpu
@@ -359,7 +359,7 @@ def test_history_is_bounded_with_a_visible_marker() -> None:
 def test_no_placeholder_is_left_with_a_full_context(tmp_path: Path) -> None:
     context = PromptContext(target="GPU: X", history="0 | seed | first | correct | 1.00x | — | —")
     for prompt in (
-        P.coder_seed(TASK, "cpu", policy="strict", context=context),
+        P.coder_seed(TASK, "cpu", guard_policy="strict", context=context),
         P.coder_repair(TASK, KERNEL, "fix", failure="log", context=context),
         P.coder_optimize(TASK, KERNEL, "plan", timing="1 ms", context=context),
         P.judge_repair(TASK, KERNEL, "log", context=context),

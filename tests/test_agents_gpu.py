@@ -34,7 +34,7 @@ def test_a_real_round_gives_the_judge_every_metric_and_both_agents_the_gpu(
     env = {**os.environ, "CUDAFORGE_CACHE_DIR": str(ext_cache)}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     cmd = [
-        sys.executable, "-m", "engine.cli_run", str(EXAMPLES / "tasks" / "relu_large.py"), "--headless",
+        sys.executable, "-m", "engine.cli.run", str(EXAMPLES / "tasks" / "relu_large.py"), "--headless",
         "--auto-approve", "--rounds", "1", "--device", "cuda", "--sessions-dir", str(sessions),
         "--coder", f"scripted/{SCRIPTED / 'coder'}", "--judge", f"scripted/{SCRIPTED / 'judge'}",
     ]  # fmt: skip

@@ -38,7 +38,7 @@ def test_seed_cuda_teaches_the_fast_layout_with_the_worked_example():
     ]:
         assert rule in p.system, rule
     assert "CUDA kernels for an NVIDIA GPU" in p.system
-    strict = P.coder_seed(REF, "cuda", policy="strict")
+    strict = P.coder_seed(REF, "cuda", guard_policy="strict")
     assert "No PyTorch compute on the hot path" in strict.system
     assert "No PyTorch compute on the hot path" not in p.system
 

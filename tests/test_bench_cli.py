@@ -29,7 +29,7 @@ STEADY = SCRIPTED / "steady"
 
 def bench_cmd(out: Path, *extra: str) -> list[str]:
     return [
-        sys.executable, "-m", "engine.cli_bench", str(SET), "--out", str(out), "--device", "cpu",
+        sys.executable, "-m", "engine.cli.bench", str(SET), "--out", str(out), "--device", "cpu",
         "--coder", f"scripted/{STEADY / 'coder'}", "--judge", f"scripted/{STEADY / 'judge'}", *extra,
     ]  # fmt: skip
 
@@ -134,7 +134,7 @@ def test_killed_bench_resumes_without_redoing_finished_work(tmp_path: Path, ext_
 
 def test_usage_errors_exit_2(tmp_path: Path, ext_cache: Path) -> None:
     cwd, env = setup(tmp_path, ext_cache)
-    missing = run([sys.executable, "-m", "engine.cli_bench", str(tmp_path / "nope"), "--out", "o"], cwd, env)
+    missing = run([sys.executable, "-m", "engine.cli.bench", str(tmp_path / "nope"), "--out", "o"], cwd, env)
     assert missing.returncode == 2 and "no such task file or folder" in missing.stderr
     gpus = run(bench_cmd(tmp_path / "o", "--gpus", "0,1"), cwd, env)
     assert gpus.returncode == 2 and "--gpus needs a CUDA device" in gpus.stderr

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.bench.plots import DISTRIBUTION, PER_ROUND, round_series, write_plots
-from engine.bench.summary import TaskRow
+from engine.batch.plots import DISTRIBUTION, PER_ROUND, round_series, write_plots
+from engine.batch.statistics import TaskRow
 
 matplotlib = pytest.importorskip("matplotlib")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import os
 
-from engine.bench.progress import LineProgress, LiveProgress, TaskState, make_progress
+from engine.batch.progress import LineProgress, LiveProgress, TaskState, make_progress
 
 LINES = [
     "session relu · branch main · /tmp/s",

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from engine.batch.statistics import TaskRow, fast_p, format_table, set_statistics, write_csv, write_json
 from engine.bench.compile_baseline import speedup_vs_compile
 from engine.bench.results import best_by_round
-from engine.bench.summary import TaskRow, fast_p, format_table, set_statistics, write_csv, write_json
 
 
 def row(

@@ -41,7 +41,7 @@ def test_a_task_with_a_session_is_continued_not_restarted(tmp_path: Path) -> Non
     task = BenchTask("relu", SET / "relu.py")
     options = BenchOptions(out=tmp_path, rounds=2, coder="scripted/x", device="cpu")
     fresh = task_command(task, options)
-    assert fresh[fresh.index("-m") + 1] == "engine.cli_run"
+    assert fresh[fresh.index("-m") + 1] == "engine.cli.run"
     assert str(task.path) in fresh and fresh[fresh.index("--name") + 1] == "relu"
     assert "--session" not in fresh and "--auto-approve" in fresh and "--headless" in fresh
     assert fresh[fresh.index("--rounds") + 1] == "2" and "--judge" not in fresh

@@ -1,4 +1,4 @@
-"""The split transform (engine/split.py): stock-layout sources rewritten into a torch-free CUDA unit
+"""The split transform (engine/eval/build/split/rewrite.py): stock-layout sources rewritten into a torch-free CUDA unit
 and a C++ unit; sources it is not sure about are left to the stock build with a reason."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.split import LAUNCH_PREFIX, SplitSkipped, split_sources
+from engine.eval.build.split.rewrite import LAUNCH_PREFIX, SplitSkipped, split_sources
 
 HEAD = "#include <torch/extension.h>\n#include <cuda_runtime.h>\n"
 
@@ -277,7 +277,7 @@ def test_cpp_unit_compiles_against_torch_with_the_launcher_calls(tmp_path: Path)
 
 
 def test_macros_and_host_options_given_to_nvcc_still_reach_the_moved_host_code() -> None:
-    from engine.split import host_flags
+    from engine.eval.build.split.rewrite import host_flags
 
     given = ["-O3", "--use_fast_math", "-DTILE=16", "-D", "WIDE", "-Xcompiler", "-fopenmp,-Wall", "-UNDEBUG"]
     assert host_flags(given) == ["-DTILE=16", "-D", "WIDE", "-fopenmp", "-Wall", "-UNDEBUG"]
@@ -303,7 +303,7 @@ class _Compiler:
 def test_the_build_hook_builds_split_and_falls_back_to_stock_when_that_fails(
     tmp_path: Path, fail_split: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.build import BuildRecorder
+    from engine.eval.build.extension import BuildRecorder
 
     monkeypatch.delenv("CUDAFORGE_BUILD_SPLIT", raising=False)
     recorder = BuildRecorder(tmp_path, use_pch=False)
@@ -325,7 +325,7 @@ def test_the_build_hook_builds_split_and_falls_back_to_stock_when_that_fails(
 def test_the_build_hook_says_why_a_source_was_not_split(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.build import BuildRecorder
+    from engine.eval.build.extension import BuildRecorder
 
     recorder = BuildRecorder(tmp_path, use_pch=False)
     recorder._original = compiler = _Compiler(fail_split=False)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.evaluate import EvalOptions, evaluate
-from engine.result import EvalResult
+from engine.eval.evaluate import EvalOptions, evaluate
+from engine.eval.result import EvalResult
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.gpu

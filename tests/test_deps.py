@@ -1,4 +1,4 @@
-"""What cudaforge imports is what an install provides (engine/deps.py, issue 24).
+"""What cudaforge imports is what an install provides (engine/cli/deps.py, issue 24).
 
 The split build once imported ``tree_sitter_cuda`` inside a function while only the ``syntax`` extra
 installed it; these tests read the real source tree and the real pyproject.toml, so such a gap fails
@@ -15,7 +15,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from engine import deps
+from engine.cli import deps
 
 try:
     import tomllib
@@ -51,7 +51,7 @@ def _closure(names: set[str]) -> set[str]:
 
 def test_a_lazy_import_inside_a_function_is_seen() -> None:
     found = {i.module: i.files for i in deps.imported_modules()}
-    assert "engine/split.py" in found["tree_sitter_cuda"]  # imported only inside _parser()
+    assert "engine/eval/build/split/rewrite.py" in found["tree_sitter_cuda"]  # imported only inside _parser()
     assert "torch" in found and "git" in found
 
 
@@ -90,10 +90,10 @@ def test_the_check_fails_where_a_core_module_is_missing(tmp_path: Path) -> None:
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hide), str(ROOT)])}
     done = subprocess.run(
-        [sys.executable, "-m", "engine.deps", "--check"], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-m", "engine.cli.deps", "--check"], capture_output=True, text=True, env=env, timeout=120
     )
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "MISSING tree_sitter_cuda: imported by engine/split.py" in done.stdout
+    assert "MISSING tree_sitter_cuda: imported by engine/eval/build/split/rewrite.py" in done.stdout
     doctor = subprocess.run(
         [sys.executable, "-m", "tui.cli", "doctor", "--json"], capture_output=True, text=True, env=env, timeout=300
     )

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.result import EvalResult
+from engine.eval.result import EvalResult
 from tests.conftest import python_path
 
 pytestmark = pytest.mark.slow
@@ -43,7 +43,7 @@ def setup(tmp_path: Path, cache: Path, *names: str) -> tuple[Path, Path, dict[st
 
 
 def evalset(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "engine.cli_evalset", *args, "--device", "cpu", "--progress", "lines"]
+    cmd = [sys.executable, "-m", "engine.cli.evalset", *args, "--device", "cpu", "--progress", "lines"]
     return subprocess.run(
         cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900
     )
@@ -173,7 +173,7 @@ def test_ray_runs_both_phases_as_ray_tasks_on_cpu(tmp_path: Path, ext_cache: Pat
 def test_ctrl_c_keeps_finished_work_and_a_rerun_completes(tmp_path: Path, ext_cache: Path) -> None:
     cwd, pairs, env = setup(tmp_path, ext_cache, "ok", "wrong")
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "engine.cli_evalset", str(pairs), "--out", str(out), "--device", "cpu",
+    cmd = [sys.executable, "-m", "engine.cli.evalset", str(pairs), "--out", str(out), "--device", "cpu",
            "--progress", "lines", "--build-workers", "1"]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
@@ -202,8 +202,8 @@ def test_ctrl_c_keeps_finished_work_and_a_rerun_completes(tmp_path: Path, ext_ca
 def test_guard_and_sandbox_flags_reach_the_evaluator_when_it_has_them(tmp_path: Path, monkeypatch) -> None:
     import argparse
 
-    from engine.cli_evalset import add_arguments, build_eval_options
-    from engine.evaluate import EvalOptions
+    from engine.cli.evalset import add_arguments, build_eval_options
+    from engine.eval.evaluate import EvalOptions
     from engine.guard import RULES
 
     monkeypatch.chdir(tmp_path)

@@ -46,7 +46,7 @@ def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "cudaforge.toml").write_text("[eval]\ntiming_trials = 50\ntiming_budget_s = 5.0\n")
     env = {**os.environ, "PYTHONPATH": python_path()}
     env.pop("RAY_ADDRESS", None)
-    cmd = [sys.executable, "-m", "engine.cli_evalset", *args, "--device", "cuda", "--progress", "lines"]
+    cmd = [sys.executable, "-m", "engine.cli.evalset", *args, "--device", "cuda", "--progress", "lines"]
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
 
 

@@ -194,7 +194,7 @@ def test_only_unmatched_inputs_is_an_error_that_lists_them(tmp_path: Path) -> No
 
 
 def test_cli_usage_errors_exit_2(tmp_path: Path) -> None:
-    env_cmd = [sys.executable, "-m", "engine.cli_evalset"]
+    env_cmd = [sys.executable, "-m", "engine.cli.evalset"]
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -214,7 +214,7 @@ def test_cli_usage_errors_exit_2(tmp_path: Path) -> None:
 
 
 def test_cudaforge_cli_has_the_evalset_command() -> None:
-    from engine.cli_evalset import evalset_command
+    from engine.cli.evalset import evalset_command
     from tui.cli import build_parser
 
     args = build_parser().parse_args(

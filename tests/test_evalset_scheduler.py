@@ -10,11 +10,11 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from engine.eval.evaluate import EvalOptions
+from engine.eval.result import EvalResult
 from engine.evalset import store
 from engine.evalset.pairs import discover
 from engine.evalset.scheduler import Evalset, EvalsetOptions
-from engine.evaluate import EvalOptions
-from engine.result import EvalResult
 
 PAIRS = Path(__file__).resolve().parent / "fixtures" / "evalset" / "pairs"
 

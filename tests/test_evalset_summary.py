@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.bench.summary import TaskRow, set_statistics
+from engine.batch.statistics import TaskRow, set_statistics
+from engine.eval.result import BuildInfo, EvalResult, ExtensionBuild, Timing, TimingStats, TrialResult
 from engine.evalset import store
 from engine.evalset.kernelbench import write_kernelbench
 from engine.evalset.pairs import Pair
 from engine.evalset.summary import PENDING, row_for, share_distribution, summary_document
-from engine.result import BuildInfo, EvalResult, ExtensionBuild, Timing, TimingStats, TrialResult
 
 
 def stats(median: float, iqr: float) -> TimingStats:

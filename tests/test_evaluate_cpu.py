@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.evaluate import EvalEvent, EvalOptions, StageTimeouts, evaluate, evaluate_files
-from engine.result import EvalResult
-from engine.timing import TimingPlan
+from engine.eval.evaluate import EvalEvent, EvalOptions, StageTimeouts, evaluate, evaluate_files
+from engine.eval.result import EvalResult
+from engine.eval.timing import TimingPlan
 from tests.conftest import EXAMPLES
 
 RELU_TASK = EXAMPLES / "tasks" / "relu.py"
@@ -263,7 +263,7 @@ def test_a_stray_child_flooding_the_pipe_after_the_exit_cannot_hang_the_evaluato
     import subprocess
     import sys
 
-    from engine.evaluate import _WorkerRun
+    from engine.eval.evaluate import _WorkerRun
 
     read_fd, write_fd = os.pipe()
     flood = (

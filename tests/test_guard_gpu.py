@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.evaluate import EvalOptions, evaluate
-from engine.result import EvalResult
-from engine.timing import TimingPlan
+from engine.eval.evaluate import EvalOptions, evaluate
+from engine.eval.result import EvalResult
+from engine.eval.timing import TimingPlan
 from tests.conftest import EXAMPLES
 
 TASK = EXAMPLES / "tasks" / "relu_large.py"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.config import ConfigError, load_config
+from engine.eval.result import EvalResult
 from engine.guard import check_file, check_source, summarize
 from engine.guard.policy import (
     PARTIAL_REPLACEMENT_RULES,
@@ -20,7 +21,6 @@ from engine.guard.policy import (
     severity_table,
 )
 from engine.guard.share import share_record, trivial_share_message
-from engine.result import EvalResult
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "guard"
@@ -194,7 +194,7 @@ def test_headless_run_records_the_guard_in_session_toml_header_and_table(
     cmd = [
         sys.executable,
         "-m",
-        "engine.cli_run",
+        "engine.cli.run",
         str(RELU_TASK),
         "--headless",
         "--auto-approve",
@@ -242,7 +242,7 @@ def test_headless_run_records_the_guard_in_session_toml_header_and_table(
 
 
 def test_bench_summary_shows_the_guard_and_the_share_distribution() -> None:
-    from engine.bench.summary import TaskRow, format_table, set_statistics
+    from engine.batch.statistics import TaskRow, format_table, set_statistics
 
     rows = [
         TaskRow("a", "done", True, 1.5, 1, 10, 0.0, 1.0, guard="guard default", best_share=0.2),
@@ -273,7 +273,7 @@ def test_bench_passes_the_guard_to_every_task() -> None:
 
 
 def test_sessions_table_shows_the_guard(tmp_path: Path) -> None:
-    from sessions.cli import format_table
+    from engine.cli.sessions import format_table
     from sessions.listing import list_sessions
     from sessions.repo import SessionRepo
 

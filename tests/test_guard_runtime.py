@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.evaluate import EvalOptions, EvaluationError, evaluate
+from engine.eval.evaluate import EvalOptions, EvaluationError, evaluate
+from engine.eval.result import EvalResult
+from engine.eval.timing import TimingPlan
 from engine.guard import runtime as rg
-from engine.result import EvalResult
-from engine.timing import TimingPlan
 from tests.conftest import EXAMPLES
 
 TASK = EXAMPLES / "tasks" / "relu.py"

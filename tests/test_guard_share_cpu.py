@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.evaluate import EvalOptions, EvaluationError, evaluate_files
-from engine.timing import TimingPlan
+from engine.eval.evaluate import EvalOptions, EvaluationError, evaluate_files
+from engine.eval.timing import TimingPlan
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.slow

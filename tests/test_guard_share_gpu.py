@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.evaluate import EvalOptions, evaluate_files
+from engine.eval.evaluate import EvalOptions, evaluate_files
+from engine.eval.timing import TimingPlan
 from engine.guard.runtime import OWN_SHARE_MIN
-from engine.timing import TimingPlan
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.gpu

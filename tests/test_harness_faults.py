@@ -1,4 +1,4 @@
-"""cudaforge's own faults are never the kernel's (engine/faults.py, issue 24).
+"""cudaforge's own faults are never the kernel's (engine/eval/faults.py, issue 24).
 
 Each fault is real: a module of cudaforge's that the worker cannot import (hidden by a
 ``sitecustomize`` on the worker's PYTHONPATH, as a broken install would), a build cache the hook
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.evaluate import EvalOptions, evaluate
+from engine.eval.evaluate import EvalOptions, evaluate
+from engine.eval.timing import TimingPlan
 from engine.events import EvalFinished, IterationCommitted, LoopError
 from engine.loop.machine import ERROR
-from engine.timing import TimingPlan
 from tests.conftest import EXAMPLES, REPO, python_path
 from tests.loop_helpers import make_loop, new_session
 
@@ -63,7 +63,7 @@ def assert_harness(result, kind: str, stage: str) -> None:
 
 @pytest.mark.parametrize(
     ("module", "stage"),
-    [("engine.compare", "reference"), ("engine.guard.runtime", "check")],
+    [("engine.eval.compare", "reference"), ("engine.guard.runtime", "check")],
     ids=["reference-stage", "check-stage"],
 )
 def test_an_import_error_in_cudaforges_own_code_is_not_the_kernels_nor_the_tasks(
@@ -80,10 +80,10 @@ def test_an_import_error_in_cudaforges_own_code_is_not_the_kernels_nor_the_tasks
 def test_a_worker_that_cannot_start_is_not_the_kernels(
     ext_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    hide_modules(monkeypatch, tmp_path / "site", "engine.job")  # the worker's own first import
+    hide_modules(monkeypatch, tmp_path / "site", "engine.eval.job")  # the worker's own first import
     result = relu(ext_cache)
     assert_harness(result, "import", "start")
-    assert "engine.job" in result.harness_fault["message"]
+    assert "engine.eval.job" in result.harness_fault["message"]
 
 
 @pytest.mark.parametrize("candidate_catches_it", [False, True], ids=["raised", "caught-by-candidate"])
@@ -104,7 +104,7 @@ def test_a_build_cache_the_hook_cannot_write_is_not_the_kernels(tmp_path: Path, 
 def test_cudaforge_eval_exits_3_and_says_it_is_no_verdict(
     ext_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    hide_modules(monkeypatch, tmp_path / "site", "engine.compare")
+    hide_modules(monkeypatch, tmp_path / "site", "engine.eval.compare")
     env = {**os.environ, "CUDAFORGE_CACHE_DIR": str(ext_cache)}
     command = [sys.executable, "-m", "tui.cli", "eval", str(RELU_TASK), str(RELU_KERNEL), "--device", "cpu"]
     text = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
@@ -119,8 +119,8 @@ def test_a_split_transform_that_crashes_builds_the_stock_way(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The grammar missing (a plain install before issue 24): a slower build, never a failed kernel."""
-    from engine import split
-    from engine.build import BuildRecorder
+    from engine.eval.build.extension import BuildRecorder
+    from engine.eval.build.split import rewrite as split
     from tests.test_build_split import DISPATCH, _Compiler
 
     monkeypatch.setitem(sys.modules, "tree_sitter_cuda", None)  # import raises ImportError
@@ -145,7 +145,7 @@ def test_the_loop_never_commits_a_harness_error_nor_shows_it_to_the_judge(
     loop = make_loop(session, ext_cache, "steady", events=events, rounds=1)
     loop.options.check_task = False  # the fault is injected for the evaluation alone
     assert loop.step() is None and loop.stage == "evaluate"  # the seed's kernel is written
-    hide_modules(monkeypatch, tmp_path / "site", "engine.compare")
+    hide_modules(monkeypatch, tmp_path / "site", "engine.eval.compare")
     assert loop.step() == ERROR
     errors = [e for e in events if isinstance(e, LoopError)]
     assert len(errors) == 2 and "evaluating again" in errors[0].message  # retried once, then stopped
@@ -163,12 +163,12 @@ def test_the_loop_never_commits_a_harness_error_nor_shows_it_to_the_judge(
 def test_a_headless_run_stopped_by_cudaforges_fault_exits_3_and_resumes(
     ext_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The worker cannot import engine.compare (the reference check needs it): nothing is committed,
+    """The worker cannot import engine.eval.compare (the reference check needs it): nothing is committed,
     the run says whose fault it is and exits 3; once the install is whole the same session goes on."""
     from tests.test_loop_cli import command, env, project, scripted
 
     cwd = project(tmp_path)
-    hide_modules(monkeypatch, tmp_path / "site", "engine.compare")
+    hide_modules(monkeypatch, tmp_path / "site", "engine.eval.compare")
     broken = {**env(ext_cache, tmp_path), "PYTHONPATH": os.environ["PYTHONPATH"]}
     args = command(tmp_path, str(RELU_TASK), "--auto-approve", "--device", "cpu", "--rounds", "1", *scripted("steady"))
     done = subprocess.run(args, capture_output=True, text=True, env=broken, cwd=cwd, timeout=600)
@@ -197,7 +197,7 @@ def test_bench_shows_a_task_stopped_by_cudaforges_fault_apart_and_a_rerun_redoes
 
     cwd, good_env = setup(tmp_path, ext_cache)
     out = tmp_path / "out"
-    hide_modules(monkeypatch, tmp_path / "site", "engine.compare")
+    hide_modules(monkeypatch, tmp_path / "site", "engine.eval.compare")
     broken = {**good_env, "PYTHONPATH": os.environ["PYTHONPATH"]}
     first = run(bench_cmd(out, "--rounds", "1", "--workers", "2"), cwd, broken)
     data = json.loads((out / "summary.json").read_text())
@@ -244,7 +244,7 @@ def test_a_candidate_cannot_pass_its_failure_off_as_cudaforges(ext_cache: Path) 
         "        return ext.relu(x)",
         "        self.calls = getattr(self, 'calls', 0) + 1\n"
         "        if self.calls > 40:  # while timed: past the stages that catch a forward's exceptions\n"
-        "            from engine.faults import HarnessFault\n"
+        "            from engine.eval.faults import HarnessFault\n"
         "            raise HarnessFault('internal', 'not me')\n"
         "        return ext.relu(x)",
     )

@@ -1,4 +1,4 @@
-"""Out of GPU memory: the kernel's fault only when the kernel caused it (engine/faults.py, issue 24).
+"""Out of GPU memory: the kernel's fault only when the kernel caused it (engine/eval/faults.py, issue 24).
 
 On the H200 a correct kernel was once reported ``runtime_error`` because evalset had admitted more
 concurrent work than the GPU held. These tests take the GPU's memory for real, so they are marked
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.evaluate import EvalOptions, evaluate
+from engine.eval.evaluate import EvalOptions, evaluate
 from tests.conftest import EXAMPLES, python_path
 
 pytestmark = [pytest.mark.gpu, pytest.mark.exclusive]
@@ -77,7 +77,7 @@ def test_evalset_reruns_alone_an_oom_beside_another_evaluation(tmp_path: Path, e
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": python_path(), "CUDAFORGE_CACHE_DIR": str(ext_cache)}
     done = subprocess.run(
-        [sys.executable, "-m", "engine.cli_evalset", str(pairs), "--out", str(out), "--device", "cuda",
+        [sys.executable, "-m", "engine.cli.evalset", str(pairs), "--out", str(out), "--device", "cuda",
          "--no-timing", "--build-workers", "2", "--gpu-budget", "260", "--progress", "lines"],
         capture_output=True, text=True, env=env, timeout=900,
     )  # fmt: skip

@@ -32,7 +32,7 @@ def command(tmp_path: Path, *args: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "engine.cli_run",
+        "engine.cli.run",
         *args,
         "--headless",
         "--sessions-dir",
@@ -197,7 +197,7 @@ def test_ctrl_c_stops_cleanly_and_a_branch_continues(tmp_path: Path, ext_cache: 
 def test_headless_output_shows_flags_and_refusals() -> None:
     import io
 
-    from engine.cli_run import Printer
+    from engine.cli.run import Printer
     from engine.events import EvalFinished
 
     out = io.StringIO()

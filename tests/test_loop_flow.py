@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.eval.result import EvalResult
 from engine.events import (
     AwaitingApproval,
     BuildLog,
@@ -26,7 +27,6 @@ from engine.events import (
 )
 from engine.loop.machine import AWAITING, FINISHED, PAUSED, LoopStateError
 from engine.loop.state import CODER, GATE, journal_path
-from engine.result import EvalResult
 from sessions.records import REQUIRED_FILES
 from tests.loop_helpers import RELU_KERNEL, SCRIPTED, make_loop, new_session
 

@@ -23,7 +23,7 @@ def test_two_rounds_on_cuda_with_profiling(tmp_path: Path, ext_cache: Path) -> N
     env = {**os.environ, "CUDAFORGE_CACHE_DIR": str(ext_cache)}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     cmd = [
-        sys.executable, "-m", "engine.cli_run", str(EXAMPLES / "tasks" / "relu_large.py"), "--headless",
+        sys.executable, "-m", "engine.cli.run", str(EXAMPLES / "tasks" / "relu_large.py"), "--headless",
         "--auto-approve", "--rounds", "2", "--device", "cuda", "--sessions-dir", str(sessions),
         "--coder", f"scripted/{SCRIPTED / 'coder'}", "--judge", f"scripted/{SCRIPTED / 'judge'}",
     ]  # fmt: skip

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.eval.result import EvalResult
 from engine.events import IterationCommitted, LoopNotice
 from engine.loop.machine import FINISHED, PAUSED, LoopStateError
 from engine.loop.state import BAD_JOURNAL_NAME, COMMIT, journal_path
-from engine.result import EvalResult
 from sessions.repo import SessionRepo
 from tests.interrupt_harness import wait_for_hold
 from tests.loop_helpers import make_loop, new_session

@@ -39,7 +39,7 @@ def headless(
     }
     return subprocess.run(
         [
-            sys.executable, "-m", "engine.cli_run", str(task), "--headless", "--auto-approve",
+            sys.executable, "-m", "engine.cli.run", str(task), "--headless", "--auto-approve",
             "--device", "cpu", "--rounds", rounds, "--coder", "openai/local-model",
             "--judge", "openai/local-model", "--sessions-dir", str(tmp_path / "s"),
         ],

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.evaluate import EvalOptions, check_task, evaluate_files
+from engine.eval.evaluate import EvalOptions, check_task, evaluate_files
 from tests.conftest import EXAMPLES
 from tests.test_cli_eval import cudaforge
 

@@ -83,7 +83,7 @@ def test_bwrap_command_hides_home_and_binds_back_what_the_worker_needs(tmp_path:
         folder.mkdir(parents=True, exist_ok=True)
     argv = bwrap_command(
         "/usr/bin/bwrap",
-        ["python", "-m", "engine.worker"],
+        ["python", "-m", "engine.eval.worker"],
         env={"PATH": "/usr/bin"},
         writable=[job, cache],
         hidden=[home, cwd],
@@ -106,7 +106,7 @@ def test_bwrap_command_hides_home_and_binds_back_what_the_worker_needs(tmp_path:
         "--dev-bind",
     ):
         assert flag in argv
-    assert argv[-4:] == ["--", "python", "-m", "engine.worker"]
+    assert argv[-4:] == ["--", "python", "-m", "engine.eval.worker"]
     if Path("/etc/shadow").is_file():
         assert "--ro-bind /dev/null /etc/shadow" in text
     if Path("/home").is_dir():
@@ -284,7 +284,7 @@ def test_landlock_lets_a_process_name_its_own_threads_and_nothing_else(tmp_path:
 
 
 def test_headless_suggestion_line_never_shows_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.cli_run import Printer
+    from engine.cli.run import Printer
     from engine.events import SuggestionReady
 
     key = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions import cli
+from engine.cli import sessions as cli
 from sessions.repo import SessionRepo
 from tests.conftest_sessions import (
     REPO_ROOT,

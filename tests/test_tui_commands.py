@@ -84,7 +84,7 @@ def test_a_tui_command_line_is_parsed_without_importing_the_engine_commands() ->
     code = (
         "import sys; from tui import cli; p = cli.build_parser(cli.modules_for(['demo', '--serve']));"
         "a = p.parse_args(['demo', '--serve', '--port', '8123']);"
-        "print(a.func.__name__, a.port, sorted(m for m in ('engine.loop', 'engine.evaluate') if m in sys.modules))"
+        "print(a.func.__name__, a.port, sorted(m for m in ('engine.loop', 'engine.eval.evaluate') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "run_demo 8123 []", done.stderr

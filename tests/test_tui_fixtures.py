@@ -2,7 +2,7 @@
 
 Not a test module by content: it holds fixtures the ``test_tui_*`` modules import. The session
 is written through the real ``SessionRepo.create``/``record_iteration`` with EvalResult-shaped
-dicts made by ``engine.result.EvalResult.to_dict()``.
+dicts made by ``engine.eval.result.EvalResult.to_dict()``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from engine.result import BuildInfo, EvalResult, Timing, TimingStats, TrialResult
+from engine.eval.result import BuildInfo, EvalResult, Timing, TimingStats, TrialResult
 from sessions.repo import SessionRepo
 
 TASK = """import torch

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from engine.result import BuildInfo, EvalResult
+from engine.eval.result import BuildInfo, EvalResult
 from sessions.repo import SessionRepo
 from tests.test_tui_fixtures import TASK, kernel, region_text, screen_text, session_root, tui_env  # noqa: F401
 from tui.app import CudaforgeApp

@@ -123,7 +123,7 @@ async def test_text_areas_share_one_compiled_highlight_query_per_grammar(session
 def test_importing_the_workbench_leaves_unused_screens_and_heavy_modules_unimported() -> None:
     code = (
         "import sys, tui.app, tui.screens.workbench;"
-        "print(sorted(m for m in ('torch', 'engine.loop', 'engine.evaluate', 'tui.screens.approval',"
+        "print(sorted(m for m in ('torch', 'engine.loop', 'engine.eval.evaluate', 'tui.screens.approval',"
         " 'tui.screens.dialogs', 'tui.screens.browser', 'textual.widgets._markdown',"
         " 'textual.widgets._data_table') if m in sys.modules))"
     )

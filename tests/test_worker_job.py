@@ -1,4 +1,4 @@
-"""The evaluator→worker job contract (engine/job.py): one type both ends use; bad jobs are named, not guessed."""
+"""The evaluator→worker job contract (engine/eval/job.py): one type both ends use; bad jobs are named, not guessed."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.evaluate import EvalOptions, _WorkerRun
-from engine.job import JOB_VERSION, JobError, WorkerJob
-from engine.timing import TimingPlan
+from engine.eval.evaluate import EvalOptions, _WorkerRun
+from engine.eval.job import JOB_VERSION, JobError, WorkerJob
+from engine.eval.timing import TimingPlan
 from tests.conftest import REPO
 
 
@@ -80,7 +80,7 @@ def test_the_worker_reports_a_bad_job_instead_of_running_it(tmp_path: Path) -> N
     read_fd, write_fd = os.pipe()
     env = {**os.environ, "CUDAFORGE_VERDICT_FD": str(write_fd), "PYTHONPATH": str(REPO)}
     done = subprocess.run(
-        [sys.executable, "-m", "engine.worker", str(path)],
+        [sys.executable, "-m", "engine.eval.worker", str(path)],
         env=env,
         pass_fds=(write_fd,),
         capture_output=True,
@@ -99,8 +99,8 @@ def test_the_worker_reports_a_bad_job_instead_of_running_it(tmp_path: Path) -> N
 def test_the_result_records_every_option_but_the_machine_local_ones() -> None:
     from dataclasses import fields
 
-    from engine.evaluate import NOT_RECORDED
-    from engine.tolerances import DEFAULT_TOLERANCES
+    from engine.eval.evaluate import NOT_RECORDED
+    from engine.eval.tolerances import DEFAULT_TOLERANCES
 
     options = EvalOptions(trials=3, relax=("timing-access",), tolerances={"float32": 1e-3})
     recorded = options.settings()
@@ -117,7 +117,7 @@ def test_the_result_records_every_option_but_the_machine_local_ones() -> None:
 def test_a_job_the_worker_refuses_is_the_harness_fault_not_the_candidates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.evaluate import EvaluationError, evaluate
+    from engine.eval.evaluate import EvaluationError, evaluate
 
     def foreign_job(self: WorkerJob, path: Path) -> Path:  # as an evaluator of another version would write
         path.write_text(json.dumps({**self.to_dict(), "version": JOB_VERSION + 1}))

@@ -14,14 +14,14 @@ import sys
 from collections.abc import Sequence
 
 COMMAND_MODULES: tuple[str, ...] = (
-    "engine.cli_eval",
-    "engine.cli_guard",
-    "engine.doctor",
-    "engine.cli_run",
-    "engine.cli_bench",
-    "engine.cli_evalset",
+    "engine.cli.eval",
+    "engine.cli.guard",
+    "engine.cli.doctor",
+    "engine.cli.run",
+    "engine.cli.bench",
+    "engine.cli.evalset",
     "tui.commands",
-    "sessions.cli",
+    "engine.cli.sessions",
 )
 
 # The TUI's own subcommands (registered by ``tui.commands``). When the command line starts with one,

@@ -51,7 +51,7 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_guard_options(parser: argparse.ArgumentParser) -> None:
-    """``--guard``/``--relax``/``--refuse`` as in ``engine.cli_guard`` (inlined: importing the guard package
+    """``--guard``/``--relax``/``--refuse`` as in ``engine.cli.guard`` (inlined: importing the guard package
     here would slow the TUI's first frame; ids are validated when the loop is made)."""
     parser.add_argument("--guard", choices=("default", "strict"), default=None, help="guard policy")
     parser.add_argument(
@@ -74,7 +74,7 @@ def _guard_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def register(subparsers: Any) -> None:
-    from engine.cli_args import add_loop_flags
+    from engine.cli.args import add_loop_flags
 
     new = subparsers.add_parser("new", help="start a session from a task file, in the TUI")
     new.add_argument("task", type=Path, metavar="TASK.py")
@@ -137,7 +137,7 @@ def _settings(args: argparse.Namespace, session: Any = None) -> tuple[Any, Path]
     For ``open``, the session's stored models and round target come between the files and the
     flags, as for ``run --session``; ``--rounds N`` then means N more rounds after the tip.
     """
-    from engine.cli_args import loop_config, rounds_target
+    from engine.cli.args import loop_config, rounds_target
     from engine.config import sessions_root
 
     config = loop_config(args)
@@ -155,7 +155,7 @@ def _session_config(args: argparse.Namespace, repo: Any) -> Any:
     """The settings of a session opened from the browser: config files < its stored ``session.toml``
     (models, round target, guard) < this command line's flags, as ``cudaforge open`` resolves them,
     except ``--rounds``, which counts from the tip of the session the command line named only."""
-    from engine.cli_args import loop_config
+    from engine.cli.args import loop_config
 
     flags = argparse.Namespace(**{**vars(args), "rounds": None})
     return loop_config(flags, repo.settings().get("settings", {}))
@@ -248,7 +248,7 @@ def run_new(args: argparse.Namespace) -> int:
         return _serve(_argv_for(args, "new", str(args.task)), args.port)
     from engine.config import ConfigError
     from engine.llm.errors import LLMError
-    from engine.session_settings import session_settings
+    from engine.loop.session_settings import session_settings
     from sessions.errors import SessionError
     from sessions.repo import SessionRepo
 

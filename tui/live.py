@@ -38,8 +38,8 @@ from typing import Any, Protocol
 
 from textual.dom import DOMNode
 
-from engine.activity import Activity
 from engine.events import Event, LoopError, LoopFinished, LoopNotice, StageStarted
+from engine.loop.activity import Activity
 from tui.messages import EngineEvent, LoopCommand, LoopReturned
 
 LOOP_METHODS = ("run", "step", "pause", "stop", "approve", "reject", "edit_kernel", "branch_from")

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.tolerances import DEFAULT_TOLERANCES
+from engine.eval.tolerances import DEFAULT_TOLERANCES
 
 POLICIES = ("default", "strict")
 #: the trials count when nothing says otherwise (EvalOptions' default; DESIGN §3 asks for at least 5)

@@ -111,13 +111,13 @@ def _code(text: str) -> str:
 
 
 def policy_text(
-    policy: str = "default", backend: Backend = "cuda", context: PromptContext | None = None
+    guard_policy: str = "default", backend: Backend = "cuda", context: PromptContext | None = None
 ) -> str:
     """What the guard policy allows, in the Coder's terms, plus any rule the session changed."""
-    check_policy(policy)
+    check_policy(guard_policy)
     _check_backend(backend)
     text = _render(
-        f"policy_{policy}.md", own_code=_OWN_CODE[backend], share_sentence=_SHARE_SENTENCE[backend]
+        f"policy_{guard_policy}.md", own_code=_OWN_CODE[backend], share_sentence=_SHARE_SENTENCE[backend]
     ).strip()
     changes = guard_changes_text(context.guard) if context else ""
     return f"{text}\n{changes}" if changes else text
@@ -127,10 +127,10 @@ def target_text(backend: Backend = "cuda", context: PromptContext | None = None)
     return context.target.strip() if context and context.target.strip() else _UNKNOWN_TARGET[backend]
 
 
-def standing_text(policy: str, backend: Backend, context: PromptContext | None) -> str:
-    """The rules a version is held to (policy + correctness bar), as the Judge reads them."""
+def standing_text(guard_policy: str, backend: Backend, context: PromptContext | None) -> str:
+    """The rules a version is held to (guard policy + correctness bar), as the Judge reads them."""
     context = context or PromptContext()
-    return f"{policy_text(policy, backend, context)}\n\n{context.contract.text()}"
+    return f"{policy_text(guard_policy, backend, context)}\n\n{context.contract.text()}"
 
 
 def history_section(context: PromptContext | None, role: str) -> str:
@@ -148,7 +148,7 @@ def history_section(context: PromptContext | None, role: str) -> str:
 
 
 def coder_system(
-    backend: Backend = "cuda", policy: str = "default", context: PromptContext | None = None
+    backend: Backend = "cuda", guard_policy: str = "default", context: PromptContext | None = None
 ) -> str:
     """The Coder's standing instructions: layout, guard policy, target hardware, correctness bar."""
     _check_backend(backend)
@@ -158,7 +158,7 @@ def coder_system(
         language=_LANGUAGE[backend],
         target=_TARGET[backend],
         rules=template_text(f"rules_{backend}.md").strip(),
-        policy=policy_text(policy, backend, context),
+        policy=policy_text(guard_policy, backend, context),
         hardware=target_text(backend, context),
         contract=context.contract.text(),
     )
@@ -174,7 +174,7 @@ def coder_seed(
     reference: str,
     backend: Backend = "cuda",
     *,
-    policy: str = "default",
+    guard_policy: str = "default",
     context: PromptContext | None = None,
 ) -> Prompt:
     user = _render(
@@ -183,7 +183,7 @@ def coder_seed(
         example_kernel=_code(example_kernel(backend)),
         reference=_code(reference),
     )
-    return Prompt("coder", "seed", coder_system(backend, policy, context), [Message("user", user)])
+    return Prompt("coder", "seed", coder_system(backend, guard_policy, context), [Message("user", user)])
 
 
 def _suggestion_text(suggestion: Suggestion | str) -> str:
@@ -198,7 +198,7 @@ def coder_repair(
     backend: Backend = "cuda",
     *,
     failure: str = "",
-    policy: str = "default",
+    guard_policy: str = "default",
     context: PromptContext | None = None,
 ) -> Prompt:
     """``failure``: the harness's report on the kernel (build log, traceback, failing trials, guard findings)."""
@@ -210,7 +210,7 @@ def coder_repair(
         reference=_code(reference),
         kernel=_code(kernel),
     )
-    return Prompt("coder", "repair", coder_system(backend, policy, context), [Message("user", user)])
+    return Prompt("coder", "repair", coder_system(backend, guard_policy, context), [Message("user", user)])
 
 
 def coder_optimize(
@@ -220,7 +220,7 @@ def coder_optimize(
     backend: Backend = "cuda",
     timing: str | None = None,
     *,
-    policy: str = "default",
+    guard_policy: str = "default",
     context: PromptContext | None = None,
 ) -> Prompt:
     timing_line = f" Its timing: {timing.strip()}." if timing and timing.strip() else ""
@@ -232,7 +232,7 @@ def coder_optimize(
         reference=_code(reference),
         kernel=_code(kernel),
     )
-    return Prompt("coder", "optimize", coder_system(backend, policy, context), [Message("user", user)])
+    return Prompt("coder", "optimize", coder_system(backend, guard_policy, context), [Message("user", user)])
 
 
 def judge_system(backend: Backend = "cuda") -> str:
@@ -247,13 +247,13 @@ def judge_repair(
     error_log: str,
     backend: Backend = "cuda",
     *,
-    policy: str = "default",
+    guard_policy: str = "default",
     context: PromptContext | None = None,
 ) -> Prompt:
     user = _render(
         "judge_repair.md",
         error_log=clip(error_log or "(no log captured)", MAX_LOG_CHARS),
-        standing=standing_text(policy, backend, context),
+        standing=standing_text(guard_policy, backend, context),
         history_section=history_section(context, "judge"),
         reference=_code(reference),
         kernel=_code(kernel),
@@ -280,7 +280,7 @@ def judge_optimize(
     timing: str | None = None,
     *,
     share: str = "",
-    policy: str = "default",
+    guard_policy: str = "default",
     context: PromptContext | None = None,
 ) -> Prompt:
     """``gpu_spec`` is a preformatted block (built elsewhere); ``feedback_kind`` says what ``metrics`` are.
@@ -304,7 +304,7 @@ def judge_optimize(
         feedback_note=_FEEDBACK_NOTE[feedback_kind],
         gpu_spec=(gpu_spec or "(not available)").strip(),
         timing=(timing or "(not measured)").strip(),
-        standing=standing_text(policy, backend, context),
+        standing=standing_text(guard_policy, backend, context),
         history_section=history_section(context, "judge"),
         reference=_code(reference),
         kernel=_code(kernel),

@@ -105,12 +105,12 @@ class Coder(_Agent):
         self,
         reference: str,
         *,
-        policy: str = "default",
+        guard_policy: str = "default",
         context: PromptContext | None = None,
         on_token: TokenCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> CoderTurn:
-        prompt = prompts.coder_seed(reference, self.backend, policy=policy, context=context)
+        prompt = prompts.coder_seed(reference, self.backend, guard_policy=guard_policy, context=context)
         return self.ask(prompt, on_token, cancel)
 
     def repair(
@@ -120,13 +120,13 @@ class Coder(_Agent):
         suggestion: Suggestion | str,
         *,
         failure: str = "",
-        policy: str = "default",
+        guard_policy: str = "default",
         context: PromptContext | None = None,
         on_token: TokenCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> CoderTurn:
         prompt = prompts.coder_repair(
-            reference, kernel, suggestion, self.backend, failure=failure, policy=policy, context=context
+            reference, kernel, suggestion, self.backend, failure=failure, guard_policy=guard_policy, context=context
         )
         return self.ask(prompt, on_token, cancel)
 
@@ -137,13 +137,13 @@ class Coder(_Agent):
         suggestion: Suggestion | str,
         *,
         timing: str | None = None,
-        policy: str = "default",
+        guard_policy: str = "default",
         context: PromptContext | None = None,
         on_token: TokenCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> CoderTurn:
         prompt = prompts.coder_optimize(
-            reference, kernel, suggestion, self.backend, timing, policy=policy, context=context
+            reference, kernel, suggestion, self.backend, timing, guard_policy=guard_policy, context=context
         )
         return self.ask(prompt, on_token, cancel)
 
@@ -193,7 +193,7 @@ class Judge(_Agent):
         kernel: str,
         error_log: str,
         *,
-        policy: str = "default",
+        guard_policy: str = "default",
         context: PromptContext | None = None,
         rejections: Sequence[Mapping[str, Any]] = (),
         on_token: TokenCallback | None = None,
@@ -201,7 +201,7 @@ class Judge(_Agent):
     ) -> JudgeTurn:
         """One critical issue; ``rejections`` are this round's suggestions the human turned down."""
         prompt = prompts.judge_repair(
-            reference, kernel, error_log, self.backend, policy=policy, context=context
+            reference, kernel, error_log, self.backend, guard_policy=guard_policy, context=context
         )
         return self.ask(follow_up(prompt, rejection_exchanges(rejections)), on_token, cancel)
 
@@ -215,7 +215,7 @@ class Judge(_Agent):
         feedback_kind: FeedbackKind = "ncu",
         timing: str | None = None,
         share: str = "",
-        policy: str = "default",
+        guard_policy: str = "default",
         context: PromptContext | None = None,
         rejections: Sequence[Mapping[str, Any]] = (),
         on_token: TokenCallback | None = None,
@@ -231,7 +231,7 @@ class Judge(_Agent):
             self.backend,
             timing,
             share=share,
-            policy=policy,
+            guard_policy=guard_policy,
             context=context,
         )
         return self.ask(follow_up(prompt, rejection_exchanges(rejections)), on_token, cancel)

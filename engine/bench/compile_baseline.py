@@ -4,7 +4,7 @@ A kernel that beats eager PyTorch may still lose to ``torch.compile``, which is 
 otherwise reach for. For each task a fresh worker (``python -m engine.bench.compile_baseline``)
 builds the reference ``Model`` exactly as the evaluator does (same seed, ``get_init_inputs``,
 inputs made on the device), compiles it, checks the compiled output against eager, and times the
-two *interleaved in the same process* with the evaluator's own timer (:func:`engine.timing.time_models`:
+two *interleaved in the same process* with the evaluator's own timer (:func:`engine.eval.timing.time_models`:
 CUDA events and an L2 flush on GPU, one thread on CPU).
 
 The speedup of the task's best kernel over the compiled reference is then::
@@ -71,10 +71,10 @@ def speedup_vs_compile(best_speedup: float | None, baseline: dict[str, Any] | No
 def _measure(task_path: Path, device_name: str, trials: int, budget_s: float, seed: int) -> dict[str, Any]:
     import torch
 
-    from engine.compare import compare_outputs
+    from engine.eval.compare import compare_outputs
+    from engine.eval.timing import TimingPlan, time_models
+    from engine.eval.worker import to_device
     from engine.tasks import import_module_from_source
-    from engine.timing import TimingPlan, time_models
-    from engine.worker import to_device
 
     device = torch.device("cuda" if device_name == "cuda" else "cpu")
     if device.type == "cpu":

@@ -1,6 +1,6 @@
 """Run one headless session per task, a bounded number at a time, resumably.
 
-Each task's loop runs as its own ``python -m engine.cli_run … --headless --auto-approve``
+Each task's loop runs as its own ``python -m engine.cli.run … --headless --auto-approve``
 subprocess: one process per task keeps a crashing kernel, a CUDA context or a GIL-bound build
 from touching its neighbours, and on CUDA lets each worker own one GPU through
 ``CUDA_VISIBLE_DEVICES``. Workers are slots: on CUDA one per GPU of ``--gpus``, on CPU
@@ -14,7 +14,7 @@ stage each running task was in.
 Where tasks run: local worker slots (this module), or Ray tasks that each ask for one GPU (or one
 CPU) when ``--ray`` is given (:mod:`engine.bench.ray_backend`). Both run the same commands through
 :func:`execute`, and the bench process alone writes statuses and prints progress
-(:mod:`engine.bench.progress`); every child line is also kept in ``OUT/logs/<task>.log``.
+(:mod:`engine.batch.progress`); every child line is also kept in ``OUT/logs/<task>.log``.
 
 With ``--compile-baseline`` a task's commands are its session run and then, once, the
 ``torch.compile`` baseline worker (:mod:`engine.bench.compile_baseline`) in the same slot, so the
@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from engine.batch.progress import LineProgress
 from engine.bench.compile_baseline import baseline_command, read_baseline
-from engine.bench.progress import LineProgress
 from engine.bench.results import DONE, read_status, session_dir, task_row, write_status
 from engine.bench.tasks import BenchTask
 from sessions.paths import is_session_dir
@@ -69,7 +69,7 @@ class BenchOptions:
 
 def task_command(task: BenchTask, options: BenchOptions) -> list[str]:
     """The ``cli_run`` command line for a task: a new session, or ``--session`` to continue its own."""
-    cmd = [options.python, "-m", "engine.cli_run"]
+    cmd = [options.python, "-m", "engine.cli.run"]
     if is_session_dir(session_dir(options.out, task)):
         cmd += ["--session", task.name]
     else:

@@ -8,7 +8,7 @@ what the other evaluations there have left.
 
 **The estimate.** ``get_inputs()`` and the reference ``Model`` run on PyTorch's ``meta`` device
 (shapes and dtypes, no storage; :mod:`engine.tasks` describes inputs the same way), which gives the
-bytes of the inputs, of the parameters and of the output. The worker's check (``engine.worker``)
+bytes of the inputs, of the parameters and of the output. The worker's check (``engine.eval.worker``)
 holds at its peak three sets of inputs (the trial's, the reference's clone, and the previous
 trial's while the next are made), five outputs (the candidate's before and after the reference,
 the reference's, and the previous trial's two, kept alive on purpose) and both models' parameters,

@@ -1,6 +1,6 @@
 """The evalset's PNG: verdicts, the speedup distribution and, when measured, the own-kernel share.
 
-Drawn like the bench's plots (:mod:`engine.bench.plots`): matplotlib's file-only Agg backend, a
+Drawn like the bench's plots (:mod:`engine.batch.plots`): matplotlib's file-only Agg backend, a
 pure function of the summary rows (so it can be redrawn from ``summary.json``), and without
 matplotlib the run says how to get it and goes on.
 """
@@ -11,9 +11,9 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine.bench.plots import INSTALL_HINT  # noqa: F401  (re-exported for the CLI)
+from engine.batch.plots import INSTALL_HINT  # noqa: F401  (re-exported for the CLI)
+from engine.eval.result import OUTCOMES
 from engine.evalset.summary import PairRow
-from engine.result import OUTCOMES
 
 PLOT = "evalset.png"
 

@@ -1,4 +1,4 @@
-"""The bench's progress views (:mod:`engine.bench.progress`) showing evaluation stages instead of rounds.
+"""The bench's progress views (:mod:`engine.batch.progress`) showing evaluation stages instead of rounds.
 
 A running evaluation's line reads ``level_1_problem_19_sample_0 (GPU 0)  check`` in the live bar;
 the plain-lines view prints the start and the verdict of each evaluation, one line each.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from engine.bench.progress import LineProgress, LiveProgress, TaskState
+from engine.batch.progress import LineProgress, LiveProgress, TaskState
 
 
 class StageState(TaskState):

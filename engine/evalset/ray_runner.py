@@ -2,7 +2,7 @@
 
 Joining or starting the cluster, the install hint and the ``PYTHONPATH`` hand-over are
 :mod:`engine.bench.ray_backend`'s. Each evaluation is one Ray task running
-:func:`engine.evaluate.evaluate` on whichever node Ray picks; the driver alone writes results and
+:func:`engine.eval.evaluate.evaluate` on whichever node Ray picks; the driver alone writes results and
 prints progress.
 
 * Phase 1 tasks ask for one CPU and, on CUDA, the *fraction* of a GPU that the task's estimated
@@ -24,11 +24,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from engine.bench.ray_backend import connect, import_ray
+from engine.eval.evaluate import EvalOptions
+from engine.eval.result import EvalResult
 from engine.evalset.memory import GiB, gpu_free_bytes
 from engine.evalset.progress import make_progress
 from engine.evalset.scheduler import describe
-from engine.evaluate import EvalOptions
-from engine.result import EvalResult
 
 if TYPE_CHECKING:
     from engine.evalset.scheduler import Evalset, PairState
@@ -40,7 +40,7 @@ def remote_evaluate(
     task_source: str, kernel_source: str, options: EvalOptions, task_name: str
 ) -> dict[str, Any]:
     """The body of one Ray task: evaluate here; the result, where it ran and how long it took."""
-    from engine.evaluate import evaluate
+    from engine.eval.evaluate import evaluate
 
     started, started_at = time.monotonic(), time.time()
     result = evaluate(task_source, kernel_source, options, None, task_name=task_name)

@@ -1,6 +1,6 @@
 """Run an evalset in two phases: build + check in parallel, then timing one kernel at a time per GPU.
 
-Every evaluation is the real evaluator, :func:`engine.evaluate.evaluate`, which already runs the
+Every evaluation is the real evaluator, :func:`engine.eval.evaluate.evaluate`, which already runs the
 candidate in its own worker process; so threads suffice here, and this module only decides *what
 runs where and when*:
 
@@ -35,7 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine import faults
+from engine.eval import faults
+from engine.eval.evaluate import EvalEvent, EvalOptions, evaluate
+from engine.eval.result import EvalResult
 from engine.evalset import store
 from engine.evalset.memory import (
     BUDGET_FRACTION,
@@ -47,8 +49,6 @@ from engine.evalset.memory import (
 )
 from engine.evalset.pairs import Pair
 from engine.evalset.progress import EvalsetLines, make_progress
-from engine.evaluate import EvalEvent, EvalOptions, evaluate
-from engine.result import EvalResult
 
 
 @dataclass

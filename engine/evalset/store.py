@@ -21,8 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from engine.eval.result import EvalResult
 from engine.evalset.pairs import Pair
-from engine.result import EvalResult
 
 RESULTS, CHECKS = "results", "checks"
 

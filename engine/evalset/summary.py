@@ -1,6 +1,6 @@
 """Per-kernel rows and set-wide statistics of an evalset, read back from ``OUT/results``.
 
-The set statistics are the bench's (:func:`engine.bench.summary.set_statistics`, same conventions:
+The set statistics are the bench's (:func:`engine.batch.statistics.set_statistics`, same conventions:
 correct % and fast_p over *every* pair, speedup averages over the correct ones), so an evalset and a
 bench of the same kernels report the same numbers. On top of them:
 
@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from engine.bench.summary import FAST_P_THRESHOLDS, TaskRow, set_statistics
+from engine.batch.statistics import FAST_P_THRESHOLDS, TaskRow, set_statistics
 from engine.evalset import store
 from engine.evalset.pairs import Pair
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from engine.agents.roles import Coder, Judge
 from engine.config import Config
-from engine.evaluate import EvalOptions, resolve_device
+from engine.eval.evaluate import EvalOptions, resolve_device
 from engine.events import Event
 from engine.llm.registry import make_provider
 from engine.loop.machine import Loop, LoopOptions, Profiler
-from engine.session_settings import session_settings
+from engine.loop.session_settings import session_settings
 from sessions.repo import SessionRepo
 
 

@@ -25,7 +25,7 @@ an in-flight LLM call through the providers' cancel event (that stage is redone 
 Stopping (Ctrl-C, ``q``, a hang-up; ARCHITECTURE §2) never cuts an evaluation short: a pause or stop
 is honoured at the next boundary at which nothing evaluated is left uncommitted, so an evaluated
 kernel goes on through its profile and its commit first. :attr:`Loop.activity` says what runs, in
-the words of :mod:`engine.activity`. :meth:`close` hands the session's writer lock back once no
+the words of :mod:`engine.loop.activity`. :meth:`close` hands the session's writer lock back once no
 stage runs. Before every stage the round is checked (:func:`~engine.loop.state.journal_problem`): a
 round that cannot go on is repaired with a :class:`~engine.events.LoopNotice`, never asserted on.
 """
@@ -41,12 +41,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine import approval as policy
-from engine.activity import TASK_CHECK, Activity
+from engine import approval as approvals
 from engine.agents.context import PromptContext
 from engine.agents.roles import Coder, CoderTurn, Judge
 from engine.agents.suggestion import Suggestion
-from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, check_task, evaluate
+from engine.eval.evaluate import EvalEvent, EvalOptions, EvaluationError, check_task, evaluate
+from engine.eval.result import EvalResult
 from engine.events import (
     AwaitingApproval,
     BuildLog,
@@ -64,6 +64,7 @@ from engine.events import (
 )
 from engine.llm.errors import LLMCancelled, LLMError
 from engine.loop import feedback
+from engine.loop.activity import TASK_CHECK, Activity
 from engine.loop.context import round_context
 from engine.loop.holds import hold
 from engine.loop.state import (
@@ -84,7 +85,6 @@ from engine.loop.state import (
     repair_round,
     save_journal,
 )
-from engine.result import EvalResult
 from sessions.errors import StaleLockWarning
 from sessions.records import Iteration, IterationRecord
 from sessions.repo import SessionRepo
@@ -111,7 +111,7 @@ class LoopBusy(LoopStateError):
 @dataclass
 class LoopOptions:
     rounds: int = 10
-    approval: str = policy.ASK
+    approval: str = approvals.ASK
     eval_options: EvalOptions = field(default_factory=EvalOptions)
     #: the hardware block the Judge sees in optimize mode; "" derives a short one from the result
     hardware: str = ""
@@ -119,7 +119,7 @@ class LoopOptions:
     settings: Mapping[str, Any] | None = None
     max_no_code_retries: int = 1
     #: run the task's reference on its own inputs (in a worker) before the first Coder call;
-    #: a broken task stops the loop before any LLM request (engine.reference_check)
+    #: a broken task stops the loop before any LLM request (engine.eval.reference_check)
     check_task: bool = True
 
 
@@ -139,7 +139,7 @@ class Loop:
         self.coder = coder
         self.judge = judge
         self.options = options or LoopOptions()
-        policy.check_policy(self.options.approval)
+        approvals.check_policy(self.options.approval)
         self.on_event = on_event
         self.profiler = profiler
         self.reference = session.task_source
@@ -154,7 +154,7 @@ class Loop:
         self._activity: Activity | None = None
         #: why the task cannot be optimised (its reference fails on its own inputs); None when sound
         self.task_problem: str | None = None
-        #: cudaforge's own fault that stopped the last stage (engine.faults); None when there was none
+        #: cudaforge's own fault that stopped the last stage (engine.eval.faults); None when there was none
         self.harness_problem: str | None = None
         with warnings.catch_warnings():  # reported below, as a notice the front end shows
             warnings.simplefilter("ignore", StaleLockWarning)
@@ -229,7 +229,7 @@ class Loop:
             else:
                 approved = dict(suggestion)
             self.pending.approved = approved
-            self.pending.approved_by = policy.HUMAN
+            self.pending.approved_by = approvals.HUMAN
             self.pending.edited = approved != proposed
             self.pending.stage = CODER
             save_journal(self.session, self.pending)
@@ -237,7 +237,7 @@ class Loop:
     def set_approval_policy(self, name: str) -> None:
         """Change who decides from the next gate on (the TUI's palette); the loop alone applies it."""
         with self._lock:
-            self.options.approval = policy.check_policy(name)
+            self.options.approval = approvals.check_policy(name)
 
     def reject(self, note: str = "") -> None:
         """Drop the pending suggestion; the Judge is asked again, told why (``note``)."""
@@ -500,7 +500,7 @@ class Loop:
     def _seed(self) -> None:
         context, guard = self._context()
         turn = self.coder.seed(
-            self.reference, policy=guard, context=context, on_token=self._token("coder"), cancel=self._cancel
+            self.reference, guard_policy=guard, context=context, on_token=self._token("coder"), cancel=self._cancel
         )
         self._take_code(turn)
 
@@ -514,7 +514,7 @@ class Loop:
         result = base.eval_result
         context, guard = self._context()
         common: dict[str, Any] = {
-            "policy": guard,
+            "guard_policy": guard,
             "context": context,
             "rejections": list(self.pending.rejections),
             "on_token": self._token("judge"),
@@ -545,13 +545,13 @@ class Loop:
             self._emit(AwaitingApproval(suggestion=self.pending.suggestion or {}, flagged=self._flagged()))
             return AWAITING
         self.pending.approved = dict(self.pending.suggestion or {})
-        self.pending.approved_by = policy.decided_by_policy(self.options.approval)
+        self.pending.approved_by = approvals.decided_by_policy(self.options.approval)
         self.pending.stage = CODER
         return None
 
     def _needs_human(self) -> bool:
         history = self.session.history(self.branch)
-        return policy.needs_human(self.options.approval, history[-1].eval_result if history else None)
+        return approvals.needs_human(self.options.approval, history[-1].eval_result if history else None)
 
     def _flagged(self) -> bool:
         history = self.session.history(self.branch)
@@ -567,7 +567,7 @@ class Loop:
                 base.kernel_source,
                 approved,
                 failure=feedback.error_log(base.eval_result),
-                policy=guard,
+                guard_policy=guard,
                 context=context,
                 on_token=self._token("coder"),
                 cancel=self._cancel,
@@ -578,7 +578,7 @@ class Loop:
                 base.kernel_source,
                 approved,
                 timing=feedback.timing_text(base.eval_result),
-                policy=guard,
+                guard_policy=guard,
                 context=context,
                 on_token=self._token("coder"),
                 cancel=self._cancel,

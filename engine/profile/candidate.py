@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine import sandbox
-from engine.build import default_cache_root
+from engine.eval.build.extension import default_cache_root
 from engine.profile.availability import ProfileUnavailable
 from engine.profile.fallback import summarize_torch_profiler
 from engine.profile.kernels import kernel_names_from_source

@@ -37,7 +37,7 @@ def _device_properties(torch) -> dict:
 def main(job_path: str) -> int:
     import torch
 
-    from engine.build import BuildRecorder
+    from engine.eval.build.extension import BuildRecorder
     from engine.sandbox.landlock import apply_from_env
     from engine.tasks import import_module_from_source
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine.result import Timing, TimingStats
+from engine.eval.result import Timing, TimingStats
 
 if TYPE_CHECKING:
     import torch

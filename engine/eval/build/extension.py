@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from engine import faults
-from engine.pch import HeaderStore, first_include, header_key
-from engine.result import ExtensionBuild
-from engine.split import CPP_FILE, CUDA_FILE, SplitSkipped, host_flags, split_sources
+from engine.eval import faults
+from engine.eval.build.pch import HeaderStore, first_include, header_key
+from engine.eval.build.split.rewrite import CPP_FILE, CUDA_FILE, SplitSkipped, host_flags, split_sources
+from engine.eval.result import ExtensionBuild
 
 TORCH_LOCK_NAME = "lock"
 OUR_LOCK_NAME = ".cudaforge-build.lock"
@@ -224,7 +224,7 @@ class BuildRecorder:
         kwargs.pop("build_directory", None)  # ours, so that builds are isolated by content
         kwargs["verbose"] = True  # the full ninja/nvcc/g++ output goes to the log
         # torch's own precompiled header lives in its install tree and any build without it deletes
-        # it; cudaforge keeps its own per flag set instead (engine.pch).
+        # it; cudaforge keeps its own per flag set instead (engine.eval.build.pch).
         kwargs["use_pch"] = False
         cpp_text, cuda_text = _as_text(cpp_sources), _as_text(cuda_sources)
         call = {"name": name, "cpp": cpp_text, "cuda": cuda_text, "args": args, "kwargs": kwargs}

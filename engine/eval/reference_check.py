@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.job import WorkerJob
+    from engine.eval.job import WorkerJob
 
 
 @dataclass
@@ -77,7 +77,7 @@ def check_reference(
     """Build the reference and run it once per seed; the first failure, or None when it is sound."""
     import torch
 
-    from engine.compare import compare_outputs
+    from engine.eval.compare import compare_outputs
 
     def failure(what: str, seed: int | None, error: BaseException) -> ReferenceFailure:
         line, code = task_line(error, task_path)

@@ -1,6 +1,6 @@
 """Evaluate a candidate kernel against its task in a fresh, isolated worker process.
 
-The engine never runs candidate code itself: ``evaluate`` starts ``python -m engine.worker`` in a
+The engine never runs candidate code itself: ``evaluate`` starts ``python -m engine.eval.worker`` in a
 new process group, hands it a job file, and listens on a private pipe for its stage changes and
 verdict. Each stage has its own timeout; when one runs over, the whole process group is killed
 (ninja and nvcc included) and the result says which stage it was. A worker that dies without a
@@ -26,11 +26,11 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from engine import faults, sandbox
-from engine.build import default_cache_root, remove_stale_torch_lock
-from engine.job import WorkerJob
-from engine.profile.kernels import kernel_names_from_source
-from engine.result import (
+from engine import sandbox
+from engine.eval import faults
+from engine.eval.build.extension import default_cache_root, remove_stale_torch_lock
+from engine.eval.job import WorkerJob
+from engine.eval.result import (
     CANDIDATE_SIDE,
     HARNESS_ERROR,
     HARNESS_SIDE,
@@ -43,12 +43,12 @@ from engine.result import (
     ExtensionBuild,
     TrialResult,
 )
+from engine.eval.timing import TimingPlan
+from engine.eval.tolerances import DEFAULT_TOLERANCES
+from engine.eval.worker import VERDICT_FD_ENV
+from engine.profile.kernels import kernel_names_from_source
 from engine.sandbox.logcap import CappedLog
-from engine.timing import TimingPlan
-from engine.tolerances import DEFAULT_TOLERANCES
-from engine.worker import VERDICT_FD_ENV
 
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 DRAIN_AFTER_EXIT_S = 1.0  # how long the pipe is still read once the worker has exited
 DRAIN_AFTER_EXIT_BYTES = 8 * 1024 * 1024
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # an EvalResult line is far smaller
@@ -83,7 +83,7 @@ class EvalOptions:
     do_timing: bool = True
     timeouts: StageTimeouts = field(default_factory=StageTimeouts)
     cache_root: Path | None = None
-    use_pch: bool = True  # cudaforge's precompiled torch header for the C++ binding (engine.pch)
+    use_pch: bool = True  # cudaforge's precompiled torch header for the C++ binding (engine.eval.build.pch)
     gpu_index: int | None = None
     guards: bool = True  # off only to measure their cost; relax single rules with ``relax`` instead
     relax: tuple[str, ...] = ()  # guard rule ids (static or runtime) to report but not enforce
@@ -419,7 +419,7 @@ class _WorkerRun:
         try:
             launch = sandbox.prepare(
                 self.options.sandbox,
-                [sys.executable, "-m", "engine.worker", str(job_path)],
+                [sys.executable, "-m", "engine.eval.worker", str(job_path)],
                 job_dir=self.job_dir,
                 writable=[self.cache_root],
                 extra_env=extra,

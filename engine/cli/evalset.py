@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.cli_args import int_at_least, positive_float
+from engine.cli.args import int_at_least, positive_float
 
 EXIT_OK, EXIT_PENDING, EXIT_USAGE = 0, 1, 2
 BUILD_MEMORY_BYTES = 4 << 30  # what one parallel build + check may take of host memory
@@ -135,7 +135,7 @@ def _apply_optional(options: Any, attribute: str, value: Any, flag: str) -> str 
 def build_eval_options(args: argparse.Namespace) -> Any:
     """EvalOptions from the config files and the flags; raises ConfigError / EvaluationError / ValueError."""
     from engine.config import load_config
-    from engine.evaluate import EvalOptions, StageTimeouts, resolve_device, split_relaxations
+    from engine.eval.evaluate import EvalOptions, StageTimeouts, resolve_device, split_relaxations
 
     overrides: dict[str, Any] = {}
     for key, value in (
@@ -176,12 +176,12 @@ def _gpus(device: str, requested: list[int] | None) -> list[int] | None:
 
 def evalset_command(args: argparse.Namespace) -> int:
     from engine.config import ConfigError
+    from engine.eval.evaluate import EvaluationError
     from engine.evalset.kernelbench import write_kernelbench
     from engine.evalset.pairs import EvalsetError, discover
     from engine.evalset.plots import INSTALL_HINT, write_plot
     from engine.evalset.scheduler import Evalset, EvalsetOptions
     from engine.evalset.summary import PENDING, format_table, row_for, summary_document, write_csv, write_json
-    from engine.evaluate import EvaluationError
 
     if args.gpus and args.ray:
         return _usage("--gpus and --ray do not mix: Ray gives each evaluation its GPU")
@@ -253,7 +253,7 @@ def evalset_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m engine.cli_evalset …``: the evalset command alone."""
+    """``python -m engine.cli.evalset …``: the evalset command alone."""
     parser = argparse.ArgumentParser(prog="cudaforge evalset")
     add_arguments(parser)
     return evalset_command(parser.parse_args(argv))

@@ -86,7 +86,7 @@ def loop_overrides(args: argparse.Namespace, stored: Mapping[str, Any] | None = 
         out["loop"] = loop
     if getattr(args, "device", None):
         out["eval"] = {"device": args.device}
-    from engine.cli_guard import guard_overrides
+    from engine.cli.guard import guard_overrides
 
     guard = guard_overrides(args, dict(stored.get("guard") or {}))
     if guard:

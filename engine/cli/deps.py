@@ -7,7 +7,7 @@ is invisible until the line runs, so the check here reads the source instead: ev
 ``engine/``, ``sessions/`` and ``tui/`` (function bodies included) must name the standard library,
 cudaforge itself, a core dependency, or a module listed in :data:`OPTIONAL` with the extra that
 brings it and what is lost without it. ``cudaforge doctor`` reports the gaps of this install;
-``python -m engine.deps --check`` (CI's core-only job) exits 1 when a non-optional import is missing.
+``python -m engine.cli.deps --check`` (CI's core-only job) exits 1 when a non-optional import is missing.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 OUR_PACKAGES = ("engine", "sessions", "tui", "themes")
 
 # Importable modules that only some features use: module -> (extra, what is lost without it).
@@ -106,7 +106,7 @@ def missing_optional() -> list[tuple[str, str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.deps", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m engine.cli.deps", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when a non-optional import is missing")
     args = parser.parse_args(argv)
     core = missing_core()

@@ -1,11 +1,11 @@
-"""The evaluation worker: ``python -m engine.worker JOB.json``, one fresh process per evaluation.
+"""The evaluation worker: ``python -m engine.eval.worker JOB.json``, one fresh process per evaluation.
 
 It runs the stages build → check → time on one candidate and reports over a private pipe whose
 file descriptor it takes from ``CUDAFORGE_VERDICT_FD`` (and removes from the environment before
 any candidate code runs). Whatever the candidate prints goes to stdout/stderr, which the engine
 keeps as a log and never parses, so printing cannot forge a verdict.
 
-The engine (``engine.evaluate``) owns the timeouts and kills this process's whole group when a
+The engine (``engine.eval.evaluate``) owns the timeouts and kills this process's whole group when a
 stage runs over. A kernel that crashes the process (segfault, abort) or poisons the CUDA context
 (an illegal memory access) is reported by the engine from what this worker sent before it died;
 this worker never outlives one evaluation, so a poisoned context is never reused.
@@ -22,9 +22,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from engine import faults
-from engine.job import JobError, WorkerJob
-from engine.result import (
+from engine.eval import faults
+from engine.eval.job import JobError, WorkerJob
+from engine.eval.result import (
     CANDIDATE_SIDE,
     COMPILE_ERROR,
     CORRECT,
@@ -114,7 +114,7 @@ class Evaluation:
         return self.result
 
     def harness(self, kind: str, message: str, error: BaseException | None = None, **extra: Any) -> EvalResult:
-        """cudaforge's own fault (engine.faults): no verdict on the kernel, whatever stage it was."""
+        """cudaforge's own fault (engine.eval.faults): no verdict on the kernel, whatever stage it was."""
         if error is not None:
             self.result.error = _error_info(error)
         self.result.harness_fault = faults.record(kind, message, error, stage=self.result.stage, **extra)
@@ -128,7 +128,7 @@ class Evaluation:
         return memory if faults.contention(memory) else None
 
     def unexpected(self, error: BaseException) -> EvalResult:
-        """An exception no stage caught: whose fault it is decides the status (engine.faults)."""
+        """An exception no stage caught: whose fault it is decides the status (engine.eval.faults)."""
         stage = self.result.stage
         text = f"{type(error).__name__}: {error}"
         fault = self._our_fault(error)
@@ -185,7 +185,7 @@ class Evaluation:
 
     # -- stages ---------------------------------------------------------------------------
     def run(self) -> EvalResult:
-        from engine import envinfo
+        from engine.eval import envinfo
         from engine.tasks import import_module_from_source
 
         if self.device.type == "cpu" and self.job.cpu_threads:
@@ -224,7 +224,7 @@ class Evaluation:
 
     def reference_sound(self, task: Any) -> bool:
         """The reference on its own inputs, every seed the later stages use; False: a task error."""
-        from engine.reference_check import check_reference, check_seeds
+        from engine.eval.reference_check import check_reference, check_seeds
 
         self.stage("reference")
         failure = check_reference(
@@ -261,7 +261,7 @@ class Evaluation:
         """Import the candidate; its ``load_inline`` calls build through our hook."""
         import torch
 
-        from engine.build import BuildRecorder
+        from engine.eval.build.extension import BuildRecorder
         from engine.tasks import import_module_from_source
 
         self.stage("build")
@@ -411,7 +411,7 @@ class Evaluation:
         """``trials`` rounds of fresh seeded inputs; the candidate runs before and after the reference."""
         import torch
 
-        from engine.compare import compare_outputs
+        from engine.eval.compare import compare_outputs
 
         tolerances = self.job.tolerances
         base = self.job.seed
@@ -558,9 +558,9 @@ class Evaluation:
         """Time both models; then re-check on fresh inputs and compare the two clocks. False when refused."""
         import torch
 
-        from engine.compare import compare_outputs
+        from engine.eval.compare import compare_outputs
+        from engine.eval.timing import TimingPlan, time_models
         from engine.guard.runtime import timing_disagreement
-        from engine.timing import TimingPlan, time_models
 
         self.stage("time")
         plan = self.job.timing or TimingPlan()
@@ -592,7 +592,7 @@ def main(argv: list[str]) -> int:
     fd_text = os.environ.pop(VERDICT_FD_ENV, None)
     if fd_text is None or len(argv) != 2:
         print(
-            "usage: CUDAFORGE_VERDICT_FD=N python -m engine.worker JOB.json (started by cudaforge)",
+            "usage: CUDAFORGE_VERDICT_FD=N python -m engine.eval.worker JOB.json (started by cudaforge)",
             file=sys.stderr,
         )
         return 2
@@ -619,7 +619,7 @@ def main(argv: list[str]) -> int:
     sys.stderr.flush()
     channel.send("result", result=result.to_dict())
     if os.environ.get(SANDBOXED_ENV):  # the sandbox dies with this process: let its header maker finish
-        from engine.pch import wait_for_makers
+        from engine.eval.build.pch import wait_for_makers
 
         wait_for_makers()
     # Skip interpreter teardown: after a CUDA fault, destructors may hang or crash.

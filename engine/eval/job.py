@@ -1,7 +1,7 @@
 """The job file: what the evaluator tells its worker process, one typed definition for both ends.
 
-The evaluator (``engine.evaluate``) writes a ``WorkerJob`` as ``job.json`` in the candidate's job
-folder; the worker (``engine.worker``), a separate and sandboxed process, reads it back. Before
+The evaluator (``engine.eval.evaluate``) writes a ``WorkerJob`` as ``job.json`` in the candidate's job
+folder; the worker (``engine.eval.worker``), a separate and sandboxed process, reads it back. Before
 this type the two sides shared a plain dict, so a key renamed on one side silently fell back to a
 default on the other (a timing flag that never arrived looked like "time it"). Now a missing or
 unknown key, a wrong type or another version is a ``JobError`` that names the field, and the worker
@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from engine.timing import TimingPlan
+from engine.eval.timing import TimingPlan
 
 JOB_VERSION = 1
 

@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine.bench.summary import TaskRow
+from engine.batch.statistics import TaskRow
 
 DISTRIBUTION = "speedup_distribution.png"
 PER_ROUND = "best_by_round.png"

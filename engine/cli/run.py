@@ -9,7 +9,7 @@ run says what it will do before it starts and what it did at the end, including 
 
 It prints one line per stage while it runs, then a table of the branch's iterations and the best
 kernel. Ctrl-C, a hang-up (SIGHUP: the SSH connection dropped) and SIGTERM stop it cleanly
-(:mod:`engine.interrupts`): it says what it waits for, an LLM call in flight is cancelled, a
+(:mod:`engine.cli.interrupts`): it says what it waits for, an LLM call in flight is cancelled, a
 running evaluation finishes and is committed; a second Ctrl-C leaves at once, and the interrupted
 stage is redone by the next ``--session`` run. The session stays consistent either way, and a
 resume reaches the same history as a run that was never interrupted (ARCHITECTURE §2).
@@ -30,15 +30,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine.cli_args import add_loop_flags, loop_config, rounds_target
-from engine.cli_guard import (
+from engine.cli.args import add_loop_flags, loop_config, rounds_target
+from engine.cli.guard import (
     add_guard_flags,
     format_share,
     settings_guard_label,
     share_of_iteration,
 )
+from engine.cli.interrupts import Interrupts
 from engine.config import ConfigError, sessions_root
-from engine.evaluate import EvaluationError
+from engine.eval.evaluate import EvaluationError
 from engine.events import (
     AwaitingApproval,
     EvalFinished,
@@ -51,7 +52,6 @@ from engine.events import (
     SuggestionReady,
 )
 from engine.guard.policy import guard_label
-from engine.interrupts import Interrupts
 from engine.llm.errors import LLMError
 from engine.loop.machine import AWAITING, FINISHED, PAUSED, Loop
 from engine.tasks import TaskError, load_task
@@ -137,9 +137,9 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
         )
     printer = Printer(sys.stdout, verbose=args.verbose)
     try:
-        from engine.evaluate import resolve_device
+        from engine.eval.evaluate import resolve_device
         from engine.loop.factory import make_loop
-        from engine.session_settings import session_settings
+        from engine.loop.session_settings import session_settings
 
         if session is None:  # the settings go in at once: a run stopped before its seed resumes as it began
             from engine.loop.factory import check_models
@@ -430,7 +430,7 @@ def print_summary(session: SessionRepo, branch: str, out: TextIO) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m engine.cli_run …``: the run command alone (what ``cudaforge run`` calls)."""
+    """``python -m engine.cli.run …``: the run command alone (what ``cudaforge run`` calls)."""
     parser = argparse.ArgumentParser(prog="cudaforge run")
     add_arguments(parser)
     return run_command(parser.parse_args(argv))

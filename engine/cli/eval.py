@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.cli_args import int_at_least, positive_float
-from engine.cli_guard import add_guard_flags, guard_settings
+from engine.cli.args import int_at_least, positive_float
+from engine.cli.guard import add_guard_flags, guard_settings
 from engine.config import ConfigError, load_config
-from engine.evaluate import EvalEvent, EvalOptions, EvaluationError, check_task, evaluate_files
+from engine.eval.evaluate import EvalEvent, EvalOptions, EvaluationError, check_task, evaluate_files
+from engine.eval.result import EvalResult
 from engine.guard.policy import GuardPolicyError
-from engine.result import EvalResult
 from engine.tasks import TaskError, load_task
 from sessions.secrets import Scrubber
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from engine.tolerances import DEFAULT_TOLERANCES
+from engine.eval.tolerances import DEFAULT_TOLERANCES
 
 
 @dataclass

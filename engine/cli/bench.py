@@ -4,7 +4,7 @@ TASKS are task files or folders of them (a KernelBench level folder works as is)
 under ``OUT/sessions``; a rerun with the same ``--out`` skips finished tasks and continues the
 others, with the ``--rounds`` and models of the first run unless flags change them
 (``OUT/bench.json``). At the end ``OUT/summary.csv`` and ``OUT/summary.json`` are written and a table printed
-(statistics as defined in :mod:`engine.bench.summary`).
+(statistics as defined in :mod:`engine.batch.statistics`).
 
 Concurrency: on CUDA one worker per GPU of ``--gpus`` (default: every visible GPU), on CPU
 ``--workers N`` (default 1); or ``--ray ADDRESS`` (``auto``: a local instance), where every task is
@@ -23,17 +23,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine.bench.plots import INSTALL_HINT as PLOTS_HINT
-from engine.bench.plots import write_plots
-from engine.bench.progress import make_progress
+from engine.batch.plots import INSTALL_HINT as PLOTS_HINT
+from engine.batch.plots import write_plots
+from engine.batch.progress import make_progress
+from engine.batch.statistics import format_table, write_csv, write_json
 from engine.bench.ray_backend import import_ray
 from engine.bench.results import task_row
 from engine.bench.runner import Bench, BenchOptions
 from engine.bench.settings import merged_settings
-from engine.bench.summary import format_table, write_csv, write_json
 from engine.bench.tasks import BenchError, discover
-from engine.cli_args import int_at_least, model_name
-from engine.cli_guard import add_guard_flags
+from engine.cli.args import int_at_least, model_name
+from engine.cli.guard import add_guard_flags
 from engine.guard.policy import GuardPolicyError, GuardSettings, guard_label
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -87,7 +87,7 @@ def _usage(message: str) -> int:
 
 def _gpus(device: str, requested: list[str] | None) -> tuple[str, list[str] | None]:
     """The device the children use and, on CUDA, the GPU of each worker."""
-    from engine.evaluate import resolve_device
+    from engine.eval.evaluate import resolve_device
 
     resolved = resolve_device(device)
     if resolved != "cuda":
@@ -102,13 +102,13 @@ def _gpus(device: str, requested: list[str] | None) -> tuple[str, list[str] | No
 def _ray_device(device: str) -> str:
     """With Ray the GPUs are on the cluster, not necessarily here: ``auto`` means CUDA when this host
     sees a GPU, otherwise CPU; say ``--device cuda`` to use a cluster's GPUs from a CPU-only head."""
-    from engine.evaluate import resolve_device
+    from engine.eval.evaluate import resolve_device
 
     return "cuda" if device == "cuda" else resolve_device(device)
 
 
 def bench_command(args: argparse.Namespace) -> int:
-    from engine.evaluate import EvaluationError
+    from engine.eval.evaluate import EvaluationError
 
     if args.gpus and args.device == "cpu":
         return _usage("--gpus needs a CUDA device (not --device cpu)")
@@ -176,7 +176,7 @@ def bench_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m engine.cli_bench …``: the bench command alone."""
+    """``python -m engine.cli.bench …``: the bench command alone."""
     parser = argparse.ArgumentParser(prog="cudaforge bench")
     add_arguments(parser)
     return bench_command(parser.parse_args(argv))

@@ -19,7 +19,7 @@ from typing import Any
 from engine.guard.policy import POLICIES, GuardPolicyError, GuardSettings
 
 EXIT_WOULD_BUILD, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
-#: findings the build stage reports rather than the guard (engine.evaluate.LEFT_TO_BUILD): the kernel
+#: findings the build stage reports rather than the guard (engine.eval.evaluate.LEFT_TO_BUILD): the kernel
 #: cannot be imported, so eval ends in a compile error and check must not say "would build"
 WOULD_NOT_BUILD = frozenset({"syntax-error", "no-modelnew"})
 
@@ -74,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def check_files(task: Path, kernel: Path, device: str, settings: GuardSettings) -> dict[str, Any]:
     """The verdict eval's guard stage would reach, with findings in eval's shape (``source: static``)."""
-    from engine.evaluate import LEFT_TO_BUILD, split_relaxations, static_findings
+    from engine.eval.evaluate import LEFT_TO_BUILD, split_relaxations, static_findings
 
     static_relax, _ = split_relaxations(list(settings.relax))
     static_refuse = [r for r in settings.refuse if r not in _runtime_ids()]

@@ -22,7 +22,7 @@ TIMEOUT = "timeout"
 REJECTED = "rejected"
 # The verdicts on a candidate: what sessions commit and summaries count (the contract, ARCHITECTURE.md §3).
 STATUSES = (CORRECT, INCORRECT, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, REJECTED)
-# Not a verdict: cudaforge itself failed (engine.faults). Never committed, never sent to the Judge,
+# Not a verdict: cudaforge itself failed (engine.eval.faults). Never committed, never sent to the Judge,
 # rerun by batch commands; ``harness_fault`` says what failed.
 HARNESS_ERROR = "harness_error"
 OUTCOMES = (*STATUSES, HARNESS_ERROR)
@@ -117,7 +117,7 @@ class ExtensionBuild:
     build_dir: str
     cached: bool
     seconds: float
-    path: str  # "fast" (torch-free CUDA source), "stock" (torch headers in the .cu), "split" (a stock source rewritten by engine.split) or "cpp" (no CUDA)
+    path: str  # "fast" (torch-free CUDA source), "stock" (torch headers in the .cu), "split" (a stock source rewritten by engine.eval.build.split.rewrite) or "cpp" (no CUDA)
     ok: bool = True
     pch: str = ""  # "used": the binding compiled against cudaforge's precompiled torch header; "queued": one is being made
     split_skipped: str | None = None  # why a stock-layout source was built the stock way instead of split
@@ -174,7 +174,7 @@ class EvalResult:
     # and True when the task itself is broken (its reference fails on its own inputs): no kernel is at fault.
     failed_side: str | None = None
     task_error: bool = False
-    # Added with harness faults (engine.faults): {"kind", "message", ...} when status is harness_error.
+    # Added with harness faults (engine.eval.faults): {"kind", "message", ...} when status is harness_error.
     harness_fault: dict[str, Any] | None = None
     # The worker's GPU memory, measured: {"peak_allocated_bytes", "peak_reserved_bytes"} from torch's
     # allocator over the whole evaluation (CUDA only), plus {"at_oom": {...}} when it ran out.

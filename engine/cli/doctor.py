@@ -16,8 +16,8 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from engine import envinfo
-from engine.build import default_cache_root
+from engine.eval import envinfo
+from engine.eval.build.extension import default_cache_root
 
 API_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 BASE_URL_VARIABLES = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL")
@@ -134,8 +134,8 @@ def run_checks() -> list[Check]:
 
 
 def _dependency_checks() -> list[Check]:
-    """What this install lacks of what cudaforge's code imports, and what each gap costs (engine.deps)."""
-    from engine.deps import missing_core, missing_optional
+    """What this install lacks of what cudaforge's code imports, and what each gap costs (engine.cli.deps)."""
+    from engine.cli.deps import missing_core, missing_optional
 
     checks = [
         Check(
