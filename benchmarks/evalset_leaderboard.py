@@ -94,8 +94,8 @@ PARTIAL_REPLACEMENT_RULES = (
 def partial_replacement_relaxations() -> list[str]:
     """The rules to relax for KernelBench's policy, when this cudaforge has no guard policies."""
     sys.path.insert(0, str(REPO))
-    from engine.eval.evaluate import EvalOptions
-    from engine.guard import RULES
+    from engine.eval.options import EvalOptions
+    from engine.guard.rules import RULES
 
     if hasattr(EvalOptions(), "guard_policy"):
         return []
@@ -114,7 +114,8 @@ def compare(out: Path, n: int, device: str) -> int:
     )
     rows = []
     sys.path.insert(0, str(REPO))
-    from engine.eval.evaluate import EvalOptions, evaluate_files
+    from engine.eval.evaluate import evaluate_files
+    from engine.eval.options import EvalOptions
     from engine.eval.timing import TimingPlan
 
     for pair in correct[:n]:

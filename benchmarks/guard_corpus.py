@@ -21,8 +21,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from engine.guard import check_source
-from engine.guard.policy import POLICIES
+from engine.guard.rules import POLICIES
+from engine.guard.static import check_source
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from leaderboard import problem_file  # noqa: E402
@@ -114,7 +114,8 @@ def pick_spread(corpus: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
 
 
 def evaluate_on_device(entries: list[dict[str, Any]], device: str, policy: str) -> str:
-    from engine.eval.evaluate import EvalOptions, evaluate_files
+    from engine.eval.evaluate import evaluate_files
+    from engine.eval.options import EvalOptions
 
     statuses: Counter[str] = Counter()
     shares: list[float] = []

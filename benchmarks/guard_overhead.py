@@ -19,8 +19,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine.eval.evaluate import EvalOptions, evaluate_files  # noqa: E402
-from engine.guard import check_source  # noqa: E402
+from engine.eval.evaluate import evaluate_files  # noqa: E402
+from engine.eval.options import EvalOptions  # noqa: E402
+from engine.guard.static import check_source  # noqa: E402
 
 
 def main() -> int:

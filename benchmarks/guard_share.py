@@ -73,7 +73,8 @@ def corpus_pairs(root: Path, n: int) -> list[tuple[Path, Path, str, str]]:
 
 
 def measure(task: Path, kernel: Path, device: str) -> Any:
-    from engine.eval.evaluate import EvalOptions, evaluate_files
+    from engine.eval.evaluate import evaluate_files
+    from engine.eval.options import EvalOptions
     from engine.eval.timing import TimingPlan
 
     options = EvalOptions(device=device, relax=("own-kernel-trivial",), timing=TimingPlan(min_trials=30))

@@ -30,7 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine.eval.evaluate import EvalOptions, evaluate_files  # noqa: E402
+from engine.eval.evaluate import evaluate_files  # noqa: E402
+from engine.eval.options import EvalOptions  # noqa: E402
 from engine.profile.candidate import ProfileOptions, profile_candidate  # noqa: E402
 from engine.profile.ncu import RULE_SECTIONS  # noqa: E402
 

@@ -21,7 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine.eval.evaluate import EvalOptions, EvaluationError, evaluate_files  # noqa: E402
+from engine.eval.evaluate import evaluate_files  # noqa: E402
+from engine.eval.options import EvalOptions, EvaluationError  # noqa: E402
 from engine.eval.timing import TimingPlan  # noqa: E402
 from engine.sandbox import available_mechanisms  # noqa: E402
 

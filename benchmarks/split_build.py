@@ -77,7 +77,8 @@ def one(mode: str, solution: Path, problem: Path, cache: Path, outputs: Path) ->
     import torch
 
     from engine.eval.build.extension import BuildRecorder
-    from engine.eval.evaluate import EvalOptions, evaluate
+    from engine.eval.evaluate import evaluate
+    from engine.eval.options import EvalOptions
 
     started = time.monotonic()
     result = evaluate(
@@ -193,7 +194,8 @@ def compare(stock_out: Path, split_out: Path) -> dict:
 
 def warm_header(pch: Path, scratch: Path) -> float:
     """Make the shared precompiled header with one split build of the stock example, as a live cache has it."""
-    from engine.eval.evaluate import EvalOptions, evaluate
+    from engine.eval.evaluate import evaluate
+    from engine.eval.options import EvalOptions
 
     started = time.monotonic()
     scratch.mkdir(parents=True, exist_ok=True)

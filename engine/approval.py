@@ -12,10 +12,11 @@ without loading the loop. A decision records who made it: ``human`` or ``policy:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, get_args
 
-ASK, AUTO, ASK_IF_FLAGGED = "ask", "auto", "ask-if-flagged"
-POLICIES = (ASK, AUTO, ASK_IF_FLAGGED)
+ApprovalPolicy = Literal["ask", "auto", "ask-if-flagged"]
+POLICIES: tuple[str, ...] = get_args(ApprovalPolicy)
+ASK, AUTO, ASK_IF_FLAGGED = POLICIES
 
 
 HUMAN = "human"

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -31,13 +31,21 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from engine.approval import POLICIES as APPROVAL_POLICIES
+from engine.approval import ApprovalPolicy
+from engine.guard.rules import POLICIES as GUARD_POLICIES
+from engine.guard.rules import GuardPolicy, GuardPolicyError, check_rule_ids
 
 PROJECT_FILE = "cudaforge.toml"
-GUARD_POLICIES = ("default", "strict")  # engine.guard.policy.POLICIES, kept import-free here
-DEVICES = ("auto", "cpu", "cuda")
-PROVIDER_NAMES = ("openai", "anthropic")
+# Each choice is one Literal: the dataclass fields are annotated with it and validation reads its values.
+Device = Literal["auto", "cpu", "cuda"]
+SandboxMode = Literal["auto", "bwrap", "landlock", "off"]  # what confines the worker (engine.sandbox)
+MetricSet = Literal["default", "small", "large"]
+ProviderName = Literal["openai", "anthropic"]
+DEVICES: tuple[str, ...] = get_args(Device)
+SANDBOX_MODES: tuple[str, ...] = get_args(SandboxMode)
+METRIC_SETS: tuple[str, ...] = get_args(MetricSet)
+PROVIDER_NAMES: tuple[str, ...] = get_args(ProviderName)
 DTYPES = ("float32", "float64", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
-METRIC_SETS = ("default", "small", "large")
 
 
 class ConfigError(Exception):
@@ -55,12 +63,12 @@ class ModelsConfig:
 @dataclass
 class LoopConfig:
     rounds: int = 10
-    approval: str = "ask"  # ask | auto | ask-if-flagged
+    approval: ApprovalPolicy = "ask"  # ask | auto | ask-if-flagged (engine.approval)
 
 
 @dataclass
 class TimeoutsConfig:
-    """Seconds per evaluation stage (see ``engine.eval.evaluate.StageTimeouts``)."""
+    """Seconds per evaluation stage (``engine.eval.options.StageTimeouts`` takes its defaults from here)."""
 
     start: float = 120.0
     setup: float = 120.0
@@ -71,12 +79,14 @@ class TimeoutsConfig:
 
 @dataclass
 class EvalConfig:
-    device: str = "auto"
-    trials: int = 5
+    """``[eval]``: the one place these defaults are written (``EvalOptions`` and the prompts read them)."""
+
+    device: Device = "auto"
+    trials: int = 5  # fresh seeded inputs per correctness check (ARCHITECTURE.md §3: at least 5)
     timing_trials: int = 100
     timing_budget_s: float = 20.0
     seed: int = 42
-    sandbox: str = "auto"  # auto | bwrap | landlock | off (engine.sandbox)
+    sandbox: SandboxMode = "auto"
     tolerances: dict[str, float] = field(default_factory=dict)
     timeouts: TimeoutsConfig = field(default_factory=TimeoutsConfig)
 
@@ -84,7 +94,7 @@ class EvalConfig:
 @dataclass
 class ProfileConfig:
     enabled: bool = True
-    metrics: str | list[str] = "default"  # a set name or a list of NCU metric names
+    metrics: MetricSet | list[str] = "default"  # a set name or a list of NCU metric names
 
 
 @dataclass
@@ -102,7 +112,7 @@ class SessionsConfig:
 class GuardConfig:
     """``[guard]``: the policy (``engine.guard.policy``) and per-rule changes, by rule id."""
 
-    policy: str = "default"  # default (KernelBench: PyTorch ops warn) | strict (full replacement)
+    policy: GuardPolicy = "default"  # default (KernelBench: PyTorch ops warn) | strict (full replacement)
     relax: list[str] = field(default_factory=list)  # rules turned off (still reported, marked relaxed)
     refuse: list[str] = field(default_factory=list)  # warnings turned into refusals
 
@@ -284,7 +294,7 @@ def validate(config: Config) -> None:
 
     choice(config.loop.approval, APPROVAL_POLICIES, "[loop] approval")
     choice(config.eval.device, DEVICES, "[eval] device")
-    choice(config.eval.sandbox, ("auto", "bwrap", "landlock", "off"), "[eval] sandbox")
+    choice(config.eval.sandbox, SANDBOX_MODES, "[eval] sandbox")
     if config.loop.rounds < 0:
         raise ConfigError("[loop] rounds must be >= 0")
     if config.eval.trials < 1 or config.eval.timing_trials < 1:
@@ -305,17 +315,12 @@ def validate(config: Config) -> None:
 
 
 def _validate_guard(guard: GuardConfig) -> None:
-    """An unknown policy or rule id in ``[guard]`` is an error naming the valid ones.
-
-    The rule table lives with the guard, whose import costs ~80 ms: it is loaded only when there are
-    rule ids to check, so the TUI's first frame does not pay for a plain policy name."""
-    if not guard.relax and not guard.refuse:
-        if guard.policy not in GUARD_POLICIES:
-            raise ConfigError(f"[guard] policy is {guard.policy!r}; use one of {', '.join(GUARD_POLICIES)}")
-        return
-    from engine.guard.policy import GuardPolicyError, GuardSettings
-
+    """An unknown policy or rule id in ``[guard]`` is an error naming the valid ones (the names come from
+    ``engine.guard.rules``, which imports nothing: the TUI's first frame does not load the guard)."""
+    if guard.policy not in GUARD_POLICIES:
+        raise ConfigError(f"[guard] policy is {guard.policy!r}; use one of {', '.join(GUARD_POLICIES)}")
     try:
-        GuardSettings(guard.policy, tuple(guard.relax), tuple(guard.refuse))
+        check_rule_ids(guard.relax)
+        check_rule_ids(guard.refuse)
     except GuardPolicyError as error:
         raise ConfigError(f"[guard] {error}") from None

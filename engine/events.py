@@ -1,4 +1,4 @@
-"""Events the loop emits for its front ends (DESIGN §1): plain dataclasses, no UI imports.
+"""Events the loop emits for its front ends (ARCHITECTURE.md §1): plain dataclasses, no UI imports.
 
 The TUI turns each into a Textual message; the headless CLI prints them. Every event carries the
 session branch and iteration it belongs to, so a front end can route it without loop state.

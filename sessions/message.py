@@ -1,6 +1,6 @@
 """Commit messages of a session repository: the subject line and the ``Cudaforge-*`` trailers.
 
-This is the contract other tools read (DESIGN §4), so it is kept in one place:
+This is the contract other tools read (ARCHITECTURE.md §5), so it is kept in one place:
 
 * iteration commit subject: ``iter 3 · optimize · 1.42x · correct`` — the speedup has two
   decimals and an ``x``; when there is none (the kernel failed, or was never timed) it is an em

@@ -1,6 +1,6 @@
 """A cudaforge session: one bare git repository, one commit per kernel version.
 
-Layout and conventions (the contract is DESIGN §4; the message format is in
+Layout and conventions (the contract is ARCHITECTURE.md §5; the message format is in
 :mod:`sessions.message`):
 
 * The repository is **bare** — ``<sessions root>/<name>/`` *is* the git directory. Nothing is

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.agents.roles import Coder, Judge
-from engine.eval.evaluate import EvalOptions
+from engine.eval.options import EvalOptions
 from engine.eval.timing import TimingPlan
 from engine.events import Event
 from engine.llm.scripted import ScriptedProvider

@@ -18,7 +18,7 @@ import pytest
 from engine.agents import Suggestion, parse_suggestion
 from engine.agents import prompts as P
 from engine.agents.context import Contract, GuardChanges, PromptContext
-from engine.eval.evaluate import EvalOptions
+from engine.eval.options import EvalOptions
 from engine.eval.tolerances import DEFAULT_TOLERANCES
 from engine.loop import feedback, history
 from engine.loop.context import round_context

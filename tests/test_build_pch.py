@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from engine.eval.build.pch import first_include, header_key
-from engine.eval.evaluate import EvalOptions, evaluate
+from engine.eval.evaluate import evaluate
+from engine.eval.options import EvalOptions
 from tests.conftest import EXAMPLES
 
 TASK = (EXAMPLES / "tasks" / "relu.py").read_text()

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.eval.evaluate import EvalOptions, evaluate
+from engine.eval.evaluate import evaluate
+from engine.eval.options import EvalOptions
 from engine.eval.result import EvalResult
 from tests.conftest import EXAMPLES
 

@@ -203,8 +203,8 @@ def test_guard_and_sandbox_flags_reach_the_evaluator_when_it_has_them(tmp_path: 
     import argparse
 
     from engine.cli.evalset import add_arguments, build_eval_options
-    from engine.eval.evaluate import EvalOptions
-    from engine.guard import RULES
+    from engine.eval.options import EvalOptions
+    from engine.guard.rules import RULES
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from engine.eval.evaluate import EvalOptions
+from engine.eval.options import EvalOptions
 from engine.eval.result import EvalResult
 from engine.evalset import store
 from engine.evalset.pairs import discover

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.eval.evaluate import EvalEvent, EvalOptions, StageTimeouts, evaluate, evaluate_files
+from engine.eval.evaluate import evaluate, evaluate_files
+from engine.eval.options import EvalEvent, EvalOptions, StageTimeouts
 from engine.eval.result import EvalResult
 from engine.eval.timing import TimingPlan
 from tests.conftest import EXAMPLES
@@ -263,7 +264,7 @@ def test_a_stray_child_flooding_the_pipe_after_the_exit_cannot_hang_the_evaluato
     import subprocess
     import sys
 
-    from engine.eval.evaluate import _WorkerRun
+    from engine.eval.supervisor import WorkerSupervisor
 
     read_fd, write_fd = os.pipe()
     flood = (
@@ -274,12 +275,12 @@ def test_a_stray_child_flooding_the_pipe_after_the_exit_cannot_hang_the_evaluato
     stray = subprocess.Popen([sys.executable, "-c", flood, str(write_fd)], pass_fds=(write_fd,))
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
     os.close(write_fd)
-    run = _WorkerRun(tmp_path, "cpu", EvalOptions(device="cpu"), tmp_path / "cache", None)
+    run = WorkerSupervisor(tmp_path, "cpu", EvalOptions(device="cpu"), tmp_path / "cache", None)
     try:
         started = time.monotonic()
         assert run._listen(worker, read_fd) is False
         assert time.monotonic() - started < 10  # the stage limit is minutes: it returned on the exit
-        assert run.stage == "build" and len(run._pending) <= 16 * 1024 * 1024
+        assert run.stage == "build" and len(run._reader._pending) <= 16 * 1024 * 1024
     finally:
         stray.kill()
         stray.wait()

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.eval.evaluate import EvalOptions, StageTimeouts, evaluate
+from engine.eval.evaluate import evaluate
+from engine.eval.options import EvalOptions, StageTimeouts
 from engine.eval.result import EvalResult
 from engine.eval.timing import TimingPlan
 from tests.conftest import EXAMPLES

@@ -12,15 +12,11 @@ import pytest
 
 from engine.config import ConfigError, load_config
 from engine.eval.result import EvalResult
-from engine.guard import check_file, check_source, summarize
-from engine.guard.policy import (
-    PARTIAL_REPLACEMENT_RULES,
-    GuardPolicyError,
-    GuardSettings,
-    all_rule_ids,
-    severity_table,
-)
+from engine.guard.findings import summarize
+from engine.guard.policy import GuardPolicyError, GuardSettings, severity_table
+from engine.guard.rules import PARTIAL_REPLACEMENT_RULES, all_rule_ids
 from engine.guard.share import share_record, trivial_share_message
+from engine.guard.static import check_file, check_source
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "guard"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.eval.evaluate import EvalOptions, EvaluationError, evaluate
+from engine.eval.evaluate import evaluate
+from engine.eval.options import EvalOptions, EvaluationError
 from engine.eval.result import EvalResult
 from engine.eval.timing import TimingPlan
 from engine.guard import runtime as rg

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.eval.evaluate import EvalOptions, EvaluationError, evaluate_files
+from engine.eval.evaluate import evaluate_files
+from engine.eval.options import EvalOptions, EvaluationError
 from engine.eval.timing import TimingPlan
 from tests.conftest import EXAMPLES
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.eval.evaluate import EvalOptions, evaluate_files
+from engine.eval.evaluate import evaluate_files
+from engine.eval.options import EvalOptions
 from engine.eval.timing import TimingPlan
 from engine.guard.runtime import OWN_SHARE_MIN
 from tests.conftest import EXAMPLES

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.guard import RULES, Finding, check_file, check_source, summarize, validate_relax
 from engine.guard import rules as rules_module
+from engine.guard.findings import Finding, summarize
+from engine.guard.rules import RULES, validate_relax
+from engine.guard.static import check_file, check_source
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "guard"

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.eval.evaluate import EvalOptions, evaluate
+from engine.eval.evaluate import evaluate
+from engine.eval.options import EvalOptions
 from engine.eval.timing import TimingPlan
 from engine.events import EvalFinished, IterationCommitted, LoopError
 from engine.loop.machine import ERROR

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.eval.evaluate import EvalOptions, evaluate
+from engine.eval.evaluate import evaluate
+from engine.eval.options import EvalOptions
 from tests.conftest import EXAMPLES, python_path
 
 pytestmark = [pytest.mark.gpu, pytest.mark.exclusive]

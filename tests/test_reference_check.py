@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.eval.evaluate import EvalOptions, check_task, evaluate_files
+from engine.eval.evaluate import check_task, evaluate_files
+from engine.eval.options import EvalOptions
 from tests.conftest import EXAMPLES
 from tests.test_cli_eval import cudaforge
 

@@ -123,7 +123,7 @@ def candidate_source(name: str, world: dict, mark: str, honest: Path = HONEST) -
 
 
 def refusing_rules(source: str, backend: str = "cpu") -> list[str]:
-    from engine.guard import check_source
+    from engine.guard.static import check_source
 
     return sorted({f.rule for f in check_source(source, backend=backend) if f.severity == "refuse"})
 

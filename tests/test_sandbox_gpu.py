@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.eval.evaluate import EvalOptions, EvaluationError, evaluate
+from engine.eval.evaluate import evaluate
+from engine.eval.options import EvalOptions, EvaluationError
 from engine.profile.candidate import ProfileOptions, profile_candidate
 from engine.sandbox import available_mechanisms
 from tests.conftest import EXAMPLES

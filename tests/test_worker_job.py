@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.eval.evaluate import EvalOptions, _WorkerRun
 from engine.eval.job import JOB_VERSION, JobError, WorkerJob
+from engine.eval.options import EvalOptions
+from engine.eval.supervisor import WorkerSupervisor
 from engine.eval.timing import TimingPlan
 from tests.conftest import REPO
 
@@ -63,12 +64,13 @@ def test_a_bad_field_is_named(tmp_path: Path, change, message: str) -> None:
 
 def test_the_evaluator_writes_what_its_options_say(tmp_path: Path) -> None:
     options = EvalOptions(
-        device="cpu", trials=4, seed=9, do_timing=False, relax=("timing-access",), cpu_threads=2
+        device="cpu", trials=4, seed=9, do_timing=False, relax=("timing-access", "output-cached"), cpu_threads=2
     )
-    run = _WorkerRun(tmp_path, "cpu", options, tmp_path / "cache", None, ["timing-access"], ["k"])
+    run = WorkerSupervisor(tmp_path, "cpu", options, tmp_path / "cache", None, options.guard_settings(), ["k"])
     job = WorkerJob.read(run.write_job("task", "kernel", "relu"))
     assert (job.trials, job.seed, job.timing, job.cpu_threads, job.task_name) == (4, 9, None, 2, "relu")
-    assert job.relax_runtime == ("timing-access",) and job.kernel_names == ("k",)
+    # the worker gets the runtime rules only: timing-access is the static guard's
+    assert job.relax_runtime == ("output-cached",) and job.kernel_names == ("k",)
     assert Path(job.task_path).read_text() == "task" and Path(job.kernel_path).read_text() == "kernel"
 
 
@@ -99,7 +101,7 @@ def test_the_worker_reports_a_bad_job_instead_of_running_it(tmp_path: Path) -> N
 def test_the_result_records_every_option_but_the_machine_local_ones() -> None:
     from dataclasses import fields
 
-    from engine.eval.evaluate import NOT_RECORDED
+    from engine.eval.options import NOT_RECORDED
     from engine.eval.tolerances import DEFAULT_TOLERANCES
 
     options = EvalOptions(trials=3, relax=("timing-access",), tolerances={"float32": 1e-3})
@@ -117,7 +119,8 @@ def test_the_result_records_every_option_but_the_machine_local_ones() -> None:
 def test_a_job_the_worker_refuses_is_the_harness_fault_not_the_candidates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.eval.evaluate import EvaluationError, evaluate
+    from engine.eval.evaluate import evaluate
+    from engine.eval.options import EvaluationError
 
     def foreign_job(self: WorkerJob, path: Path) -> Path:  # as an evaluator of another version would write
         path.write_text(json.dumps({**self.to_dict(), "version": JOB_VERSION + 1}))

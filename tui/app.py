@@ -133,6 +133,24 @@ class CudaforgeApp(App[int]):
             self.push_screen(BrowserScreen(self.sessions_root))
         self._remember_theme = True
 
+    # ------------------------------------------------------------------ navigation
+
+    def show_browser(self) -> None:
+        """Back to the session browser: the one under the current screen, or a new one in its place.
+
+        Screens navigate through the app, so the browser and the workbench need not import each other.
+        """
+        from tui.screens.browser import BrowserScreen
+
+        if any(isinstance(s, BrowserScreen) for s in self.screen_stack[:-1]):
+            self.pop_screen()
+        else:
+            self.switch_screen(BrowserScreen(self.sessions_root))
+
+    def open_workbench(self, repo: SessionRepo, mode: str, owns_repo: bool = True) -> None:
+        """A workbench on ``repo`` above the current screen (``owns_repo``: it closes the repo when it leaves)."""
+        self.push_screen(WorkbenchScreen(repo, mode=mode, loop_factory=self.loop_factory, owns_repo=owns_repo))
+
     # ------------------------------------------------------------------ settings
 
     def watch_theme(self, theme: str) -> None:

@@ -2,8 +2,10 @@
 
 Each module listed in ``COMMAND_MODULES`` exposes ``register(subparsers)``, which adds its
 subcommands and sets ``func`` (a callable taking the parsed namespace and returning an exit
-code). Keeping registration in the owning package keeps this file free of logic and lets the
-engine and sessions packages stay importable without Textual.
+code). The command modules live in ``engine/cli/`` (the TUI's own ``new``/``open``/``replay``/``demo``
+in ``tui.commands``); this file only dispatches, so the engine stays importable without Textual
+(ARCHITECTURE.md §8). A command module that fails to import stops the command line with a message
+naming it (exit 1): a broken install must not look like a command that does not exist.
 """
 
 from __future__ import annotations
@@ -31,6 +33,17 @@ TUI_COMMANDS = frozenset({"new", "open", "replay", "demo"})
 TUI_MODULE = "tui.commands"
 
 EXIT_USAGE = 2
+EXIT_BROKEN_INSTALL = 1
+
+
+class CommandModuleError(RuntimeError):
+    """A command module failed to import: cudaforge's own install is broken (not the user's input)."""
+
+    def __init__(self, module: str, error: ImportError) -> None:
+        super().__init__(
+            f"cudaforge: the command module {module} does not import ({type(error).__name__}: {error}); "
+            "this install is incomplete: `python -m engine.cli.deps` lists what is missing"
+        )
 
 
 def modules_for(argv: Sequence[str]) -> tuple[str, ...]:
@@ -48,12 +61,11 @@ def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> argparse.ArgumentP
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in modules:
+        # A command module that does not import is a broken install, never a command quietly missing.
         try:
             module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name == module_name:
-                continue  # a command module not written yet
-            raise
+        except ImportError as error:
+            raise CommandModuleError(module_name, error) from error
         module.register(subparsers)
     from tui.commands import add_common_options
 
@@ -66,7 +78,11 @@ def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> argparse.ArgumentP
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``cudaforge`` console script; returns the process exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(modules_for(argv))
+    try:
+        parser = build_parser(modules_for(argv))
+    except CommandModuleError as error:
+        print(error, file=sys.stderr)
+        return EXIT_BROKEN_INSTALL
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:

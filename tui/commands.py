@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.cli.guard import add_guard_flags, guard_overrides
+
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 SERVE_HOST, SERVE_PORT = "localhost", 8000
 
@@ -50,27 +52,9 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     add_serve_options(parser)
 
 
-def add_guard_options(parser: argparse.ArgumentParser) -> None:
-    """``--guard``/``--relax``/``--refuse`` as in ``engine.cli.guard`` (inlined: importing the guard package
-    here would slow the TUI's first frame; ids are validated when the loop is made)."""
-    parser.add_argument("--guard", choices=("default", "strict"), default=None, help="guard policy")
-    parser.add_argument(
-        "--relax", action="append", default=None, metavar="RULE", help="turn a guard rule off"
-    )
-    parser.add_argument(
-        "--refuse", action="append", default=None, metavar="RULE", help="make a warning refuse"
-    )
-
-
 def _guard_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The ``[guard]`` overrides the flags ask for (empty when none were given)."""
-    out: dict[str, Any] = {}
-    if getattr(args, "guard", None):
-        out["policy"] = args.guard
-    for key in ("relax", "refuse"):
-        if getattr(args, key, None):
-            out[key] = list(dict.fromkeys(getattr(args, key)))
-    return out
+    return guard_overrides(args, {})
 
 
 def register(subparsers: Any) -> None:
@@ -80,7 +64,7 @@ def register(subparsers: Any) -> None:
     new.add_argument("task", type=Path, metavar="TASK.py")
     add_common_options(new)
     add_loop_flags(new)
-    add_guard_options(new)
+    add_guard_flags(new)
     new.set_defaults(func=run_new)
 
     open_ = subparsers.add_parser("open", help="resume a session in the TUI")
@@ -88,7 +72,7 @@ def register(subparsers: Any) -> None:
     add_common_options(open_)
     add_loop_flags(open_)
     open_.add_argument("--branch", help="continue on this branch")
-    add_guard_options(open_)
+    add_guard_flags(open_)
     open_.set_defaults(func=run_open)
 
     replay = subparsers.add_parser("replay", help="step through a past session, read-only")

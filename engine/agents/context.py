@@ -14,11 +14,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.config import EvalConfig
 from engine.eval.tolerances import DEFAULT_TOLERANCES
+from engine.guard.rules import POLICIES
 
-POLICIES = ("default", "strict")
-#: the trials count when nothing says otherwise (EvalOptions' default; DESIGN §3 asks for at least 5)
-DEFAULT_TRIALS = 5
+#: the trials count when nothing says otherwise: the config's default, which EvalOptions also takes
+DEFAULT_TRIALS = EvalConfig.trials
 
 
 def format_tolerance(tol: float) -> str:

@@ -1,6 +1,7 @@
 """``cudaforge bench --ray ADDRESS``: every task as a Ray task that asks for one GPU (or one CPU).
 
-Ray is the distributed engine, so this module only maps the bench onto it: one remote call per
+Ray is the distributed engine, so this module only maps the bench onto it (installing and joining Ray:
+:mod:`engine.batch.ray`): one remote call per
 task runs the task's commands with :func:`engine.bench.runner.execute` on whichever node Ray
 picks (Ray sets ``CUDA_VISIBLE_DEVICES`` for a task that asked for a GPU), and sends each output
 line back through a Ray queue so the bench prints progress and writes statuses from one place.
@@ -17,7 +18,6 @@ stage, so a rerun continues where it stopped — the same resume as the local ru
 
 from __future__ import annotations
 
-import logging
 import os
 import queue as local_queue
 import socket
@@ -25,24 +25,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.bench.tasks import BenchError
+from engine.batch.ray import connect, import_ray, runtime_env
 from sessions.secrets import scrub_text
 
 if TYPE_CHECKING:
     from engine.bench.runner import Bench, TaskPlan
     from engine.bench.tasks import BenchTask
-
-INSTALL_HINT = "--ray needs Ray: pip install 'cudaforge[ray]'"
-
-
-def import_ray() -> Any:
-    """The ``ray`` module, or a BenchError that says how to install it."""
-    try:
-        import ray
-    except ImportError:
-        raise BenchError(INSTALL_HINT) from None
-    return ray
-
 
 def run_remote_task(name: str, commands: list[list[str]], cwd: str, lines: Any) -> dict[str, Any]:
     """The body of one Ray task: run the commands here, lines to the driver; their codes and seconds."""
@@ -62,15 +50,11 @@ def run_remote_task(name: str, commands: list[list[str]], cwd: str, lines: Any) 
     return {"codes": codes, "seconds": time.monotonic() - started}
 
 
-def connect(ray: Any, address: str, workers: int, device: str) -> None:
-    """Join the cluster at ``address``, or start a local instance for ``auto``."""
-    common = {"logging_level": logging.WARNING, "log_to_driver": False, "ignore_reinit_error": True}
-    if address == "auto" and not os.environ.get("RAY_ADDRESS"):
-        # a local instance; on CPU its CPU count is the concurrency the user asked for
-        extra = {"num_cpus": workers} if device != "cuda" else {}
-        ray.init(include_dashboard=False, **extra, **common)
-    else:
-        ray.init(address=None if address == "auto" else address, **common)
+class RayBackend:
+    """Where bench tasks run with ``--ray``: the CLI hands this to :class:`~engine.bench.runner.Bench`."""
+
+    def run(self, bench: Bench, todo: list[tuple[BenchTask, TaskPlan]]) -> int:
+        return run_on_ray(bench, todo)
 
 
 def run_on_ray(bench: Bench, todo: list[tuple[BenchTask, TaskPlan]]) -> int:
@@ -84,11 +68,7 @@ def run_on_ray(bench: Bench, todo: list[tuple[BenchTask, TaskPlan]]) -> int:
     assert options.ray is not None
     connect(ray, options.ray, options.workers, options.device)
     resources = {"num_gpus": 1, "num_cpus": 1} if options.device == "cuda" else {"num_cpus": 1}
-    # The package may not be on the worker's path (a checkout run with PYTHONPATH): say where it is.
-    extra: dict[str, Any] = {}
-    if os.environ.get("PYTHONPATH"):
-        extra["runtime_env"] = {"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}}
-    remote = ray.remote(run_remote_task).options(max_retries=0, **extra, **resources)
+    remote = ray.remote(run_remote_task).options(max_retries=0, **runtime_env(), **resources)
     lines = Queue()
     pending: dict[Any, tuple[BenchTask, TaskPlan]] = {}
     logs: dict[str, Path] = {}

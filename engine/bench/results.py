@@ -16,7 +16,7 @@ from typing import Any
 from engine.batch.statistics import TaskRow
 from engine.bench.compile_baseline import compile_speedup, read_baseline, speedup_vs_compile
 from engine.bench.tasks import BenchTask
-from engine.cli.guard import settings_guard_label, share_of_iteration
+from engine.guard.report import settings_guard_label, share_of_iteration
 from sessions.errors import SessionError
 from sessions.paths import is_session_dir
 from sessions.repo import SessionRepo

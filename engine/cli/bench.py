@@ -26,8 +26,8 @@ from pathlib import Path
 from engine.batch.plots import INSTALL_HINT as PLOTS_HINT
 from engine.batch.plots import write_plots
 from engine.batch.progress import make_progress
+from engine.batch.ray import RayUnavailable, import_ray
 from engine.batch.statistics import format_table, write_csv, write_json
-from engine.bench.ray_backend import import_ray
 from engine.bench.results import task_row
 from engine.bench.runner import Bench, BenchOptions
 from engine.bench.settings import merged_settings
@@ -87,7 +87,7 @@ def _usage(message: str) -> int:
 
 def _gpus(device: str, requested: list[str] | None) -> tuple[str, list[str] | None]:
     """The device the children use and, on CUDA, the GPU of each worker."""
-    from engine.eval.evaluate import resolve_device
+    from engine.eval.options import resolve_device
 
     resolved = resolve_device(device)
     if resolved != "cuda":
@@ -102,13 +102,13 @@ def _gpus(device: str, requested: list[str] | None) -> tuple[str, list[str] | No
 def _ray_device(device: str) -> str:
     """With Ray the GPUs are on the cluster, not necessarily here: ``auto`` means CUDA when this host
     sees a GPU, otherwise CPU; say ``--device cuda`` to use a cluster's GPUs from a CPU-only head."""
-    from engine.eval.evaluate import resolve_device
+    from engine.eval.options import resolve_device
 
     return "cuda" if device == "cuda" else resolve_device(device)
 
 
 def bench_command(args: argparse.Namespace) -> int:
-    from engine.eval.evaluate import EvaluationError
+    from engine.eval.options import EvaluationError
 
     if args.gpus and args.device == "cpu":
         return _usage("--gpus needs a CUDA device (not --device cpu)")
@@ -119,7 +119,7 @@ def bench_command(args: argparse.Namespace) -> int:
             import_ray()
         tasks, notes = discover(args.tasks)
         device, gpus = _gpus(args.device, args.gpus) if not args.ray else (_ray_device(args.device), None)
-    except (BenchError, EvaluationError) as error:
+    except (BenchError, EvaluationError, RayUnavailable) as error:
         return _usage(str(error))
     for note in notes:
         print(note, flush=True)
@@ -158,7 +158,12 @@ def bench_command(args: argparse.Namespace) -> int:
     print(f"bench: {len(tasks)} task(s) · {workers} on {device} · {out} · {label}", flush=True)
     progress = make_progress(args.progress, len(tasks), sys.stdout, options.rounds)
     try:
-        failures = Bench(tasks, options, progress).run()
+        backend = None
+        if args.ray:
+            from engine.bench.ray_backend import RayBackend
+
+            backend = RayBackend()
+        failures = Bench(tasks, options, progress, backend).run()
     finally:
         progress.close()
     rows = [task_row(out, task, options.rounds) for task in tasks]

@@ -15,8 +15,9 @@ from typing import Any
 
 from engine.cli.args import int_at_least, positive_float
 from engine.cli.guard import add_guard_flags, guard_settings
-from engine.config import ConfigError, load_config
-from engine.eval.evaluate import EvalEvent, EvalOptions, EvaluationError, check_task, evaluate_files
+from engine.config import SANDBOX_MODES, ConfigError, load_config
+from engine.eval.evaluate import check_task, evaluate_files
+from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
 from engine.eval.result import EvalResult
 from engine.guard.policy import GuardPolicyError
 from engine.tasks import TaskError, load_task
@@ -54,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--sandbox",
-        choices=("auto", "bwrap", "landlock", "off"),
+        choices=SANDBOX_MODES,
         default=None,
         help="what confines the candidate (default: [eval] sandbox of the config, else auto)",
     )

@@ -1,4 +1,4 @@
-"""``cudaforge evalset PAIRS… --out DIR``: judge existing kernels against their tasks (DESIGN §5).
+"""``cudaforge evalset PAIRS… --out DIR``: judge existing kernels against their tasks (ARCHITECTURE.md §8).
 
 PAIRS are a folder of ``<name>/task.py`` + ``<name>/kernel.py``, a KernelBench tasks folder followed
 by a kernels folder, or a TSV of task and kernel paths (:mod:`engine.evalset.pairs`). Phase 1 builds
@@ -12,9 +12,8 @@ share, the guard policy, wall time against the sum of evaluation times), ``OUT/e
 KernelBench-compatible ``OUT/kernelbench/level_<L>/eval_results.json``.
 
 Evaluation settings resolve as everywhere (defaults → user config → ``cudaforge.toml`` → flags);
-``--device``, ``--trials``, ``--timing-trials``, ``--timeout``, ``--relax`` mean what they mean for
-``cudaforge eval``. ``--guard`` and ``--sandbox`` are applied when this cudaforge's evaluator has
-those settings (``EvalOptions.guard_policy`` / ``EvalOptions.sandbox``) and refused otherwise.
+``--device``, ``--trials``, ``--timing-trials``, ``--timeout``, ``--guard``, ``--relax``, ``--refuse`` and
+``--sandbox`` mean what they mean for ``cudaforge eval``.
 
 Exit codes: 0 every pair has a verdict (whatever it is), 1 some pair has none (an evaluation could
 not run, or the run was interrupted: rerun to finish), 2 usage errors.
@@ -29,13 +28,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.batch.ray import RayUnavailable, import_ray
 from engine.cli.args import int_at_least, positive_float
+from engine.cli.guard import add_guard_flags
+from engine.config import SANDBOX_MODES, EvalConfig
 
 EXIT_OK, EXIT_PENDING, EXIT_USAGE = 0, 1, 2
 BUILD_MEMORY_BYTES = 4 << 30  # what one parallel build + check may take of host memory
 SKIPPED_SHOWN = 20
-GUARD_POLICIES = ("default", "strict")
-SANDBOXES = ("auto", "bwrap", "landlock", "off")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -78,21 +78,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ray", metavar="ADDRESS", help="run evaluations as Ray tasks ('auto': a local Ray instance)"
     )
-    parser.add_argument("--trials", type=int_at_least(1), default=None, help="correctness trials (default 5)")
+    parser.add_argument("--trials", type=int_at_least(1), default=None, help=f"correctness trials (default {EvalConfig.trials})")
     parser.add_argument(
-        "--timing-trials", type=int_at_least(1), default=None, help="timed calls per model (default 100)"
+        "--timing-trials", type=int_at_least(1), default=None, help=f"timed calls per model (default {EvalConfig.timing_trials})"
     )
     parser.add_argument("--timeout", type=positive_float, default=None, help="seconds allowed for each stage")
     parser.add_argument("--no-timing", action="store_true", help="phase 1 only: correctness, no timing")
-    parser.add_argument("--guard", choices=GUARD_POLICIES, default=None, help="guard policy (as for eval)")
-    parser.add_argument(
-        "--relax",
-        action="append",
-        default=[],
-        metavar="RULE",
-        help="report but do not enforce this guard rule",
-    )
-    parser.add_argument("--sandbox", choices=SANDBOXES, default=None, help="worker sandbox (as for eval)")
+    add_guard_flags(parser)
+    parser.add_argument("--sandbox", choices=SANDBOX_MODES, default=None, help="worker sandbox (as for eval)")
     parser.add_argument(
         "--redo", action="store_true", help="ignore stored results and judge every pair again"
     )
@@ -122,20 +115,10 @@ def default_build_workers() -> int:
     return max(1, min(cores, by_memory))
 
 
-def _apply_optional(options: Any, attribute: str, value: Any, flag: str) -> str | None:
-    """Set an EvalOptions setting that only some versions have; the problem, when it is missing."""
-    if value is None:
-        return None
-    if not hasattr(options, attribute):
-        return f"{flag} needs an evaluator with EvalOptions.{attribute}, which this cudaforge does not have"
-    setattr(options, attribute, value)
-    return None
-
-
 def build_eval_options(args: argparse.Namespace) -> Any:
     """EvalOptions from the config files and the flags; raises ConfigError / EvaluationError / ValueError."""
     from engine.config import load_config
-    from engine.eval.evaluate import EvalOptions, StageTimeouts, resolve_device, split_relaxations
+    from engine.eval.options import EvalOptions, StageTimeouts, resolve_device
 
     overrides: dict[str, Any] = {}
     for key, value in (
@@ -151,16 +134,14 @@ def build_eval_options(args: argparse.Namespace) -> Any:
     device = "cuda" if args.ray and config.eval.device == "cuda" else resolve_device(config.eval.device)
     options = EvalOptions.from_config(config, device)
     options.do_timing = not args.no_timing
-    if args.relax:
-        options.relax = tuple(dict.fromkeys([*options.relax, *args.relax]))
-    split_relaxations(options.relax)  # an unknown rule id is a usage error now, not N failed evaluations
-    for attribute, value, flag in (
-        ("guard_policy", args.guard, "--guard"),
-        ("sandbox", args.sandbox, "--sandbox"),
-    ):
-        problem = _apply_optional(options, attribute, value, flag)
-        if problem:
-            raise ValueError(problem)
+    for key in ("relax", "refuse"):
+        if getattr(args, key):
+            setattr(options, key, tuple(dict.fromkeys([*getattr(options, key), *getattr(args, key)])))
+    if args.guard:
+        options.guard_policy = args.guard
+    if args.sandbox:
+        options.sandbox = args.sandbox
+    options.guard_settings()  # an unknown rule id is a usage error now, not N failed evaluations
     return options
 
 
@@ -176,7 +157,7 @@ def _gpus(device: str, requested: list[int] | None) -> list[int] | None:
 
 def evalset_command(args: argparse.Namespace) -> int:
     from engine.config import ConfigError
-    from engine.eval.evaluate import EvaluationError
+    from engine.eval.options import EvaluationError
     from engine.evalset.kernelbench import write_kernelbench
     from engine.evalset.pairs import EvalsetError, discover
     from engine.evalset.plots import INSTALL_HINT, write_plot
@@ -187,19 +168,13 @@ def evalset_command(args: argparse.Namespace) -> int:
         return _usage("--gpus and --ray do not mix: Ray gives each evaluation its GPU")
     try:
         if args.ray:
-            from engine.bench.ray_backend import import_ray
-
             import_ray()
         options = build_eval_options(args)
         if args.gpus and options.device != "cuda":
             return _usage("--gpus needs a CUDA device (not --device cpu)")
         found = discover(args.pairs)
-    except (EvalsetError, EvaluationError, ConfigError, ValueError) as error:
+    except (EvalsetError, EvaluationError, ConfigError, ValueError, RayUnavailable) as error:
         return _usage(str(error))
-    except Exception as error:  # the bench's BenchError from import_ray, with its install hint
-        if type(error).__name__ == "BenchError":
-            return _usage(str(error))
-        raise
     out: Path = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     for skipped in found.skipped[:SKIPPED_SHOWN]:
@@ -219,20 +194,25 @@ def evalset_command(args: argparse.Namespace) -> int:
         out=out, eval_options=options, gpus=gpus, build_workers=workers, ray=args.ray, redo=args.redo,
         progress=args.progress, gpu_budget_bytes=int(args.gpu_budget * 2**30) if args.gpu_budget else None,
     )  # fmt: skip
-    evalset = Evalset(found.pairs, settings)
+    remote = None
+    if args.ray:
+        from engine.evalset.ray_runner import RayRunner
+
+        remote = RayRunner
+    evalset = Evalset(found.pairs, settings, remote)
     stats = evalset.run()
     for error in stats.errors:
         print(f"error: {error}", flush=True)
     rows = [row_for(out, pair) for pair in found.pairs]
     kb_files, kb_left_out = write_kernelbench(out, found.pairs)
     extra = {
-        "guard_policy": getattr(options, "guard_policy", None),
+        "guard_policy": options.guard_policy,
         "device": options.device,
         "gpus": gpus,
         "build_workers": workers,
         "ray": args.ray,
         "settings": options.settings(),
-        "sandbox": getattr(options, "sandbox", None),
+        "sandbox": options.sandbox,
         "skipped": [{"path": s.path, "why": s.why} for s in found.skipped],
         "kernelbench_files": [str(p) for p in kb_files],
         "kernelbench_left_out": kb_left_out,

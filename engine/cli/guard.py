@@ -16,12 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.guard.policy import POLICIES, GuardPolicyError, GuardSettings
+from engine.config import ConfigError, load_config
+from engine.guard.policy import GuardSettings
+from engine.guard.rules import LEFT_TO_BUILD, POLICIES, GuardPolicyError
 
 EXIT_WOULD_BUILD, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
-#: findings the build stage reports rather than the guard (engine.eval.evaluate.LEFT_TO_BUILD): the kernel
-#: cannot be imported, so eval ends in a compile error and check must not say "would build"
-WOULD_NOT_BUILD = frozenset({"syntax-error", "no-modelnew"})
 
 
 def add_guard_flags(parser: argparse.ArgumentParser) -> None:
@@ -74,19 +73,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def check_files(task: Path, kernel: Path, device: str, settings: GuardSettings) -> dict[str, Any]:
     """The verdict eval's guard stage would reach, with findings in eval's shape (``source: static``)."""
-    from engine.eval.evaluate import LEFT_TO_BUILD, split_relaxations, static_findings
+    from engine.eval.evaluate import static_findings
 
-    static_relax, _ = split_relaxations(list(settings.relax))
-    static_refuse = [r for r in settings.refuse if r not in _runtime_ids()]
-    findings = static_findings(
-        kernel.read_text(encoding="utf-8"), device, static_relax, settings.policy, static_refuse
-    )
-    refusals = [
-        f
-        for f in findings
-        if f["severity"] == "refuse" and not f["relaxed"] and f["rule"] not in LEFT_TO_BUILD
-    ]
-    unbuildable = [f for f in findings if f["rule"] in WOULD_NOT_BUILD and f["severity"] == "refuse"]
+    findings = static_findings(kernel.read_text(encoding="utf-8"), device, settings)
+    blocking = [f for f in findings if f["severity"] == "refuse" and not f["relaxed"]]
+    refusals = [f for f in blocking if f["rule"] not in LEFT_TO_BUILD]
+    # a kernel that does not parse or defines no ModelNew is eval's compile error, not a guard refusal
+    unbuildable = [f for f in findings if f["rule"] in LEFT_TO_BUILD and f["severity"] == "refuse"]
     return {
         "task": str(task),
         "kernel": str(kernel),
@@ -98,12 +91,6 @@ def check_files(task: Path, kernel: Path, device: str, settings: GuardSettings) 
         "would_build": not refusals and not unbuildable,
         "findings": findings,
     }
-
-
-def _runtime_ids() -> set[str]:
-    from engine.guard.runtime import RUNTIME_RULES
-
-    return set(RUNTIME_RULES)
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -119,7 +106,12 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"cudaforge check: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        settings = guard_settings(args, _config_or_none())
+        config = load_config()
+    except ConfigError as error:  # as eval: a broken cudaforge.toml is a usage error, never ignored
+        print(f"cudaforge check: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        settings = guard_settings(args, config)
         verdict = check_files(args.task, args.kernel, args.device, settings)
     except (GuardPolicyError, ValueError) as error:
         print(f"cudaforge check: {error}", file=sys.stderr)
@@ -140,16 +132,6 @@ def run_check(args: argparse.Namespace) -> int:
     return EXIT_WOULD_BUILD if verdict["would_build"] else EXIT_REFUSED
 
 
-def _config_or_none() -> Any:
-    """The resolved config's ``[guard]`` table when the config loads; flags alone otherwise."""
-    try:
-        from engine.config import load_config
-
-        return load_config()
-    except Exception:
-        return None
-
-
 def guard_overrides(args: argparse.Namespace, stored: dict[str, Any]) -> dict[str, Any]:
     """The ``guard`` table of config overrides: a resumed session's stored table, then the flags on top
     (``--guard`` replaces the policy; ``--relax``/``--refuse`` add to the lists)."""
@@ -161,31 +143,3 @@ def guard_overrides(args: argparse.Namespace, stored: dict[str, Any]) -> dict[st
         if extra:
             out[key] = list(dict.fromkeys([*out.get(key, []), *extra]))
     return out
-
-
-def format_share(share: dict[str, Any] | float | None) -> str:
-    """``37%`` for a share record (or a bare fraction), ``-`` when not measured."""
-    if isinstance(share, dict):
-        share = share.get("share")
-    return "-" if share is None else f"{share:.0%}"
-
-
-def share_of_iteration(item: Any) -> dict[str, Any] | None:
-    """The ``kernel_share`` of one session iteration's eval.json (None when absent or unreadable)."""
-    try:
-        return (item.read_json("eval.json") or {}).get("kernel_share")
-    except Exception:
-        return None
-
-
-def settings_guard_label(settings: dict[str, Any]) -> str:
-    """``guard default · relax …`` from a session.toml ``settings`` table (sessions from before policies
-    record none: they ran under today's strict rules)."""
-    from engine.guard.policy import guard_label
-
-    if not settings:  # nothing committed yet: the root commit records no settings, and nothing was judged
-        return "guard: not recorded (no iteration committed)"
-    guard = settings.get("guard")
-    if not guard:
-        return "guard strict (recorded before policies)"
-    return guard_label(guard.get("policy", "default"), guard.get("relax", []), guard.get("refuse", []))

@@ -31,15 +31,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from engine.cli.args import add_loop_flags, loop_config, rounds_target
-from engine.cli.guard import (
-    add_guard_flags,
-    format_share,
-    settings_guard_label,
-    share_of_iteration,
-)
+from engine.cli.guard import add_guard_flags
 from engine.cli.interrupts import Interrupts
 from engine.config import ConfigError, sessions_root
-from engine.eval.evaluate import EvaluationError
+from engine.eval.options import EvaluationError
 from engine.events import (
     AwaitingApproval,
     EvalFinished,
@@ -52,6 +47,7 @@ from engine.events import (
     SuggestionReady,
 )
 from engine.guard.policy import guard_label
+from engine.guard.report import format_share, settings_guard_label, share_of_iteration
 from engine.llm.errors import LLMError
 from engine.loop.machine import AWAITING, FINISHED, PAUSED, Loop
 from engine.tasks import TaskError, load_task
@@ -137,7 +133,7 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
         )
     printer = Printer(sys.stdout, verbose=args.verbose)
     try:
-        from engine.eval.evaluate import resolve_device
+        from engine.eval.options import resolve_device
         from engine.loop.factory import make_loop
         from engine.loop.session_settings import session_settings
 

@@ -7,7 +7,7 @@ seed the check and time stages will use (a reference that fails on only some see
 so a broken task is reported as a task error that names the reference, the exception and the line
 of the task file — never as the candidate's failure.
 
-It runs in the worker, never in the engine's process (DESIGN §1): task code is the user's and may
+It runs in the worker, never in the engine's process (ARCHITECTURE.md §1): task code is the user's and may
 crash. The reference is built on a private instance, so its extra calls (BatchNorm statistics,
 dropout draws) cannot change what the check stage sees.
 """

@@ -1,4 +1,4 @@
-"""Time the candidate and the reference in the same worker, the same way (DESIGN §3).
+"""Time the candidate and the reference in the same worker, the same way (ARCHITECTURE.md §3).
 
 On CUDA each timed call is bracketed by events on the current stream, after a 256 MB write that
 flushes the L2 (so no call profits from the previous one's cache, and the flush hides the CPU's
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from engine.config import EvalConfig
 from engine.eval.result import Timing, TimingStats
 
 if TYPE_CHECKING:
@@ -28,8 +29,8 @@ CPU_FLUSH_BYTES = 32 * 1024 * 1024
 class TimingPlan:
     """How much timing to do: ``min_trials`` per model, fewer only when ``budget_s`` runs out first."""
 
-    min_trials: int = 100
-    budget_s: float = 20.0
+    min_trials: int = EvalConfig.timing_trials
+    budget_s: float = EvalConfig.timing_budget_s
     warmup_calls: int = 3
     warmup_s: float = 0.05
     block: int = 10

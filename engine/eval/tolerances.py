@@ -1,4 +1,4 @@
-"""Default correctness tolerances per output dtype (DESIGN §3), kept torch-free for the engine process."""
+"""Default correctness tolerances per output dtype (ARCHITECTURE.md §3), kept torch-free for the engine process."""
 
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from engine.eval import faults
 from engine.eval.job import JobError, WorkerJob
+from engine.eval.pipe import BUILD, BUILD_DIR, READY, RESULT, STAGE, TRIAL, VERDICT_FD_ENV, Channel
 from engine.eval.result import (
     CANDIDATE_SIDE,
     COMPILE_ERROR,
@@ -39,23 +40,8 @@ from engine.eval.result import (
     TrialResult,
 )
 
-VERDICT_FD_ENV = "CUDAFORGE_VERDICT_FD"
 SHARE_REPEATS = 3  # forwards profiled for the own-kernel share (after one warm-up)
 SANDBOXED_ENV = "CUDAFORGE_SANDBOX"  # the mechanism confining this worker (engine.sandbox), when one does
-
-
-class Channel:
-    """JSON-lines messages to the engine over the private pipe."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def send(self, kind: str, **payload: Any) -> None:
-        line = json.dumps({"type": kind, "t": time.time(), **payload}, default=str) + "\n"
-        data = line.encode()
-        while data:
-            written = os.write(self.fd, data)
-            data = data[written:]
 
 
 def _error_info(error: BaseException) -> dict[str, str]:
@@ -103,7 +89,7 @@ class Evaluation:
         sys.stdout.flush()
         sys.stderr.flush()
         self.result.stage = name
-        self.channel.send("stage", stage=name)
+        self.channel.send(STAGE, stage=name)
 
     def finish(self, status: str, message: str | None = None) -> EvalResult:
         self.result.status = status
@@ -270,7 +256,7 @@ class Evaluation:
             os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"  # one target, not every arch
         recorder = BuildRecorder(
             Path(self.job.cache_root),
-            on_build_dir=lambda d: self.channel.send("build_dir", path=d),
+            on_build_dir=lambda d: self.channel.send(BUILD_DIR, path=d),
             use_pch=self.job.use_pch,
         )
         recorder.install()
@@ -314,7 +300,7 @@ class Evaluation:
     def _record_build(self, recorder: Any, started: float) -> None:
         self.result.build = BuildInfo(seconds=time.monotonic() - started, extensions=list(recorder.builds))
         self.result.messages.extend(recorder.notices)
-        self.channel.send("build", build=self.result.to_dict()["build"])
+        self.channel.send(BUILD, build=self.result.to_dict()["build"])
 
     def construct(self, task: Any, candidate: Any) -> tuple[Any, Any] | None:
         """Build ``Model`` and ``ModelNew`` from the same seed and ``get_init_inputs()``."""
@@ -360,7 +346,7 @@ class Evaluation:
 
     def guard(self, rule: str, message: str) -> bool:
         """Record a runtime guard finding; True when it refuses the kernel (not relaxed, not a warning)."""
-        from engine.guard.runtime import RUNTIME_RULES
+        from engine.guard.rules import RUNTIME_RULES
 
         relaxed = rule in self.job.relax_runtime
         severity = "refuse" if rule in self.job.refuse_runtime else RUNTIME_RULES[rule]
@@ -448,7 +434,7 @@ class Evaluation:
                 message=outcome.message,
             )
             self.result.trials.append(trial)
-            self.channel.send("trial", trial=trial.__dict__)
+            self.channel.send(TRIAL, trial=trial.__dict__)
             if not outcome.passed:
                 self.finish(INCORRECT, f"trial {index} (seed {seed}): {outcome.message}")
                 return False
@@ -603,12 +589,12 @@ def main(argv: list[str]) -> int:
     try:
         job = WorkerJob.read(Path(argv[1]))
     except JobError as error:  # never guess a setting: say what is wrong with the job and stop
-        channel.send("ready", pid=os.getpid())
+        channel.send(READY, pid=os.getpid())
         failed = EvalResult(status=RUNTIME_ERROR, stage="start", messages=[f"cudaforge worker: {error}"])
         failed.error = {"type": "JobError", "message": str(error)}
-        channel.send("result", result=failed.to_dict())
+        channel.send(RESULT, result=failed.to_dict())
         return 1
-    channel.send("ready", pid=os.getpid())
+    channel.send(READY, pid=os.getpid())
     evaluation = Evaluation(job, channel)
     try:
         result = evaluation.run()
@@ -617,7 +603,7 @@ def main(argv: list[str]) -> int:
     evaluation.record_memory()
     sys.stdout.flush()
     sys.stderr.flush()
-    channel.send("result", result=result.to_dict())
+    channel.send(RESULT, result=result.to_dict())
     if os.environ.get(SANDBOXED_ENV):  # the sandbox dies with this process: let its header maker finish
         from engine.eval.build.pch import wait_for_makers
 

@@ -1,4 +1,4 @@
-"""``cudaforge evalset``: judge a folder of existing kernels against their tasks (DESIGN §5).
+"""``cudaforge evalset``: judge a folder of existing kernels against their tasks (ARCHITECTURE.md §8).
 
 :mod:`engine.evalset.pairs` finds the (task, kernel) pairs in the arguments;
 :mod:`engine.evalset.memory` estimates each task's GPU footprint and shares the GPUs' memory;

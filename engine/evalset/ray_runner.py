@@ -1,7 +1,7 @@
 """``cudaforge evalset --ray ADDRESS``: both phases as Ray tasks (the bench's Ray patterns).
 
 Joining or starting the cluster, the install hint and the ``PYTHONPATH`` hand-over are
-:mod:`engine.bench.ray_backend`'s. Each evaluation is one Ray task running
+:mod:`engine.batch.ray`'s; the command hands :class:`RayRunner` to the scheduler as its remote runner. Each evaluation is one Ray task running
 :func:`engine.eval.evaluate.evaluate` on whichever node Ray picks; the driver alone writes results and
 prints progress.
 
@@ -23,8 +23,8 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
-from engine.bench.ray_backend import connect, import_ray
-from engine.eval.evaluate import EvalOptions
+from engine.batch.ray import connect, import_ray, runtime_env
+from engine.eval.options import EvalOptions
 from engine.eval.result import EvalResult
 from engine.evalset.memory import GiB, gpu_free_bytes
 from engine.evalset.progress import make_progress
@@ -63,11 +63,8 @@ class RayRunner:
         options = evalset.options
         assert options.ray is not None
         connect(self.ray, options.ray, options.build_workers, options.device)
-        extra: dict[str, Any] = {}
-        if os.environ.get("PYTHONPATH"):  # a checkout run with PYTHONPATH: say where the package is
-            extra["runtime_env"] = {"env_vars": {"PYTHONPATH": os.environ["PYTHONPATH"]}}
         self.remote = self.ray.remote(remote_evaluate)
-        self.task_options = {"max_retries": 0, **extra}
+        self.task_options = {"max_retries": 0, **runtime_env()}
         self.gpu_bytes = None
         if options.device == "cuda":
             self.gpu_bytes = options.gpu_budget_bytes or self._gpu_bytes()

@@ -16,7 +16,8 @@ runs where and when*:
   Timing in phase 1 would be disturbed by its neighbours' builds and checks, which is why the
   phases are apart.
 
-With ``--ray`` both phases are Ray tasks instead (:mod:`engine.evalset.ray_runner`). Results go to
+With ``--ray`` the command hands the evalset a :class:`RemoteRunner` and both phases are Ray tasks
+instead (:mod:`engine.evalset.ray_runner`). Results go to
 ``OUT`` as they arrive (:mod:`engine.evalset.store`); what a rerun finds there is not redone.
 """
 
@@ -28,15 +29,16 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from engine.eval import faults
-from engine.eval.evaluate import EvalEvent, EvalOptions, evaluate
+from engine.eval.evaluate import evaluate
+from engine.eval.options import EvalEvent, EvalOptions
 from engine.eval.result import EvalResult
 from engine.evalset import store
 from engine.evalset.memory import (
@@ -126,12 +128,36 @@ def describe(result: EvalResult, seconds: float) -> str:
     return " · ".join(parts)
 
 
-class Evalset:
-    """Judges ``pairs`` into ``options.out``; :meth:`run` does what the output folder still lacks."""
+class RemoteRunner(Protocol):
+    """Runs both phases somewhere else (``--ray``: ``engine.evalset.ray_runner.RayRunner``), recording
+    each result through the evalset; without one the evalset runs them on this machine."""
 
-    def __init__(self, pairs: Sequence[Pair], options: EvalsetOptions) -> None:
+    def phase1(self, states: list[PairState]) -> list[PairState]:
+        """Build and check ``states``; the ones found correct."""
+        ...
+
+    def phase2(self, states: list[PairState]) -> None:
+        """Time ``states``, one per GPU at a time."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Evalset:
+    """Judges ``pairs`` into ``options.out``; :meth:`run` does what the output folder still lacks.
+
+    ``remote``: made with this evalset when a run starts, it runs the phases instead of this machine.
+    """
+
+    def __init__(
+        self,
+        pairs: Sequence[Pair],
+        options: EvalsetOptions,
+        remote: Callable[[Evalset], RemoteRunner] | None = None,
+    ) -> None:
         self.pairs = list(pairs)
         self.options = options
+        self.remote = remote
         self.stopping = threading.Event()
         self.stats = RunStats()
         self.lock = threading.Lock()
@@ -205,11 +231,7 @@ class Evalset:
         if self.options.device == "cuda" and (to_check or to_time):
             self._estimate([*to_check, *to_time])
         timing = self.options.eval_options.do_timing
-        runner = None
-        if self.options.ray:
-            from engine.evalset.ray_runner import RayRunner
-
-            runner = RayRunner(self)
+        runner = self.remote(self) if self.remote else None
         try:
             if to_check:
                 phase_started = time.monotonic()

@@ -1,23 +1,8 @@
-"""Anti-cheating guards for candidate kernels.
+"""Anti-cheating guards for candidate kernels (ARCHITECTURE.md §3, "Guard policy").
 
-The static part (`check_source`) reads the candidate's source and refuses kernels whose forward does
-its work in PyTorch, falls back on errors, hides work from the timer, or tampers with the evaluator.
-Rule ids and their meaning: `engine.guard.rules` (its docstring holds the table).
+The static part (``engine.guard.static.check_source``) reads the candidate's source and refuses kernels
+whose forward does its work in PyTorch, falls back on errors, hides work from the timer, or tampers with
+the evaluator; the runtime part (``engine.guard.runtime``) checks what the worker sees. Rule ids, policy
+names and their meaning: ``engine.guard.rules``, which imports nothing, so the config can validate
+against it without loading the guard. This package file imports nothing either, for the same reason.
 """
-
-from __future__ import annotations
-
-from engine.guard.findings import Finding, GuardSummary, summarize
-from engine.guard.rules import RULES, Rule, validate_relax
-from engine.guard.static import check_file, check_source
-
-__all__ = [
-    "RULES",
-    "Finding",
-    "GuardSummary",
-    "Rule",
-    "check_file",
-    "check_source",
-    "summarize",
-    "validate_relax",
-]

@@ -1,4 +1,4 @@
-"""Guard policies: which rules refuse, and which only warn, for one run (DESIGN §3, "Guard policy").
+"""Guard policies: which rules refuse, and which only warn, for one run (ARCHITECTURE.md §3, "Guard policy").
 
 Keeping an operator in PyTorch (a cuDNN convolution, a Linear, an addition) beside the candidate's own
 kernels cannot fake a number: the timer sees that work. What fakes a number is hiding work from the
@@ -10,7 +10,9 @@ timer, caching, lazy outputs, patched torch, or an own kernel that does nothing.
 
 Every other rule keeps the severity of its table (``engine.guard.rules``, ``engine.guard.runtime``).
 Per run, ``relax`` turns a rule off (still reported, marked relaxed) and ``refuse`` turns a warning into
-a refusal. Rule ids are a contract; an unknown id is an error that names the valid ones.
+a refusal. Rule ids are a contract; an unknown id is an error that names the valid ones. The names (policies, rule
+ids, which rules the policies treat differently) live in the import-free ``engine.guard.rules``, which the
+config validates against; this module is what a run does with them.
 """
 
 from __future__ import annotations
@@ -18,51 +20,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from engine.config import GUARD_POLICIES
-
-POLICIES: tuple[str, ...] = GUARD_POLICIES  # defined import-free in engine.config, for the TUI
-DEFAULT_POLICY = "default"
-
-# The rules that judge syntax ("PyTorch does this work"), not evidence; warnings under ``default``.
-PARTIAL_REPLACEMENT_RULES: frozenset[str] = frozenset(
-    {
-        "torch-compute-in-forward",
-        "functional-in-forward",
-        "submodule-compute-in-forward",
-        "tensor-arithmetic-in-forward",
-        "torch-compute-in-extension",
-    }
+from engine.guard.rules import (
+    DEFAULT_POLICY,
+    PARTIAL_REPLACEMENT_RULES,
+    RULES,
+    RUNTIME_RULES,
+    GuardPolicyError,
+    all_rule_ids,
+    check_policy,
+    check_rule_ids,
 )
-
-
-class GuardPolicyError(ValueError):
-    """An unknown policy or rule id (a typo must not silently change what is enforced)."""
-
-
-def all_rule_ids() -> dict[str, str]:
-    """Every rule id (static and runtime) with its table severity."""
-    from engine.guard.rules import RULES
-    from engine.guard.runtime import RUNTIME_RULES
-
-    return {**{rid: rule.severity for rid, rule in RULES.items()}, **RUNTIME_RULES}
-
-
-def check_policy(policy: str) -> str:
-    if policy not in POLICIES:
-        raise GuardPolicyError(f"unknown guard policy {policy!r}; valid policies: {', '.join(POLICIES)}")
-    return policy
-
-
-def check_rule_ids(ids: Iterable[str], what: str = "guard rule") -> list[str]:
-    """The ids in order, without duplicates; an unknown one raises, naming every valid id."""
-    known = all_rule_ids()
-    out: list[str] = []
-    for rid in ids:
-        if rid not in known:
-            raise GuardPolicyError(f"unknown {what} id {rid!r}; valid rule ids: {', '.join(sorted(known))}")
-        if rid not in out:
-            out.append(rid)
-    return out
 
 
 def policy_severity(rule: str, policy: str, table_severity: str) -> str:
@@ -74,7 +41,11 @@ def policy_severity(rule: str, policy: str, table_severity: str) -> str:
 
 @dataclass(frozen=True)
 class GuardSettings:
-    """One run's guard settings: the policy and the per-rule changes (relax wins over refuse)."""
+    """One run's guard settings: the policy and the per-rule changes (relax wins over refuse).
+
+    Built once per run from the config and the flags, it validates every id, and it partitions the ids
+    for the two halves of the guard: the static guard (before the build) and the worker's runtime checks.
+    """
 
     policy: str = DEFAULT_POLICY
     relax: tuple[str, ...] = ()
@@ -91,18 +62,29 @@ class GuardSettings:
             return "refuse"
         return policy_severity(rule, self.policy, all_rule_ids()[rule])
 
+    @property
+    def static_relax(self) -> list[str]:
+        return [r for r in self.relax if r in RULES]
+
+    @property
+    def runtime_relax(self) -> list[str]:
+        return [r for r in self.relax if r in RUNTIME_RULES]
+
+    @property
+    def static_refuse(self) -> list[str]:
+        return [r for r in self.refuse if r in RULES]
+
+    @property
+    def runtime_refuse(self) -> list[str]:
+        return [r for r in self.refuse if r in RUNTIME_RULES]
+
     def changed(self) -> dict[str, list[str]]:
         """What differs from the policy's table: recorded in eval.json, session.toml and summaries."""
         return {"relax": list(self.relax), "refuse": list(self.refuse)}
 
     def label(self) -> str:
         """A short header text, e.g. ``guard default · relax output-cached · refuse timing-access``."""
-        parts = [f"guard {self.policy}"]
-        if self.relax:
-            parts.append("relax " + ",".join(self.relax))
-        if self.refuse:
-            parts.append("refuse " + ",".join(self.refuse))
-        return " · ".join(parts)
+        return guard_label(self.policy, self.relax, self.refuse)
 
 
 def severity_table(policy: str) -> dict[str, str]:
@@ -120,3 +102,6 @@ def guard_label(policy: str, relax: Iterable[str] = (), refuse: Iterable[str] = 
     if refuse:
         parts.append("refuse " + ",".join(refuse))
     return " · ".join(parts)
+
+
+__all__ = ["GuardPolicyError", "GuardSettings", "guard_label", "policy_severity", "severity_table"]

@@ -47,6 +47,9 @@ functional-in-forward, submodule-compute-in-forward, tensor-arithmetic-in-forwar
 torch-compute-in-extension — warn instead, and the runtime rule ``own-kernel-trivial``
 (``engine.guard.runtime``) refuses a candidate whose own kernels do no measurable work.
 
+The runtime rules (``RUNTIME_RULES`` below) are checked by the worker while the candidate runs; their
+table, with what each catches, is in ``engine.guard.runtime``.
+
 "Hot path" means `ModelNew.forward` and everything it calls within the file, transitively
 (methods via `self.m(...)`, module functions, in-file `nn.Module`s and `autograd.Function`s,
 lambdas stored on `self`). Module-level code and `__init__` may use torch freely to build weights.
@@ -56,7 +59,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 Severity = Literal["refuse", "warn"]
 
@@ -82,6 +85,67 @@ def _parse_table(doc: str) -> dict[str, Rule]:
 
 
 RULES: dict[str, Rule] = _parse_table(__doc__ or "")
+#: runtime rule id -> severity (``engine.guard.runtime`` checks them in the worker; its docstring has the table)
+RUNTIME_RULES: dict[str, str] = {
+    "input-mutated": "refuse",
+    "output-aliases-input": "refuse",
+    "output-cached": "refuse",
+    "output-not-tensor": "refuse",
+    "no-own-kernel": "refuse",
+    "timing-disagreement": "refuse",
+    "kernel-launch-unverified": "warn",
+    "own-kernel-trivial": "refuse",
+}
+
+# Guard policies (ARCHITECTURE.md §3, "Guard policy"): ``default`` follows KernelBench, ``strict`` demands
+# full replacement. The names live here, with the rule ids, so the config validates both without loading
+# the guard itself (this module imports nothing of cudaforge's).
+GuardPolicy = Literal["default", "strict"]
+POLICIES: tuple[str, ...] = get_args(GuardPolicy)
+DEFAULT_POLICY: GuardPolicy = "default"
+
+# The rules that judge syntax ("PyTorch does this work"), not evidence; warnings under ``default``.
+PARTIAL_REPLACEMENT_RULES: frozenset[str] = frozenset(
+    {
+        "torch-compute-in-forward",
+        "functional-in-forward",
+        "submodule-compute-in-forward",
+        "tensor-arithmetic-in-forward",
+        "torch-compute-in-extension",
+    }
+)
+
+# Static findings that are not cheats but a candidate that does not load: the build stage reports them
+# as a compile_error with the real error (what the Judge's repair mode needs), and ``cudaforge check``
+# says the kernel would not build.
+LEFT_TO_BUILD: frozenset[str] = frozenset({"syntax-error", "no-modelnew"})
+
+
+class GuardPolicyError(ValueError):
+    """An unknown policy or rule id (a typo must not silently change what is enforced)."""
+
+
+def all_rule_ids() -> dict[str, str]:
+    """Every rule id (static and runtime) with its table severity."""
+    return {**{rid: rule.severity for rid, rule in RULES.items()}, **RUNTIME_RULES}
+
+
+def check_policy(policy: str) -> str:
+    if policy not in POLICIES:
+        raise GuardPolicyError(f"unknown guard policy {policy!r}; valid policies: {', '.join(POLICIES)}")
+    return policy
+
+
+def check_rule_ids(ids: Iterable[str], what: str = "guard rule") -> list[str]:
+    """The ids in order, without duplicates; an unknown one raises, naming every valid id."""
+    known = all_rule_ids()
+    out: list[str] = []
+    for rid in ids:
+        if rid not in known:
+            raise GuardPolicyError(f"unknown {what} id {rid!r}; valid rule ids: {', '.join(sorted(known))}")
+        if rid not in out:
+            out.append(rid)
+    return out
 
 
 def validate_relax(relax: Iterable[str]) -> frozenset[str]:

@@ -1,7 +1,9 @@
 """Runtime guards: what the worker checks while the candidate runs (the static part cannot see these).
 
 Each check is a small pure function over tensors so the worker stays readable and the checks are
-testable on CPU. Rule ids (stable; relax them per rule in config, and each relaxation is recorded):
+testable on CPU. Rule ids (stable; ``engine.guard.rules.RUNTIME_RULES`` lists them with the static ones,
+and a test keeps that list and this table the same; relax them per rule in config, and each relaxation
+is recorded):
 
 | rule | severity | what it catches |
 |---|---|---|
@@ -26,16 +28,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-RUNTIME_RULES: dict[str, str] = {
-    "input-mutated": "refuse",
-    "output-aliases-input": "refuse",
-    "output-cached": "refuse",
-    "output-not-tensor": "refuse",
-    "no-own-kernel": "refuse",
-    "timing-disagreement": "refuse",
-    "kernel-launch-unverified": "warn",
-    "own-kernel-trivial": "refuse",
-}
 
 # Provisional (issue 14): an own-kernel share below this fraction of the forward's device time counts as
 # "no measurable work". The lead sets the final value from benchmarks/guard_share.py on the H200.

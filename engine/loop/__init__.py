@@ -28,7 +28,7 @@ def create_loop(repo: Any, on_event: Callable[[Any], None] | None = None, config
     NCU/PyTorch-profiler feedback when the configured device resolves to CUDA.
     """
     from engine.config import load_config
-    from engine.eval.evaluate import resolve_device
+    from engine.eval.options import resolve_device
     from engine.loop.factory import make_loop
 
     config = config if config is not None else load_config()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from engine.agents.roles import Coder, Judge
 from engine.config import Config
-from engine.eval.evaluate import EvalOptions, resolve_device
+from engine.eval.options import EvalOptions, resolve_device
 from engine.events import Event
 from engine.llm.registry import make_provider
 from engine.loop.machine import Loop, LoopOptions, Profiler

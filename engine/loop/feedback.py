@@ -1,6 +1,6 @@
 """What the agents are told about a kernel's evaluation, and what a round cost.
 
-The Judge sees only the latest kernel and its feedback (DESIGN §2): for a failed kernel a report
+The Judge sees only the latest kernel and its feedback (ARCHITECTURE.md §2): for a failed kernel a report
 assembled from the EvalResult (verdict, messages, guard findings, compiler output from the first
 error on, Python error, failing trials, worker output), which the Coder's repair prompt carries too;
 for a correct one its timing, the GPU spec (from the spec table by name, profiled or not), every

@@ -2,7 +2,7 @@
 
 Why: without it the Judge can propose an idea that already failed or that the human rejected, and
 the Coder can bring back a change an earlier round showed to be wrong. CudaForge keeps such a record
-but never passes it on; DESIGN §2 keeps the Judge on the latest kernel, and this table keeps that:
+but never passes it on; ARCHITECTURE.md §2 keeps the Judge on the latest kernel, and this table keeps that:
 one line per round, no kernels, no logs.
 
 Bounded: the newest ``max_rows`` rows are kept, and a marker line says how many older ones were

@@ -1,4 +1,4 @@
-"""The step-wise loop (DESIGN §2): seed → evaluate → (profile) → Judge → human gate → Coder → evaluate …
+"""The step-wise loop (ARCHITECTURE.md §2): seed → evaluate → (profile) → Judge → human gate → Coder → evaluate …
 
 :class:`Loop` runs one stage per :meth:`Loop.step` and emits plain event dataclasses
 (:mod:`engine.events`) to one callback; it never imports a UI. Its state is the session repo plus a
@@ -45,7 +45,8 @@ from engine import approval as approvals
 from engine.agents.context import PromptContext
 from engine.agents.roles import Coder, CoderTurn, Judge
 from engine.agents.suggestion import Suggestion
-from engine.eval.evaluate import EvalEvent, EvalOptions, EvaluationError, check_task, evaluate
+from engine.eval.evaluate import check_task, evaluate
+from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
 from engine.eval.result import EvalResult
 from engine.events import (
     AwaitingApproval,

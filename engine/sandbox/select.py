@@ -15,10 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.config import SANDBOX_MODES
 from engine.sandbox import bwrap, cudaprobe, landlock
 from engine.sandbox.env import worker_env
 
-MODES = ("auto", "bwrap", "landlock", "off")
+MODES = SANDBOX_MODES  # the [eval] sandbox choices (engine.config)
 OFF_WARNING = (
     "sandbox is off: candidate code ran with your full rights (files, network, environment); "
     'set [eval] sandbox = "auto"'

@@ -9,7 +9,6 @@ coming back refreshes the table, since the visit may have added iterations (ARCH
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -21,7 +20,7 @@ from sessions.listing import SessionSummary, list_sessions
 from sessions.repo import SessionRepo
 from tui.model import format_speedup
 from tui.screens.dialogs import PromptScreen
-from tui.screens.workbench import LIVE, REPLAY, WorkbenchScreen
+from tui.screens.workbench import LIVE, REPLAY
 from tui.widgets.footer import KeyFooter
 
 
@@ -96,11 +95,7 @@ class BrowserScreen(Screen[None]):
         except SessionError as error:
             self.notify(f"cannot open {summary.name}: {error}", severity="error")
             return
-        self.app.push_screen(self._workbench(repo, mode))
-
-    def _workbench(self, repo: SessionRepo, mode: str) -> WorkbenchScreen:
-        factory: Any = getattr(self.app, "loop_factory", None)
-        return WorkbenchScreen(repo, mode=mode, loop_factory=factory, owns_repo=True)
+        self.app.open_workbench(repo, mode)  # type: ignore[attr-defined]  (CudaforgeApp)
 
     def action_open(self) -> None:
         self._open(LIVE)
@@ -118,7 +113,7 @@ class BrowserScreen(Screen[None]):
                 self.notify(f"cannot create a session: {error}", severity="error")
                 return
             self.action_refresh()
-            self.app.push_screen(self._workbench(repo, LIVE))
+            self.app.open_workbench(repo, LIVE)  # type: ignore[attr-defined]
 
         self.app.push_screen(
             PromptScreen("New session from a task file (KernelBench format):", "path/to/task.py"), create

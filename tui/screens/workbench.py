@@ -489,13 +489,8 @@ class WorkbenchScreen(Screen[None]):
         self._leave()
 
     def _leave(self) -> None:
-        from tui.screens.browser import BrowserScreen
-
         self.release_session()
-        if any(isinstance(s, BrowserScreen) for s in self.app.screen_stack):
-            self.app.pop_screen()
-        else:
-            self.app.switch_screen(BrowserScreen(getattr(self.app, "sessions_root", self.repo.path.parent)))
+        self.app.show_browser()  # type: ignore[attr-defined]  (CudaforgeApp: screens navigate through it)
 
     def release_session(self) -> None:
         """Drop the loop and give up the writer lock (and close the repo when this screen opened it).

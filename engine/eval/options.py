@@ -1,0 +1,133 @@
+"""What one evaluation is asked to do, what it reports while it runs, and how it refuses to start.
+
+These are the evaluator's API types (ARCHITECTURE.md §3): every front end builds an :class:`EvalOptions`
+(from its config with :meth:`EvalOptions.from_config`), receives :class:`EvalEvent` progress, and gets an
+:class:`EvaluationError` when the evaluation cannot start at all. They import nothing heavy, so a front
+end can build options without loading torch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.config import EvalConfig, TimeoutsConfig
+from engine.eval.timing import TimingPlan
+from engine.eval.tolerances import DEFAULT_TOLERANCES
+from engine.guard.policy import GuardPolicyError, GuardSettings
+from engine.guard.rules import DEFAULT_POLICY
+
+
+@dataclass
+class StageTimeouts:
+    """Seconds each stage may take before the worker's process group is killed (defaults: the config's)."""
+
+    start: float = TimeoutsConfig.start  # interpreter + torch import
+    setup: float = TimeoutsConfig.setup  # environment facts + importing the task
+    build: float = TimeoutsConfig.build  # a cold stock CUDA build takes about a minute; template-heavy ones more
+    check: float = TimeoutsConfig.check
+    time: float = TimeoutsConfig.time
+
+
+@dataclass
+class EvalOptions:
+    """Settings of one evaluation; defaults follow the evaluation protocol (ARCHITECTURE.md §3)."""
+
+    device: str = EvalConfig.device  # "auto" → cuda when available, else cpu
+    trials: int = EvalConfig.trials
+    seed: int = EvalConfig.seed
+    tolerances: dict[str, float] = field(default_factory=dict)
+    timing: TimingPlan = field(default_factory=TimingPlan)
+    do_timing: bool = True
+    timeouts: StageTimeouts = field(default_factory=StageTimeouts)
+    cache_root: Path | None = None
+    use_pch: bool = True  # cudaforge's precompiled torch header for the C++ binding (engine.eval.build.pch)
+    gpu_index: int | None = None
+    guards: bool = True  # off only to measure their cost; relax single rules with ``relax`` instead
+    relax: tuple[str, ...] = ()  # guard rule ids (static or runtime) to report but not enforce
+    guard_policy: str = DEFAULT_POLICY  # engine.guard.policy: "default" (KernelBench) or "strict"
+    refuse: tuple[str, ...] = ()  # guard rule ids whose warnings refuse in this run
+    flag_speedup_above: float = 10.0  # a larger speedup is flagged for human review
+    # PyTorch's CPU reference runs on one thread by default: its thread pool slows by up to ~80x when
+    # other work takes the cores (seen on the 2-core CI machine), which would fake a large speedup.
+    cpu_threads: int = 1
+    sandbox: str = EvalConfig.sandbox  # auto | bwrap | landlock | off: what confines the worker (engine.sandbox)
+
+    @classmethod
+    def from_config(
+        cls, config: Any, device: str | None = None, cache_root: Path | None = None
+    ) -> EvalOptions:
+        """The options an ``engine.config.Config``'s ``[eval]`` table describes (every front end uses this)."""
+        e = config.eval
+        return cls(
+            device=device or e.device,
+            trials=e.trials,
+            seed=e.seed,
+            tolerances=dict(e.tolerances),
+            timing=TimingPlan(min_trials=e.timing_trials, budget_s=e.timing_budget_s),
+            timeouts=StageTimeouts(**vars(e.timeouts)),
+            cache_root=cache_root,
+            guard_policy=config.guard.policy,
+            relax=tuple(config.guard.relax),
+            refuse=tuple(config.guard.refuse),
+            sandbox=e.sandbox,
+        )
+
+    def settings(self) -> dict[str, Any]:
+        """What the result records about how it was obtained: every option but the machine-local ones.
+
+        Derived from the fields, so an option added later is recorded without a third hand-kept list.
+        """
+        recorded = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_RECORDED}
+        recorded["tolerances"] = {**DEFAULT_TOLERANCES, **self.tolerances}
+        return json.loads(json.dumps({k: _plain(v) for k, v in recorded.items()}))
+
+    def guard_settings(self) -> GuardSettings:
+        """The run's validated guard settings; an unknown policy or rule id cannot start an evaluation."""
+        try:
+            return GuardSettings(self.guard_policy, tuple(self.relax), tuple(self.refuse))
+        except GuardPolicyError as error:
+            raise EvaluationError(str(error)) from None
+
+
+# Where and how this machine ran it (the result's ``device``/``env``/``build`` say so), not how it was judged;
+# whether it was timed shows in ``timing`` itself (an evalset times in a second pass).
+NOT_RECORDED = frozenset({"device", "cache_root", "gpu_index", "use_pch", "do_timing"})
+
+
+def _plain(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return list(value) if isinstance(value, tuple) else value
+
+
+@dataclass
+class EvalEvent:
+    """Progress of an evaluation for a front end: a stage change, a log line, or a trial."""
+
+    kind: str  # "stage" | "log" | "trial"
+    stage: str = ""
+    text: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class EvaluationError(Exception):
+    """The evaluation could not be started at all (bad paths, no CUDA when asked for it)."""
+
+
+def resolve_device(device: str) -> str:
+    """Turn ``auto`` into ``cuda`` or ``cpu``; refuse ``cuda`` where there is none."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise EvaluationError(f"unknown device {device!r}: use cpu, cuda or auto")
+    if device == "cpu":
+        return "cpu"
+    import torch
+
+    available = torch.cuda.is_available()
+    if device == "cuda" and not available:
+        raise EvaluationError(
+            "--device cuda was asked for, but torch sees no CUDA GPU here (try --device cpu)"
+        )
+    return "cuda" if available else "cpu"

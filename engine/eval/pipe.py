@@ -1,0 +1,62 @@
+"""The verdict pipe: how the worker tells the engine what happened (ARCHITECTURE.md §3).
+
+The worker writes JSON lines to a private pipe whose descriptor it takes from ``CUDAFORGE_VERDICT_FD``
+and removes from its environment before any candidate code runs; the candidate's stdout and stderr are
+only ever a log. Both ends import this module, so the message kinds and the bound on a line are one
+definition. A line that is not JSON is ignored; a flood without newlines is dropped once it passes
+:data:`MAX_MESSAGE_BYTES` (an ``EvalResult`` line is far smaller).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+VERDICT_FD_ENV = "CUDAFORGE_VERDICT_FD"
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+# Message kinds, in the order a worker sends them.
+READY = "ready"  # the interpreter and torch are up: the ``start`` stage is over
+STAGE = "stage"  # a new stage began (``stage``)
+BUILD_DIR = "build_dir"  # an extension build folder in use (``path``), so a killed build can be cleaned
+BUILD = "build"  # the build's record (``build``), before the check runs
+TRIAL = "trial"  # one correctness trial (``trial``)
+RESULT = "result"  # the verdict (``result``: an EvalResult dict); nothing follows it
+
+
+class Channel:
+    """The worker's end: JSON-lines messages to the engine."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, kind: str, **payload: Any) -> None:
+        line = json.dumps({"type": kind, "t": time.time(), **payload}, default=str) + "\n"
+        data = line.encode()
+        while data:
+            written = os.write(self.fd, data)
+            data = data[written:]
+
+
+class LineReader:
+    """The engine's end: bytes from the pipe in, complete messages out."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> Iterator[dict[str, Any]]:
+        """The messages completed by ``chunk`` (partial lines wait for the next one)."""
+        self._pending += chunk
+        while b"\n" in self._pending:
+            line, self._pending = self._pending.split(b"\n", 1)
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(message, dict):
+                yield message
+        if len(self._pending) > MAX_MESSAGE_BYTES:  # no message is this long: a flood without newlines
+            self._pending = b""

@@ -1,0 +1,375 @@
+"""The worker supervisor: one worker process from spawn to verdict, with per-stage deadlines.
+
+The engine never runs candidate code itself (ARCHITECTURE.md §3): the supervisor starts
+``python -m engine.eval.worker`` in a new process group inside the sandbox, hands it a job file, and
+listens on a private pipe (``engine.eval.pipe``) for its stage changes and verdict. Each stage has its
+own timeout; when one runs over, the whole process group is killed (ninja and nvcc included) and the
+result says which stage it was. A worker that dies without a verdict (a segfault, an abort,
+``os._exit``) is a ``runtime_error`` built from what it reported before dying: the verdict decides,
+never the exit code. A worker that never reaches the task is cudaforge's own fault.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine import sandbox
+from engine.eval import faults, pipe
+from engine.eval.build.extension import remove_stale_torch_lock
+from engine.eval.job import WorkerJob
+from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
+from engine.eval.result import (
+    HARNESS_ERROR,
+    HARNESS_SIDE,
+    RUNTIME_ERROR,
+    TIMEOUT,
+    BuildInfo,
+    EvalResult,
+    ExtensionBuild,
+    TrialResult,
+)
+from engine.guard.policy import GuardSettings
+from engine.sandbox.logcap import CappedLog
+
+DRAIN_AFTER_EXIT_S = 1.0  # how long the pipe is still read once the worker has exited
+DRAIN_AFTER_EXIT_BYTES = 8 * 1024 * 1024
+KERNEL_FILE = "kernel.py"  # the candidate's file name in the job folder unless the caller names it
+LOG_LIMIT_BYTES = 400_000
+STDERR_TAIL_LINES = 40
+
+
+class WorkerSupervisor:
+    """One worker process from spawn to verdict, with per-stage deadlines."""
+
+    def __init__(
+        self,
+        job_dir: Path,
+        device: str,
+        options: EvalOptions,
+        cache_root: Path,
+        on_event: Callable[[EvalEvent], None] | None,
+        guard: GuardSettings | None = None,
+        kernel_names: list[str] | None = None,
+        reference_only: bool = False,
+    ) -> None:
+        self.job_dir = job_dir
+        self.reference_only = reference_only  # the task check: the worker stops after the reference
+        self.guard = guard or GuardSettings()  # the worker enforces its runtime rules
+        self.kernel_names = list(kernel_names or [])  # the source's __global__ names, for the launch check
+        self.device = device
+        self.options = options
+        self.cache_root = cache_root
+        self.on_event = on_event
+        self.log_path = job_dir / "worker.log"
+        self.stage = "start"
+        self.stage_started = time.monotonic()
+        self.stage_marks: dict[str, int] = {}  # log offset at which each stage began
+        self.durations: dict[str, float] = {}
+        self.build_dirs: list[str] = []
+        self.trials: list[TrialResult] = []
+        self.build: dict[str, Any] | None = None
+        self.final: dict[str, Any] | None = None
+        self._log_offset = 0
+        self._reader = pipe.LineReader()
+        self.sandbox_used = ""
+        self.sandbox_warnings: list[str] = []
+
+    def _emit(self, event: EvalEvent) -> None:
+        if self.on_event:
+            self.on_event(event)
+
+    def write_job(
+        self, task_source: str, kernel_source: str, task_name: str, kernel_name: str = KERNEL_FILE
+    ) -> Path:
+        (self.job_dir / "task.py").write_text(task_source)
+        kernel_path = self.job_dir / KERNEL_FILE
+        if Path(kernel_name).name not in (KERNEL_FILE, ""):  # the user's name, in a folder of its own
+            kernel_path = self.job_dir / "candidate" / Path(kernel_name).name
+            kernel_path.parent.mkdir()
+        kernel_path.write_text(kernel_source)
+        job = WorkerJob(
+            task_path=str(self.job_dir / "task.py"),
+            kernel_path=str(kernel_path),
+            cache_root=str(self.cache_root),
+            device=self.device,
+            seed=self.options.seed,
+            trials=self.options.trials,
+            task_name=task_name,
+            tolerances=dict(self.options.tolerances),
+            timing=self.options.timing if self.options.do_timing else None,
+            use_pch=self.options.use_pch,
+            guards=self.options.guards,
+            relax_runtime=tuple(self.guard.runtime_relax),
+            refuse_runtime=tuple(self.guard.runtime_refuse),
+            kernel_names=tuple(self.kernel_names),
+            cpu_threads=self.options.cpu_threads or 0,
+            reference_only=self.reference_only,
+        )
+        path = job.write(self.job_dir / "job.json")
+        return path
+
+    def execute(
+        self, task_source: str, kernel_source: str, task_name: str, kernel_name: str = KERNEL_FILE
+    ) -> EvalResult:
+        job_path = self.write_job(task_source, kernel_source, task_name, kernel_name)
+        read_fd, write_fd = os.pipe()
+        extra = {pipe.VERDICT_FD_ENV: str(write_fd), "PYTHONUNBUFFERED": "1"}
+        if self.options.gpu_index is not None:
+            extra["CUDA_VISIBLE_DEVICES"] = str(self.options.gpu_index)
+        try:
+            launch = sandbox.prepare(
+                self.options.sandbox,
+                [sys.executable, "-m", "engine.eval.worker", str(job_path)],
+                job_dir=self.job_dir,
+                writable=[self.cache_root],
+                extra_env=extra,
+                device=self.device,
+            )
+        except sandbox.SandboxError as error:
+            os.close(read_fd)
+            os.close(write_fd)
+            raise EvaluationError(str(error)) from error
+        self.sandbox_used, self.sandbox_warnings = launch.mechanism, launch.warnings
+        started = time.monotonic()
+        out_read, out_write = os.pipe()
+        output = CappedLog(out_read, self.log_path)
+        try:
+            process = subprocess.Popen(
+                launch.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out_write,
+                stderr=subprocess.STDOUT,
+                cwd=self.job_dir,
+                env=launch.env,
+                pass_fds=(write_fd,),
+                start_new_session=True,  # its own process group: one killpg takes ninja and nvcc too
+            )
+        finally:
+            os.close(out_write)
+        output.start()
+        os.close(write_fd)
+        self._set_stage("start")
+        timed_out = False
+        try:
+            timed_out = self._listen(process, read_fd)
+        finally:
+            os.close(read_fd)
+            if not timed_out:  # bwrap reports its child's death a moment after the pipe closes
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=2.0)
+            _kill_group(process)  # also what the worker left behind in its group (ninja, a stray child)
+            process.wait()
+        output.join(timeout=2.0)
+        self._drain_log()
+        if self.final is None:  # the stage it died or was killed in still gets its time
+            self.durations[self.stage] = (
+                self.durations.get(self.stage, 0.0) + time.monotonic() - self.stage_started
+            )
+        self.durations["total"] = time.monotonic() - started
+        returncode = process.returncode
+        if launch.mechanism == "bwrap" and returncode is not None and returncode > 128:
+            returncode = 128 - returncode  # bwrap exits 128+N when its child died of signal N
+        result = self._assemble(returncode, timed_out)
+        if (result.error or {}).get("type") == "JobError":  # the harness's own fault: blame no side
+            raise EvaluationError(f"cudaforge's worker refused its job: {result.error.get('message')}")
+        return result
+
+    def _set_stage(self, stage: str) -> None:
+        now = time.monotonic()
+        key = "process_start" if self.stage == "start" else self.stage
+        if stage != "start":
+            self.durations[key] = self.durations.get(key, 0.0) + now - self.stage_started
+        self.stage = stage
+        self.stage_started = now
+        self.stage_marks.setdefault(stage, self._log_size())
+        self._emit(EvalEvent(kind="stage", stage=stage))
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def _stage_limit(self) -> float:
+        return float(getattr(self.options.timeouts, self.stage, self.options.timeouts.check))
+
+    def _listen(self, process: subprocess.Popen, read_fd: int) -> bool:
+        """Read messages until the worker is gone; True when a stage timed out."""
+        while True:
+            remaining = self.stage_started + self._stage_limit() - time.monotonic()
+            if remaining <= 0 and self.final is None:
+                _kill_group(process)
+                return True
+            ready, _, _ = select.select([read_fd], [], [], max(0.0, min(0.2, remaining)))
+            self._drain_log()  # may take long: a front end's callback runs here
+            if ready and not self._read_messages(read_fd):
+                return False  # every holder of the pipe's write end is gone
+            if process.poll() is not None:
+                # Exited. What it sent while the log callback ran (``ready`` is from before) is still in
+                # the pipe: read it, but only briefly and boundedly, since a leftover child of the
+                # candidate may hold the pipe open and write to it forever.
+                deadline, budget = time.monotonic() + DRAIN_AFTER_EXIT_S, DRAIN_AFTER_EXIT_BYTES
+                while budget > 0 and time.monotonic() < deadline:
+                    if not select.select([read_fd], [], [], 0)[0]:
+                        break
+                    read = self._read_messages(read_fd)
+                    if not read:
+                        break
+                    budget -= read
+                return False
+
+    def _read_messages(self, read_fd: int) -> int:
+        """Handle the complete messages in one read of the pipe; the bytes read, 0 at its end."""
+        chunk = os.read(read_fd, 65536)
+        for message in self._reader.feed(chunk):
+            self._handle(message)
+        return len(chunk)
+
+    def _handle(self, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        if kind == pipe.READY and self.stage == "start":
+            self.durations["process_start"] = time.monotonic() - self.stage_started
+            self.stage_started = time.monotonic()
+            self.stage = "setup"
+        elif kind == pipe.STAGE:
+            self._set_stage(str(message.get("stage")))
+        elif kind == pipe.BUILD_DIR:
+            self.build_dirs.append(str(message.get("path")))
+        elif kind == pipe.BUILD:
+            self.build = message.get("build")
+        elif kind == pipe.TRIAL:
+            trial = TrialResult(**message["trial"])
+            self.trials.append(trial)
+            self._emit(EvalEvent(kind="trial", stage=self.stage, data=message["trial"]))
+        elif kind == pipe.RESULT:
+            self.final = message.get("result")
+
+    def _drain_log(self) -> None:
+        """Forward new log lines to the front end (the build log streams as it happens)."""
+        if not self.on_event:
+            return
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_offset)
+                data = log.read()
+        except FileNotFoundError:
+            return
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            self._log_offset += cut
+            for text in data[:cut].decode(errors="replace").splitlines():
+                self._emit(EvalEvent(kind="log", stage=self.stage, text=text))
+
+    def _log_text(self, start: int = 0, end: int | None = None) -> str:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(start)
+                data = log.read() if end is None else log.read(max(0, end - start))
+        except FileNotFoundError:
+            return ""
+        if len(data) > LOG_LIMIT_BYTES:
+            half = LOG_LIMIT_BYTES // 2
+            data = data[:half] + b"\n[... log truncated ...]\n" + data[-half:]
+        return data.decode(errors="replace")
+
+    def _assemble(self, returncode: int | None, timed_out: bool) -> EvalResult:
+        if self.final is not None:
+            result = EvalResult.from_dict(self.final)
+        else:
+            result = EvalResult(status=RUNTIME_ERROR, stage=self.stage, device=self.device)
+            result.trials = list(self.trials)
+            if self.build:
+                result.build = EvalResult.from_dict({"status": "", "build": self.build}).build
+            self._explain_death(result, returncode, timed_out)
+        if self.stage_marks.get("build") is not None:
+            result.build.log = self._log_text(self.stage_marks["build"], self.stage_marks.get("check"))
+        if not result.build.extensions and self.build_dirs and self.final is None:
+            result.build = BuildInfo(
+                log=result.build.log,
+                extensions=[
+                    ExtensionBuild(
+                        name=Path(d).name, build_dir=d, cached=False, seconds=0.0, path="unknown", ok=False
+                    )
+                    for d in self.build_dirs
+                ],
+            )
+        lines = self._log_text().splitlines()
+        result.stderr_tail = "\n".join(lines[-STDERR_TAIL_LINES:])
+        result.exit_code = returncode
+        result.sandbox = self.sandbox_used
+        # The sandbox was chosen before anything ran: its warnings come first, so the last message stays
+        # the outcome (the loop reports ``messages[-1]`` as a task's problem).
+        result.messages[:0] = [w for w in self.sandbox_warnings if w not in result.messages]
+        result.durations = {
+            **self.durations,
+            **{k: v for k, v in result.durations.items() if k not in self.durations},
+        }
+        return result
+
+    def _explain_death(self, result: EvalResult, returncode: int | None, timed_out: bool) -> None:
+        stage = self.stage
+        result.stage = stage
+        if stage in ("start", "setup"):  # no task or candidate code has run yet: cudaforge's own start-up
+            self._explain_startup_failure(result, returncode, timed_out)
+            return
+        if timed_out:
+            limit = self._stage_limit()
+            result.status = TIMEOUT
+            result.messages.append(
+                f"the {stage} stage ran over its {limit:g} s limit; the worker's process group was killed"
+            )
+            if stage == "build":
+                removed = [d for d in self.build_dirs if remove_stale_torch_lock(Path(d))]
+                if removed:
+                    result.messages.append("removed the build lock the killed build left behind")
+            return
+        if returncode is not None and returncode < 0:
+            name = _signal_name(-returncode)
+            result.signal = name
+            result.status = RUNTIME_ERROR
+            result.messages.append(
+                f"the worker was killed by {name} during the {stage} stage (a native crash in the candidate)"
+            )
+            return
+        result.status = RUNTIME_ERROR
+        result.messages.append(
+            f"the worker exited (code {returncode}) during the {stage} stage without a verdict "
+            "(the candidate may have called exit() or crashed the interpreter)"
+        )
+
+
+    def _explain_startup_failure(self, result: EvalResult, returncode: int | None, timed_out: bool) -> None:
+        """The worker (or its sandbox) never got to the task: a harness fault, with its last words."""
+        tail = [line for line in self._log_text().splitlines() if line.strip()]
+        last = tail[-1].strip()[:500] if tail else "no output"
+        if timed_out:
+            message = f"the worker did not get through its {self.stage} stage within {self._stage_limit():g} s"
+        else:
+            how = f"by {_signal_name(-returncode)}" if returncode is not None and returncode < 0 else f"with code {returncode}"
+            message = f"the worker ended {how} during its {self.stage} stage, before the reference or the kernel ran"
+        kind = faults.IMPORT if ("ModuleNotFoundError" in last or "ImportError" in last) else faults.ENVIRONMENT
+        result.status = HARNESS_ERROR
+        result.failed_side = HARNESS_SIDE
+        result.harness_fault = faults.record(kind, f"{message}: {last}", stage=self.stage)
+        result.messages.append(f"cudaforge's own fault ({kind}), not the kernel's: {message}: {last}")
+
+
+def _signal_name(number: int) -> str | None:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return None
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
