@@ -261,7 +261,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "contracts",
         (
-            "engine.config", "engine.tasks", "engine.events", "engine.approval", "engine.data",
+            "engine.config", "engine.tasks", "engine.events", "engine.activity", "engine.approval", "engine.data",
             "engine.eval.result", "engine.eval.tolerances", "engine.guard.rules",
             "engine.llm.errors", "engine.llm.settings", "sessions", "themes",
         ),

@@ -1,4 +1,4 @@
-"""The workbench driving the real loop (engine.loop.create_loop) on CPU with scripted agents.
+"""The workbench driving the real loop (engine.loop.factory.create_loop) on CPU with scripted agents.
 
 Everything is real here: the config file, the loop, the evaluator's worker and C++ build (cached by
 content), the session repo; only the agents' replies are scripted.

@@ -1,4 +1,4 @@
-"""The live workbench on the real loop (engine.loop.create_loop, scripted agents) over a real session.
+"""The live workbench on the real loop (engine.loop.factory.create_loop, scripted agents) over a real session.
 
 The fixture session's ``main`` ends at #3 (incorrect), so the loop's next stage is the Judge: no
 build is needed for what these tests drive (status line, approval, rounds, edits, branches, keys).

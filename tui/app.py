@@ -27,9 +27,9 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
+from engine.activity import Activity
 from engine.approval import POLICIES, check_policy
 from engine.cli.interrupts import detach_terminal
-from engine.loop.activity import Activity
 from sessions.paths import default_sessions_root
 from sessions.repo import SessionRepo
 from themes.catalog import DEFAULT_THEME, THEME_NAMES, THEMES

@@ -25,7 +25,7 @@ for when it exits, so quitting during a build left a blank terminal until the bu
 says for what; a second quit leaves at once).
 
 ``LoopFactory`` is the hook a live session uses to get a loop: ``factory(repo, on_event)``.
-:func:`default_loop_factory` is ``engine.loop.create_loop`` (imported when first called, so the
+:func:`default_loop_factory` is ``engine.loop.factory.create_loop`` (imported when first called, so the
 workbench starts without the engine); tests hand the workbench their own factory.
 """
 
@@ -38,8 +38,8 @@ from typing import Any, Protocol
 
 from textual.dom import DOMNode
 
+from engine.activity import Activity
 from engine.events import Event, LoopError, LoopFinished, LoopNotice, StageStarted
-from engine.loop.activity import Activity
 from tui.messages import EngineEvent, LoopCommand, LoopReturned
 
 LOOP_METHODS = ("run", "step", "pause", "stop", "approve", "reject", "edit_kernel", "branch_from")
@@ -66,8 +66,8 @@ LoopFactory = Callable[[Any, Callable[[Event], None]], "LoopLike | None"]
 
 
 def default_loop_factory(repo: Any, on_event: Callable[[Event], None], config: Any = None) -> LoopLike | None:
-    """``engine.loop.create_loop``: the loop with the settings the TUI was started with."""
-    from engine.loop import create_loop
+    """``engine.loop.factory.create_loop``: the loop with the settings the TUI was started with."""
+    from engine.loop.factory import create_loop
 
     return create_loop(repo, on_event=on_event, config=config)
 

@@ -63,7 +63,7 @@ def running_text(stage: str, iteration: int | None, step: str = "") -> str:
 def waiting_text(loop: Any, asked: bool = False) -> str:
     """Whom the idle loop waits for and the key that goes on, read from a loop's public facts.
 
-    ``loop`` is an ``engine.loop.Loop`` (``stage``, ``next_iteration``, ``pending.phase``,
+    ``loop`` is an ``engine.loop.machine.Loop`` (``stage``, ``next_iteration``, ``pending.phase``,
     ``options.rounds``); a loop without these facts gets the generic hint. ``asked``: the front
     end holds the suggestion awaiting a decision (else a resumed loop must show it again first).
     """

@@ -25,7 +25,7 @@ an in-flight LLM call through the providers' cancel event (that stage is redone 
 Stopping (Ctrl-C, ``q``, a hang-up; ARCHITECTURE §2) never cuts an evaluation short: a pause or stop
 is honoured at the next boundary at which nothing evaluated is left uncommitted, so an evaluated
 kernel goes on through its profile and its commit first. :attr:`Loop.activity` says what runs, in
-the words of :mod:`engine.loop.activity`. :meth:`close` hands the session's writer lock back once no
+the words of :mod:`engine.activity`. :meth:`close` hands the session's writer lock back once no
 stage runs. Before every stage the round is checked (:func:`~engine.loop.state.journal_problem`): a
 round that cannot go on is repaired with a :class:`~engine.events.LoopNotice`, never asserted on.
 """
@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import approval as approvals
+from engine.activity import TASK_CHECK, Activity
 from engine.agents.context import PromptContext
 from engine.agents.roles import Coder, CoderTurn, Judge
 from engine.agents.suggestion import Suggestion
@@ -65,7 +66,6 @@ from engine.events import (
 )
 from engine.llm.errors import LLMCancelled, LLMError
 from engine.loop import feedback
-from engine.loop.activity import TASK_CHECK, Activity
 from engine.loop.context import round_context
 from engine.loop.holds import hold
 from engine.loop.state import (
