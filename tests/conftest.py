@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# Fixtures for a group of tests, kept out of this file; pytest finds them by name, no import needed.
+pytest_plugins = ["tests.tui_plugin"]
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 

@@ -9,7 +9,7 @@ import pytest
 
 from engine import events as ev
 from sessions.repo import SessionRepo
-from tests.test_tui_fixtures import PROFILE, eval_dict, kernel, session_root, tui_env  # noqa: F401
+from tests.test_tui_fixtures import PROFILE, eval_dict, kernel
 from tests.test_tui_fixtures import screen_text as raw_screen_text
 from tui.app import CudaforgeApp
 from tui.evidence import gather_evidence, named_lines
@@ -81,7 +81,7 @@ def test_a_suggestion_naming_nothing_shows_the_entry_points() -> None:
 
 
 @pytest.mark.asyncio
-async def test_the_live_approval_carries_the_latest_iterations_evidence(session_root: Path) -> None:  # noqa: F811
+async def test_the_live_approval_carries_the_latest_iterations_evidence(session_root: Path) -> None:
     repo = SessionRepo.open("relu-demo", session_root)
     app = CudaforgeApp(sessions_root=session_root, session=repo, mode="replay")
     async with app.run_test(size=(120, 40)) as pilot:
@@ -100,7 +100,7 @@ async def test_the_live_approval_carries_the_latest_iterations_evidence(session_
 
 
 @pytest.mark.asyncio
-async def test_at_80_columns_the_evidence_is_one_key_away(session_root: Path) -> None:  # noqa: F811
+async def test_at_80_columns_the_evidence_is_one_key_away(session_root: Path) -> None:
     repo = SessionRepo.open("relu-demo", session_root)
     app = CudaforgeApp(sessions_root=session_root, session=repo, mode="replay")
     async with app.run_test(size=(80, 24)) as pilot:
@@ -124,7 +124,7 @@ async def test_at_80_columns_the_evidence_is_one_key_away(session_root: Path) ->
 
 
 @pytest.mark.asyncio
-async def test_status_line_says_cost_unknown_after_an_unpriced_call(session_root: Path) -> None:  # noqa: F811
+async def test_status_line_says_cost_unknown_after_an_unpriced_call(session_root: Path) -> None:
     repo = SessionRepo.open("relu-demo", session_root)
     repo.record_iteration(
         kernel_source=kernel(5), eval_result=eval_dict("correct", 1.2), tokens=14000, cost_usd=None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_tui_fixtures import TASK, screen_text, session_root, tui_env  # noqa: F401
+from tests.test_tui_fixtures import TASK, screen_text
 from tui.app import CudaforgeApp
 from tui.messages import SettingChanged
 from tui.screens.browser import BrowserScreen
@@ -16,7 +16,7 @@ from tui.screens.workbench import WorkbenchScreen
 pytestmark = pytest.mark.asyncio
 
 
-async def test_browser_lists_sessions_at_80x24(session_root) -> None:  # noqa: F811
+async def test_browser_lists_sessions_at_80x24(session_root) -> None:
     app = CudaforgeApp(sessions_root=session_root)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
@@ -28,7 +28,7 @@ async def test_browser_lists_sessions_at_80x24(session_root) -> None:  # noqa: F
         assert (row.branches, row.iterations, row.best_speedup) == (2, 5, 2.5)
 
 
-async def test_replay_and_open_from_the_browser(session_root) -> None:  # noqa: F811
+async def test_replay_and_open_from_the_browser(session_root) -> None:
     app = CudaforgeApp(sessions_root=session_root)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("r")
@@ -43,7 +43,7 @@ async def test_replay_and_open_from_the_browser(session_root) -> None:  # noqa: 
         app.screen.repo.close()
 
 
-async def test_n_creates_a_session_from_a_task_file(tui_env) -> None:  # noqa: F811
+async def test_n_creates_a_session_from_a_task_file(tui_env) -> None:
     task = tui_env / "gelu.py"
     task.write_text(TASK)
     root = tui_env / "sessions"
@@ -60,7 +60,7 @@ async def test_n_creates_a_session_from_a_task_file(tui_env) -> None:  # noqa: F
     assert [p.name.startswith("gelu-") for p in root.iterdir()] == [True]
 
 
-async def test_help_lists_every_binding_with_its_id(session_root) -> None:  # noqa: F811
+async def test_help_lists_every_binding_with_its_id(session_root) -> None:
     app = CudaforgeApp(sessions_root=session_root)
     async with app.run_test(size=(120, 40)) as pilot:
         for key in ("f1", "question_mark"):
@@ -78,7 +78,7 @@ async def test_help_lists_every_binding_with_its_id(session_root) -> None:  # no
             assert absent not in text, absent
 
 
-async def test_q_quits_without_asking_when_idle(session_root) -> None:  # noqa: F811
+async def test_q_quits_without_asking_when_idle(session_root) -> None:
     app = CudaforgeApp(sessions_root=session_root)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("q")
@@ -86,7 +86,7 @@ async def test_q_quits_without_asking_when_idle(session_root) -> None:  # noqa: 
     assert app.return_value == 0
 
 
-async def test_theme_from_the_palette_is_remembered(session_root) -> None:  # noqa: F811
+async def test_theme_from_the_palette_is_remembered(session_root) -> None:
     messages: list = []
     app = CudaforgeApp(sessions_root=session_root)
     async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
@@ -103,7 +103,7 @@ async def test_theme_from_the_palette_is_remembered(session_root) -> None:  # no
         assert {"cudaforge-dark", "cudaforge-light", "cudaforge-16"} <= set(again.available_themes)
 
 
-async def test_palette_offers_every_screen_action(session_root) -> None:  # noqa: F811
+async def test_palette_offers_every_screen_action(session_root) -> None:
     app = CudaforgeApp(sessions_root=session_root)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("r")
@@ -117,7 +117,7 @@ async def test_palette_offers_every_screen_action(session_root) -> None:  # noqa
         assert app.screen.index == 1
 
 
-async def test_keymap_from_config_remaps_by_binding_id(session_root, tui_env: Path) -> None:  # noqa: F811
+async def test_keymap_from_config_remaps_by_binding_id(session_root, tui_env: Path) -> None:
     (tui_env / "config.toml").write_text('[ui.keymap]\n"app.quit" = "ctrl+q"\n"browser.replay" = "y"\n')
     app = CudaforgeApp(sessions_root=session_root)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_tui_fixtures import session_root, tui_env  # noqa: F401
 from tui import commands
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,7 +47,7 @@ def test_serve_without_textual_serve_is_one_clear_line(capsys) -> None:
     assert err.count("\n") == 0 and "pip install 'textual-serve'" in err
 
 
-def test_replay_of_a_missing_session_is_a_usage_error(session_root) -> None:  # noqa: F811
+def test_replay_of_a_missing_session_is_a_usage_error(session_root) -> None:
     code = (
         "import sys; from tui.commands import *; import argparse;"
         "p=argparse.ArgumentParser(); register(p.add_subparsers());"
@@ -100,7 +99,7 @@ def test_the_full_help_still_lists_every_command() -> None:
 
 
 def test_a_session_opened_from_the_browser_runs_with_its_own_stored_settings(
-    tui_env: Path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    tui_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As `cudaforge open S` would: the session's models and round target beat the config files; the
     command line's --rounds counted from the tip of the session it named, not of every session."""

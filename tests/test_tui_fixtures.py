@@ -1,16 +1,16 @@
-"""Shared builders for the TUI tests: a real session repository and an isolated settings env.
+"""Shared builders for the TUI tests: a real session repository, sample records, screen readers.
 
-Not a test module by content: it holds fixtures the ``test_tui_*`` modules import. The session
-is written through the real ``SessionRepo.create``/``record_iteration`` with EvalResult-shaped
-dicts made by ``engine.eval.result.EvalResult.to_dict()``.
+Not a test module by content: it holds the plain helpers the ``test_tui_*`` modules import. The
+fixtures built on them (``tui_env``, ``session_root``) live in ``tests/tui_plugin.py``, which
+``tests/conftest.py`` registers, so tests ask for them by name and import nothing. The session is
+written through the real ``SessionRepo.create``/``record_iteration`` with EvalResult-shaped dicts
+made by ``engine.eval.result.EvalResult.to_dict()``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from engine.eval.result import BuildInfo, EvalResult, Timing, TimingStats, TrialResult
 from sessions.repo import SessionRepo
@@ -149,22 +149,6 @@ def make_session(root: Path, name: str = "relu-demo") -> Path:
             cost_usd=0.01,
         )
         return repo.path
-
-
-@pytest.fixture
-def tui_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Keep the state file and config inside the test's folder."""
-    monkeypatch.setenv("CUDAFORGE_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setenv("CUDAFORGE_CONFIG", str(tmp_path / "config.toml"))
-    monkeypatch.delenv("SSH_CONNECTION", raising=False)
-    return tmp_path
-
-
-@pytest.fixture
-def session_root(tui_env: Path) -> Path:
-    root = tui_env / "sessions"
-    make_session(root)
-    return root
 
 
 def screen_text(app: Any) -> str:

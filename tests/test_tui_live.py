@@ -17,7 +17,7 @@ import pytest
 
 from engine import events as ev
 from sessions.repo import SessionRepo
-from tests.test_tui_fixtures import SUGGESTION, eval_dict, kernel, screen_text, session_root, tui_env  # noqa: F401
+from tests.test_tui_fixtures import SUGGESTION, eval_dict, kernel, screen_text
 from tui.app import CudaforgeApp
 from tui.messages import ApprovalDecided, EngineEvent, KernelEdited, LoopCommand
 from tui.screens.approval import ApprovalScreen
@@ -121,7 +121,7 @@ async def _settle(app: CudaforgeApp, pilot: Any) -> None:
     await pilot.pause(0.25)  # let the posted events and the token flush timer land
 
 
-async def test_step_streams_events_from_a_thread_and_approve_commits(session_root) -> None:  # noqa: F811
+async def test_step_streams_events_from_a_thread_and_approve_commits(session_root) -> None:
     app, repo, loops = _live_app(session_root)
     messages: list = []
     async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
@@ -158,7 +158,7 @@ async def test_step_streams_events_from_a_thread_and_approve_commits(session_roo
     repo.close()
 
 
-async def test_keys_respond_while_a_slow_stage_runs(session_root) -> None:  # noqa: F811
+async def test_keys_respond_while_a_slow_stage_runs(session_root) -> None:
     app, repo, loops = _live_app(session_root)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
@@ -176,7 +176,7 @@ async def test_keys_respond_while_a_slow_stage_runs(session_root) -> None:  # no
     repo.close()
 
 
-async def test_a_second_step_while_one_runs_is_refused_and_says_why(session_root) -> None:  # noqa: F811
+async def test_a_second_step_while_one_runs_is_refused_and_says_why(session_root) -> None:
     """Two quick ``s`` presses once ran Loop.step() twice at once (issue #23): while a stage runs the
     keys that start one are dimmed and start nothing, and the adapter refuses any other caller, saying why."""
     app, repo, loops = _live_app(session_root)
@@ -197,7 +197,7 @@ async def test_a_second_step_while_one_runs_is_refused_and_says_why(session_root
     repo.close()
 
 
-async def test_quit_while_busy_waits_for_the_stage_says_for_what_and_exits(session_root) -> None:  # noqa: F811
+async def test_quit_while_busy_waits_for_the_stage_says_for_what_and_exits(session_root) -> None:
     app, repo, loops = _live_app(session_root)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("s")
@@ -217,7 +217,7 @@ async def test_quit_while_busy_waits_for_the_stage_says_for_what_and_exits(sessi
     repo.close()
 
 
-async def test_quit_twice_while_busy_leaves_at_once(session_root) -> None:  # noqa: F811
+async def test_quit_twice_while_busy_leaves_at_once(session_root) -> None:
     app, repo, loops = _live_app(session_root)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("s")
@@ -233,7 +233,7 @@ async def test_quit_twice_while_busy_leaves_at_once(session_root) -> None:  # no
     repo.close()
 
 
-async def test_approval_edit_and_reject_reach_the_loop(session_root) -> None:  # noqa: F811
+async def test_approval_edit_and_reject_reach_the_loop(session_root) -> None:
     app, repo, loops = _live_app(session_root)
     async with app.run_test(size=(120, 40)) as pilot:
         loops[0].gate.set()
@@ -257,7 +257,7 @@ async def test_approval_edit_and_reject_reach_the_loop(session_root) -> None:  #
     repo.close()
 
 
-async def test_approval_policy_from_the_palette_goes_to_the_loop(session_root) -> None:  # noqa: F811
+async def test_approval_policy_from_the_palette_goes_to_the_loop(session_root) -> None:
     """The palette's policy is handed to the loop, which alone decides (and records who did): when
     the loop still asks, the workbench asks the human rather than approving on a policy's behalf."""
     app, repo, loops = _live_app(session_root, flagged=False)
@@ -282,7 +282,7 @@ async def test_approval_policy_from_the_palette_goes_to_the_loop(session_root) -
     repo.close()
 
 
-async def test_edit_mode_hands_a_human_version_to_the_loop(session_root) -> None:  # noqa: F811
+async def test_edit_mode_hands_a_human_version_to_the_loop(session_root) -> None:
     app, repo, loops = _live_app(session_root)
     messages: list = []
     async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
@@ -301,7 +301,7 @@ async def test_edit_mode_hands_a_human_version_to_the_loop(session_root) -> None
     repo.close()
 
 
-async def test_external_editor_result_goes_to_the_loop(session_root, tmp_path, monkeypatch) -> None:  # noqa: F811
+async def test_external_editor_result_goes_to_the_loop(session_root, tmp_path, monkeypatch) -> None:
     editor = tmp_path / "fake-editor.sh"
     editor.write_text('#!/bin/sh\necho "# from EDITOR" >> "$1"\n')
     editor.chmod(editor.stat().st_mode | stat.S_IXUSR)
@@ -317,7 +317,7 @@ async def test_external_editor_result_goes_to_the_loop(session_root, tmp_path, m
     repo.close()
 
 
-async def test_streamed_tokens_show_before_the_reply_finishes(session_root) -> None:  # noqa: F811
+async def test_streamed_tokens_show_before_the_reply_finishes(session_root) -> None:
     app, repo, _ = _live_app(session_root)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen

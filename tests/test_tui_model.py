@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.test_tui_fixtures import KERNEL, PROFILE, TASK, eval_dict, kernel, transcript, tui_env  # noqa: F401
+from tests.test_tui_fixtures import KERNEL, PROFILE, TASK, eval_dict, kernel, transcript
 from tui import model, settings
 
 
@@ -64,7 +64,7 @@ def test_unified_diff_between_versions() -> None:
     assert model.unified_diff(KERNEL, KERNEL, "a", "b") == ""
 
 
-def test_settings_come_from_the_config_and_a_remembered_choice_wins(tui_env, tmp_path, monkeypatch) -> None:  # noqa: F811
+def test_settings_come_from_the_config_and_a_remembered_choice_wins(tui_env, tmp_path, monkeypatch) -> None:
     """[ui] theme, [ui.keymap] and [loop] approval are the TUI's settings, from the same files as
     every command; a project file beats the user file; the palette's remembered choice beats both."""
     (tui_env / "config.toml").write_text('[ui]\ntheme = "cudaforge-16"\n[ui.keymap]\n"app.quit" = "ctrl+q"\n')
@@ -83,7 +83,7 @@ def test_settings_come_from_the_config_and_a_remembered_choice_wins(tui_env, tmp
     assert settings.load_settings().theme == "cudaforge-16"
 
 
-def test_a_tui_table_is_refused_like_any_unknown_key_and_replay_still_opens(tui_env) -> None:  # noqa: F811
+def test_a_tui_table_is_refused_like_any_unknown_key_and_replay_still_opens(tui_env) -> None:
     """The old ``[tui]`` table is not a setting: the loader names the valid tables, and the TUI reports
     the problem and carries on with the defaults instead of silently opening read-only."""
     (tui_env / "config.toml").write_text('[tui]\napproval_policy = "auto"\n')

@@ -14,7 +14,7 @@ import pytest
 
 from engine.eval.result import BuildInfo, EvalResult
 from sessions.repo import SessionRepo
-from tests.test_tui_fixtures import TASK, kernel, region_text, screen_text, session_root, tui_env  # noqa: F401
+from tests.test_tui_fixtures import TASK, kernel, region_text, screen_text
 from tui.app import CudaforgeApp
 from tui.demo import NOTICE, unpack
 from tui.widgets.kernel_pane import KernelPane
@@ -66,7 +66,7 @@ def make_failed_build(root: Path) -> None:
 
 @pytest.mark.parametrize("size", SIZES)
 async def test_the_first_compiler_error_is_pinned_in_full_and_chat_code_wraps_on_words(
-    tui_env: Path, size: tuple[int, int]  # noqa: F811
+    tui_env: Path, size: tuple[int, int]
 ) -> None:
     make_failed_build(tui_env / "sessions")
     repo = SessionRepo.open("broken", tui_env / "sessions")
@@ -93,7 +93,7 @@ async def test_the_first_compiler_error_is_pinned_in_full_and_chat_code_wraps_on
 
 @pytest.mark.parametrize("size", SIZES)
 async def test_the_ncu_tab_shows_the_metric_table_of_the_profiled_kernel(
-    tmp_path: Path, tui_env: Path, size: tuple[int, int]  # noqa: F811
+    tmp_path: Path, tui_env: Path, size: tuple[int, int]
 ) -> None:
     """The bundled H200 session: the values and the paper's metric names, no click, no scrolling."""
     repo = SessionRepo.open(unpack(tmp_path))
@@ -111,7 +111,7 @@ async def test_the_ncu_tab_shows_the_metric_table_of_the_profiled_kernel(
     repo.close()
 
 
-async def test_notices_fade_and_never_cover_the_status_line(tmp_path: Path, tui_env: Path) -> None:  # noqa: F811
+async def test_notices_fade_and_never_cover_the_status_line(tmp_path: Path, tui_env: Path) -> None:
     repo = SessionRepo.open(unpack(tmp_path))
     app = CudaforgeApp(sessions_root=tmp_path, session=repo, mode="replay", notice=NOTICE)
     async with app.run_test(size=(60, 20), notifications=True) as pilot:
@@ -130,7 +130,7 @@ async def test_notices_fade_and_never_cover_the_status_line(tmp_path: Path, tui_
     repo.close()
 
 
-async def test_an_empty_session_says_no_kernel_yet_not_no_cuda_source(tui_env: Path) -> None:  # noqa: F811
+async def test_an_empty_session_says_no_kernel_yet_not_no_cuda_source(tui_env: Path) -> None:
     task = tui_env / "relu.py"
     task.write_text(TASK)
     repo = SessionRepo.create(tui_env / "sessions", task)
@@ -144,7 +144,7 @@ async def test_an_empty_session_says_no_kernel_yet_not_no_cuda_source(tui_env: P
     repo.close()
 
 
-async def test_the_browser_title_counts_the_sessions_after_one_is_made(tui_env: Path) -> None:  # noqa: F811
+async def test_the_browser_title_counts_the_sessions_after_one_is_made(tui_env: Path) -> None:
     from tests.test_tui_fixtures import make_session
 
     root = tui_env / "sessions"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sessions.repo import SessionRepo
-from tests.test_tui_fixtures import screen_text, session_root, tui_env, unique  # noqa: F401
+from tests.test_tui_fixtures import screen_text
 from tui.app import CudaforgeApp
 from tui.messages import BranchCreated, IterationShown
 from tui.screens.dialogs import DiffScreen
@@ -28,7 +28,7 @@ def _shown(messages: list) -> list[int]:
     return [m.number for m in messages if isinstance(m, IterationShown)]
 
 
-async def test_next_previous_keys_step_through_iterations(session_root) -> None:  # noqa: F811
+async def test_next_previous_keys_step_through_iterations(session_root) -> None:
     app, repo = _app(session_root)
     messages: list = []
     async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
@@ -43,7 +43,7 @@ async def test_next_previous_keys_step_through_iterations(session_root) -> None:
     repo.close()
 
 
-async def test_panes_show_the_recorded_state_at_120x40(session_root) -> None:  # noqa: F811
+async def test_panes_show_the_recorded_state_at_120x40(session_root) -> None:
     app, repo = _app(session_root)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("n", "n")
@@ -72,7 +72,7 @@ async def test_panes_show_the_recorded_state_at_120x40(session_root) -> None:  #
     repo.close()
 
 
-async def test_narrow_terminal_turns_panes_into_tabs_at_80x24(session_root) -> None:  # noqa: F811
+async def test_narrow_terminal_turns_panes_into_tabs_at_80x24(session_root) -> None:
     app, repo = _app(session_root)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
@@ -90,7 +90,7 @@ async def test_narrow_terminal_turns_panes_into_tabs_at_80x24(session_root) -> N
     repo.close()
 
 
-async def test_space_plays_to_the_end_and_pauses(session_root, monkeypatch) -> None:  # noqa: F811
+async def test_space_plays_to_the_end_and_pauses(session_root, monkeypatch) -> None:
     monkeypatch.setattr("tui.screens.workbench.PLAY_INTERVAL_S", 0.05)
     app, repo = _app(session_root)
     messages: list = []
@@ -109,7 +109,7 @@ async def test_space_plays_to_the_end_and_pauses(session_root, monkeypatch) -> N
     repo.close()
 
 
-async def test_b_branches_from_the_shown_iteration(session_root) -> None:  # noqa: F811
+async def test_b_branches_from_the_shown_iteration(session_root) -> None:
     app, repo = _app(session_root)
     messages: list = []
     async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
@@ -126,7 +126,7 @@ async def test_b_branches_from_the_shown_iteration(session_root) -> None:  # noq
     repo.close()
 
 
-async def test_d_opens_a_diff_whose_sides_move_with_keys(session_root) -> None:  # noqa: F811
+async def test_d_opens_a_diff_whose_sides_move_with_keys(session_root) -> None:
     app, repo = _app(session_root)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("n", "n", "d")
@@ -143,7 +143,7 @@ async def test_d_opens_a_diff_whose_sides_move_with_keys(session_root) -> None: 
     repo.close()
 
 
-async def test_c_toggles_the_cuda_view_and_timeline_selection_jumps(session_root) -> None:  # noqa: F811
+async def test_c_toggles_the_cuda_view_and_timeline_selection_jumps(session_root) -> None:
     app, repo = _app(session_root)
     messages: list = []
     async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
@@ -164,7 +164,7 @@ async def test_c_toggles_the_cuda_view_and_timeline_selection_jumps(session_root
     repo.close()
 
 
-async def test_live_only_actions_are_disabled_in_replay(session_root) -> None:  # noqa: F811
+async def test_live_only_actions_are_disabled_in_replay(session_root) -> None:
     app, repo = _app(session_root)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("e", "s")

@@ -23,7 +23,6 @@ from tests.conftest import python_path
 
 pytest.importorskip("textual_serve")  # the `serve` extra; aiohttp comes with it
 
-from tests.test_tui_fixtures import tui_env  # noqa: E402, F401
 from tui import commands  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,7 +41,7 @@ def _get(url: str) -> tuple[int, str]:
 
 
 @pytest.fixture
-def served_demo(tui_env: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:  # noqa: F811
+def served_demo(tui_env: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
     """``python -m tui.cli demo --serve --port P`` running until the test ends, and P."""
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": python_path(), "TMPDIR": str(tui_env)}  # demo copies land in tmp_path

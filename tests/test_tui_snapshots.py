@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from sessions.repo import SessionRepo
-from tests.test_tui_fixtures import SUGGESTION, make_session, tui_env  # noqa: F401
+from tests.test_tui_fixtures import SUGGESTION, make_session
 from tui.app import CudaforgeApp
 from tui.screens.approval import ApprovalScreen
 
@@ -27,7 +27,7 @@ CREATED = 1796040000.0  # 2026-11-30 12:00 UTC
 
 
 @pytest.fixture
-def fixed_root(tui_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:  # noqa: F811
+def fixed_root(tui_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """``sessions`` (relative) under the test's folder, holding the fixture session made at CREATED."""
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sessions.repo import SessionRepo
-from tests.test_tui_fixtures import screen_text, session_root, tui_env, unique  # noqa: F401
+from tests.test_tui_fixtures import screen_text, unique
 from tui import highlight
 from tui.app import CudaforgeApp
 from tui.messages import IterationShown
@@ -32,7 +32,7 @@ def _app(root: Path) -> tuple[CudaforgeApp, SessionRepo]:
 
 
 @pytest.mark.asyncio
-async def test_footer_draws_the_keys_in_the_first_frame_and_repaints_only_on_change(session_root) -> None:  # noqa: F811
+async def test_footer_draws_the_keys_in_the_first_frame_and_repaints_only_on_change(session_root) -> None:
     app, repo = _app(session_root)
     async with app.run_test(size=(200, 40)) as pilot:  # wide enough for every key
         await pilot.pause()
@@ -53,7 +53,7 @@ async def test_footer_draws_the_keys_in_the_first_frame_and_repaints_only_on_cha
 
 
 @pytest.mark.asyncio
-async def test_clicking_a_footer_key_presses_it(session_root) -> None:  # noqa: F811
+async def test_clicking_a_footer_key_presses_it(session_root) -> None:
     app, repo = _app(session_root)
     messages: list = []
     async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
@@ -66,7 +66,7 @@ async def test_clicking_a_footer_key_presses_it(session_root) -> None:  # noqa: 
 
 @pytest.mark.asyncio
 async def test_hidden_output_tabs_are_built_when_first_shown_and_then_follow_the_iteration(
-    session_root,  # noqa: F811
+    session_root,
 ) -> None:
     app, repo = _app(session_root)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -93,7 +93,7 @@ async def test_hidden_output_tabs_are_built_when_first_shown_and_then_follow_the
 
 
 @pytest.mark.asyncio
-async def test_text_areas_share_one_compiled_highlight_query_per_grammar(session_root) -> None:  # noqa: F811
+async def test_text_areas_share_one_compiled_highlight_query_per_grammar(session_root) -> None:
     from textual._tree_sitter import get_language
 
     def compiled(language: str) -> int:
@@ -148,7 +148,7 @@ def test_startup_benchmark_measures_a_complete_first_frame(tmp_path: Path) -> No
 
 
 @pytest.mark.asyncio
-async def test_pane_tabs_switch_by_click_and_by_arrows_when_focused(session_root) -> None:  # noqa: F811
+async def test_pane_tabs_switch_by_click_and_by_arrows_when_focused(session_root) -> None:
     from tui.widgets.tabs import PaneTabs, TabStrip
 
     app, repo = _app(session_root)

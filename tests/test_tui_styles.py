@@ -7,7 +7,6 @@ import re
 import pytest
 
 from tests.conftest import REPO
-from tests.test_tui_fixtures import session_root, tui_env  # noqa: F401
 from tui.app import CudaforgeApp
 from tui.widgets.footer import KeyFooter
 
@@ -23,7 +22,7 @@ def test_no_inline_styles_remain_and_every_css_path_exists() -> None:
 
 
 @pytest.mark.asyncio
-async def test_themes_colour_the_styles_from_the_tcss_files(session_root) -> None:  # noqa: F811
+async def test_themes_colour_the_styles_from_the_tcss_files(session_root) -> None:
     backgrounds = {}
     for theme in ("cudaforge-dark", "cudaforge-light"):
         app = CudaforgeApp(sessions_root=session_root)

@@ -20,7 +20,7 @@ import pytest
 
 from sessions.repo import SessionRepo
 from tests.conftest import REPO, python_path
-from tests.test_tui_fixtures import screen_text, session_root, tui_env  # noqa: F401
+from tests.test_tui_fixtures import screen_text
 from tests.test_tui_live import FakeLoop
 from tui.app import CudaforgeApp
 from tui.messages import IterationShown
@@ -37,7 +37,7 @@ REJECT = REPO / "tests" / "fixtures" / "scripted" / "reject"
 pytestmark = pytest.mark.asyncio
 
 
-def configure(tui_env: Path, rounds: int) -> None:  # noqa: F811
+def configure(tui_env: Path, rounds: int) -> None:
     """The user config file the app reads (tui_env points CUDAFORGE_CONFIG at it): scripted agents."""
     (tui_env / "config.toml").write_text(
         f'[models]\ncoder = "scripted/{REJECT}/coder"\njudge = "scripted/{REJECT}/judge"\n'
@@ -62,7 +62,7 @@ def flat(app: CudaforgeApp) -> str:
 
 
 async def test_the_status_line_says_whom_the_loop_waits_for_and_a_reject_shows_in_the_next_dialog(
-    session_root: Path, tui_env: Path  # noqa: F811
+    session_root: Path, tui_env: Path
 ) -> None:
     configure(tui_env, rounds=4)
     repo = SessionRepo.open("relu-demo", session_root)
@@ -94,7 +94,7 @@ async def test_the_status_line_says_whom_the_loop_waits_for_and_a_reject_shows_i
 
 
 async def test_plus_adds_rounds_to_a_finished_branch_and_the_palette_offers_it(
-    session_root: Path, tui_env: Path  # noqa: F811
+    session_root: Path, tui_env: Path
 ) -> None:
     configure(tui_env, rounds=3)  # main is at #3: nothing left to run
     repo = SessionRepo.open("relu-demo", session_root)
@@ -119,7 +119,7 @@ async def test_plus_adds_rounds_to_a_finished_branch_and_the_palette_offers_it(
 
 
 async def test_a_saved_edit_says_what_happens_next_and_the_editor_footer_shows_its_keys(
-    session_root: Path, tui_env: Path  # noqa: F811
+    session_root: Path, tui_env: Path
 ) -> None:
     configure(tui_env, rounds=4)
     repo = SessionRepo.open("relu-demo", session_root)
@@ -144,7 +144,7 @@ async def test_a_saved_edit_says_what_happens_next_and_the_editor_footer_shows_i
     repo.close()
 
 
-async def test_n_p_and_left_browse_the_live_branch(session_root: Path, tui_env: Path) -> None:  # noqa: F811
+async def test_n_p_and_left_browse_the_live_branch(session_root: Path, tui_env: Path) -> None:
     configure(tui_env, rounds=4)
     repo = SessionRepo.open("relu-demo", session_root)
     app = CudaforgeApp(sessions_root=session_root, session=repo, mode="live")
@@ -163,7 +163,7 @@ async def test_n_p_and_left_browse_the_live_branch(session_root: Path, tui_env: 
 
 
 async def test_b_moves_the_live_loop_to_a_branch_drawn_as_the_child_of_main(
-    session_root: Path, tui_env: Path  # noqa: F811
+    session_root: Path, tui_env: Path
 ) -> None:
     configure(tui_env, rounds=4)
     repo = SessionRepo.open("relu-demo", session_root)
@@ -186,7 +186,7 @@ async def test_b_moves_the_live_loop_to_a_branch_drawn_as_the_child_of_main(
 
 
 async def test_escape_hands_the_session_back_and_the_browser_opens_it_again(
-    session_root: Path, tui_env: Path  # noqa: F811
+    session_root: Path, tui_env: Path
 ) -> None:
     """Issue #23.3: o, Escape, o again opened read-only ("being written by pid N", this app)."""
     configure(tui_env, rounds=4)
@@ -215,7 +215,7 @@ async def test_escape_hands_the_session_back_and_the_browser_opens_it_again(
 
 
 async def test_escape_while_a_stage_runs_leaves_at_once_and_the_loop_hands_back_after_the_stage(
-    session_root: Path,  # noqa: F811
+    session_root: Path,
 ) -> None:
     repo = SessionRepo.open("relu-demo", session_root)
     loops: list[FakeLoop] = []
@@ -238,7 +238,7 @@ async def test_escape_while_a_stage_runs_leaves_at_once_and_the_loop_hands_back_
 
 
 async def test_a_narrow_terminal_keeps_the_status_and_the_edit_and_brackets_switch_panes(
-    session_root: Path, tui_env: Path  # noqa: F811
+    session_root: Path, tui_env: Path
 ) -> None:
     configure(tui_env, rounds=4)
     repo = SessionRepo.open("relu-demo", session_root)

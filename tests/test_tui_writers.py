@@ -20,7 +20,6 @@ from sessions.repo import SessionRepo
 from tests.conftest_sessions import spawn_python, wait_for_line
 from tests.interrupt_harness import wait_for_hold
 from tests.loop_helpers import RELU_TASK, make_loop
-from tests.test_tui_fixtures import tui_env  # noqa: F401
 from tui.app import CudaforgeApp
 from tui.screens.browser import BrowserScreen
 from tui.screens.workbench import WorkbenchScreen
@@ -56,7 +55,7 @@ async def _until(pilot: Any, condition: Any, seconds: float = 120) -> None:
 
 
 @pytest.fixture
-def root(tui_env: Path) -> Path:  # noqa: F811
+def root(tui_env: Path) -> Path:
     sessions = tui_env / "sessions"
     SessionRepo.create(sessions, RELU_TASK, name="relu").close()
     return sessions
