@@ -201,7 +201,11 @@ class Headless:
             for line in list(self.lines):
                 if needle in line:
                     return line
-            assert self.alive() or needle in self.text, f"{needle!r} never printed:\n{self.text}"
+            if not self.alive():
+                # it has exited: what it printed last may still be in the reader's hands (a loaded machine)
+                self._reader.join(timeout=10)
+                assert needle in self.text, f"{needle!r} never printed:\n{self.text}"
+                return next(line for line in self.text.splitlines() if needle in line)
             time.sleep(0.05)
         raise AssertionError(f"{needle!r} never printed:\n{self.text}")
 

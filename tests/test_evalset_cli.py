@@ -223,3 +223,21 @@ def test_guard_and_sandbox_flags_reach_the_evaluator_when_it_has_them(tmp_path: 
     options = build_eval_options(args)
     assert options.relax == (rule,) and options.trials == 3 and options.do_timing is False
     assert options.timeouts.build == 7.0 and options.timeouts.start == 7.0 and options.device == "cpu"
+
+
+def test_evalset_takes_the_same_guard_flags_as_eval(tmp_path: Path, monkeypatch) -> None:
+    """evalset had its own --guard/--relax copy without --refuse; it now takes eval's flag group."""
+    import argparse
+
+    from engine.cli.evalset import add_arguments, build_eval_options
+    from engine.eval.options import EvaluationError
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["x", "--out", "o", "--device", "cpu", "--refuse", "timing-access"])
+    assert build_eval_options(args).refuse == ("timing-access",)
+    args = parser.parse_args(["x", "--out", "o", "--device", "cpu", "--refuse", "no-such-rule"])
+    with pytest.raises(EvaluationError, match="valid rule ids"):
+        build_eval_options(args)

@@ -130,6 +130,16 @@ def test_check_reads_the_guard_table_of_the_project_config(tmp_path: Path) -> No
     assert _cli("check", str(CONV_TASK), kernel, "--guard", "default", cwd=tmp_path).returncode == 0
 
 
+def test_check_refuses_a_broken_project_config_instead_of_ignoring_it(tmp_path: Path) -> None:
+    """It used to fall back to the flags alone: a typo in [guard] silently judged under other rules."""
+    kernel = str(FIXTURES / "partial_conv_epilogue.py")
+    (tmp_path / "cudaforge.toml").write_text('[guard]\npolicy = "stirct"\n')
+    broken = _cli("check", str(CONV_TASK), kernel, cwd=tmp_path)
+    assert broken.returncode == 2 and "[guard] policy is 'stirct'" in broken.stderr
+    (tmp_path / "cudaforge.toml").write_text("[guard\n")
+    assert _cli("check", str(CONV_TASK), kernel, cwd=tmp_path).returncode == 2
+
+
 def test_config_guard_table_validates_ids(tmp_path: Path) -> None:
     config = load_config(
         cwd=tmp_path, env={"HOME": str(tmp_path)}, overrides={"guard": {"refuse": ["timing-access"]}}
