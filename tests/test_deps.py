@@ -51,7 +51,7 @@ def _closure(names: set[str]) -> set[str]:
 
 def test_a_lazy_import_inside_a_function_is_seen() -> None:
     found = {i.module: i.files for i in deps.imported_modules()}
-    assert "engine/eval/build/split/rewrite.py" in found["tree_sitter_cuda"]  # imported only inside _parser()
+    assert "engine/eval/build/split/parse.py" in found["tree_sitter_cuda"]  # imported only inside parser()
     assert "torch" in found and "git" in found
 
 
@@ -93,7 +93,7 @@ def test_the_check_fails_where_a_core_module_is_missing(tmp_path: Path) -> None:
         [sys.executable, "-m", "engine.cli.deps", "--check"], capture_output=True, text=True, env=env, timeout=120
     )
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "MISSING tree_sitter_cuda: imported by engine/eval/build/split/rewrite.py" in done.stdout
+    assert "MISSING tree_sitter_cuda: imported by engine/eval/build/split/parse.py" in done.stdout
     doctor = subprocess.run(
         [sys.executable, "-m", "tui.cli", "doctor", "--json"], capture_output=True, text=True, env=env, timeout=300
     )

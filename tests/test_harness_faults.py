@@ -121,17 +121,17 @@ def test_a_split_transform_that_crashes_builds_the_stock_way(
 ) -> None:
     """The grammar missing (a plain install before issue 24): a slower build, never a failed kernel."""
     from engine.eval.build.extension import BuildRecorder
-    from engine.eval.build.split import rewrite as split
+    from engine.eval.build.split import parse
     from tests.test_build_split import DISPATCH, _Compiler
 
     monkeypatch.setitem(sys.modules, "tree_sitter_cuda", None)  # import raises ImportError
-    split._parser.cache_clear()
+    parse.parser.cache_clear()
     try:
         recorder = BuildRecorder(tmp_path, use_pch=False)
         recorder._original = compiler = _Compiler(fail_split=False)
         recorder._build("ext", "torch::Tensor square_cuda(torch::Tensor x);", DISPATCH, (), {})
     finally:
-        split._parser.cache_clear()
+        parse.parser.cache_clear()
     [record] = recorder.builds
     assert record.path == "stock" and compiler.calls[0]["cuda"] == DISPATCH
     assert "split transform failed (ModuleNotFoundError" in (record.split_skipped or "")

@@ -59,6 +59,19 @@ def run_checks() -> list[Check]:
         return [*checks, Check("torch", "missing", "not importable", "pip install torch")]
     checks.append(Check("torch", "ok", f"{torch.__version__} (CUDA build: {torch.version.cuda or 'none'})"))
 
+    checks += _gpu_checks(torch)
+    checks += _toolchain_checks()
+    checks.extend(_profiling_checks())
+    checks.append(_sandbox_check())
+    checks.extend(_dependency_checks())
+    checks += _provider_checks()
+    checks.append(_cache_check())
+    return checks
+
+
+def _gpu_checks(torch) -> list[Check]:  # noqa: ANN001 - the torch module, imported by the caller
+    """The GPUs torch sees (with their compute capability) and the NVIDIA driver."""
+    checks: list[Check] = []
     if torch.cuda.is_available():
         names = [
             f"{i}: {torch.cuda.get_device_name(i)} (sm_{''.join(map(str, torch.cuda.get_device_capability(i)))})"
@@ -71,7 +84,12 @@ def run_checks() -> list[Check]:
         )
     driver = envinfo.driver_version()
     checks.append(Check("driver", "ok" if driver else "warn", driver or "no NVIDIA driver found"))
+    return checks
 
+
+def _toolchain_checks() -> list[Check]:
+    """nvcc, the host C++ compiler and ninja: what building an extension needs."""
+    checks: list[Check] = []
     nvcc = _find_nvcc()
     if nvcc:
         version = _version_line([nvcc, "--version"]) or "?"
@@ -101,11 +119,12 @@ def run_checks() -> list[Check]:
             "" if ninja else "pip install ninja",
         )
     )
+    return checks
 
-    checks.extend(_profiling_checks())
-    checks.append(_sandbox_check())
-    checks.extend(_dependency_checks())
 
+def _provider_checks() -> list[Check]:
+    """Whether each LLM provider's API key is set (never its value) and any base URL given."""
+    checks: list[Check] = []
     for variable in API_KEY_VARIABLES:
         state = "ok" if os.environ.get(variable) else "warn"
         checks.append(
@@ -119,18 +138,19 @@ def run_checks() -> list[Check]:
     for variable in BASE_URL_VARIABLES:
         if os.environ.get(variable):
             checks.append(Check(variable, "ok", os.environ[variable]))
+    return checks
 
+
+def _cache_check() -> Check:
+    """Whether the build cache folder is writable."""
     cache = default_cache_root()
     writable = _writable(cache)
-    checks.append(
-        Check(
-            "build cache",
-            "ok" if writable else "missing",
-            str(cache),
-            "" if writable else "set CUDAFORGE_CACHE_DIR to a writable folder",
-        )
+    return Check(
+        "build cache",
+        "ok" if writable else "missing",
+        str(cache),
+        "" if writable else "set CUDAFORGE_CACHE_DIR to a writable folder",
     )
-    return checks
 
 
 def _dependency_checks() -> list[Check]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from engine.guard.vocab import NATIVE_COMPUTE_METHODS, NATIVE_NS_ALLOWED
+
 _GLOBAL_KERNEL = re.compile(r"\b__global__\b[^;{}]*?\b\w+\s*\(")
 
 # (rule, pattern, message); patterns run on comment- and literal-free text.
@@ -40,65 +42,9 @@ _NATIVE_PATTERNS: list[tuple[str, re.Pattern[str], str]] = [
     ),
 ]
 
-# torch::/at:: free functions that only allocate or describe tensors; anything else in those
-# namespaces is ATen compute.
-_NS_ALLOWED = {
-    "empty",
-    "empty_like",
-    "empty_strided",
-    "zeros",
-    "zeros_like",
-    "ones",
-    "ones_like",
-    "full",
-    "full_like",
-    "from_blob",
-    "tensor",
-    "scalar_tensor",
-    "TensorOptions",
-    "dtype",
-    "device",
-    "layout",
-    "requires_grad",
-    "Device",
-    "DeviceGuard",
-    "OptionalDeviceGuard",
-    "Scalar",
-    "ScalarType",
-    "IntArrayRef",
-    "TensorArg",
-    "Tensor",
-    "parallel_for",
-    "get_num_threads",
-    "get_thread_num",
-    "in_parallel_region",
-    "globalContext",
-    "elementSize",
-    "toString",
-    "typeMetaToScalarType",
-    "MemoryFormat",
-    "Half",
-    "BFloat16",
-    "Generator",
-    "NoGradGuard",
-    "AutoDispatchBelowADInplaceOrView",
-    "InferenceMode",
-    "device_of",
-    "ceil_div",
-    "scalarTypeToTypeMeta",
-    "toScalarType",
-    "ArrayRef",
-    "OptionalIntArrayRef",
-    "SymInt",
-    "accumulate",
-}
 _NS_CALL = re.compile(r"\b(?:torch|at)::((?:\w+::)*)(\w+)\s*(?:<[^<>;]*>)?\s*[({]")
-_COMPUTE_METHODS = (
-    "matmul|mm|bmm|addmm|baddbmm|mv|dot|einsum|conv[123]d|conv_transpose[123]d|convolution|linear|softmax|log_softmax|"
-    "relu_?|gelu|silu|sigmoid|tanh|sum|mean|logsumexp|layer_norm|batch_norm|group_norm|cumsum|amax|amin|argmax|argmin|"
-    "norm|var|std|prod|topk|sort|max_pool[123]d|avg_pool[123]d"
-)
-_METHOD_CALL = re.compile(r"(?:\.|->)(" + _COMPUTE_METHODS + r")\s*\(")
+# A name matches only where "(" follows it, so the order of the alternatives does not matter.
+_METHOD_CALL = re.compile(r"(?:\.|->)(" + "|".join(sorted(NATIVE_COMPUTE_METHODS)) + r")\s*\(")
 
 
 @dataclass(frozen=True)
@@ -154,7 +100,7 @@ def scan_native(code: str) -> list[NativeHit]:
             hits.append(NativeHit(rule, m.start(), message.format(m=m.group(0).strip())))
     for m in _NS_CALL.finditer(clean):
         prefix, name = m.group(1), m.group(2)
-        if prefix.startswith("cuda::") or name in _NS_ALLOWED or name.startswith(("is", "check", "k")):
+        if prefix.startswith("cuda::") or name in NATIVE_NS_ALLOWED or name.startswith(("is", "check", "k")):
             continue
         if prefix and not prefix.startswith(
             ("native::", "nn::", "_ops::", "cpu::", "linalg::", "special::", "fft::")

@@ -1,4 +1,4 @@
-"""Name lists the static guard judges Python code by.
+"""Name lists the static guard judges Python code (and the native sources' torch:: calls) by.
 
 Kept apart from the checking logic so that a false refusal is fixed by editing data, not code: every
 list says what it is *for*. Qualified names are written as the candidate's imports resolve them
@@ -7,11 +7,10 @@ list says what it is *for*. Qualified names are written as the candidate's impor
 
 from __future__ import annotations
 
-# torch.* functions that allocate, describe or view tensors without computing on their values.
-# Anything else under `torch.` called on the hot path is PyTorch compute.
-TORCH_ALLOWED_CALLS = frozenset(
+# torch.* functions that allocate a tensor without computing on any tensor's values; torch:: and at::
+# in native code have the same allocators (engine.guard.native), less `as_tensor`.
+TORCH_ALLOCATION_CALLS = frozenset(
     {
-        # allocation of outputs and scratch buffers
         "empty",
         "empty_like",
         "empty_strided",
@@ -22,8 +21,43 @@ TORCH_ALLOWED_CALLS = frozenset(
         "full",
         "full_like",
         "tensor",
-        "as_tensor",
         "scalar_tensor",
+    }
+)
+
+# torch.* functions whose result is not a tensor (queries, dtypes, devices, grad-mode context
+# managers): the hot-path type inference treats their results as Python values.
+TORCH_NON_TENSOR_CALLS = frozenset(
+    {
+        "is_tensor",
+        "is_floating_point",
+        "is_complex",
+        "numel",
+        "Size",
+        "device",
+        "get_default_dtype",
+        "promote_types",
+        "result_type",
+        "can_cast",
+        "finfo",
+        "iinfo",
+        "no_grad",
+        "inference_mode",
+        "enable_grad",
+        "is_grad_enabled",
+        "is_inference_mode_enabled",
+        "broadcast_shapes",
+        "_assert",
+    }
+)
+
+# torch.* functions that allocate, describe or view tensors without computing on their values.
+# Anything else under `torch.` called on the hot path is PyTorch compute.
+TORCH_ALLOWED_CALLS = frozenset(
+    {
+        # allocation of outputs and scratch buffers
+        *TORCH_ALLOCATION_CALLS,
+        "as_tensor",
         # views and layout glue (no arithmetic)
         "reshape",
         "flatten",
@@ -47,30 +81,12 @@ TORCH_ALLOWED_CALLS = frozenset(
         "view_as_real",
         "view_as_complex",
         # queries, dtypes, devices, grad mode
-        "is_tensor",
-        "is_floating_point",
-        "is_complex",
-        "numel",
-        "Size",
-        "device",
-        "get_default_dtype",
-        "promote_types",
-        "result_type",
-        "can_cast",
-        "finfo",
-        "iinfo",
-        "no_grad",
-        "inference_mode",
-        "enable_grad",
-        "is_grad_enabled",
-        "is_inference_mode_enabled",
-        "broadcast_shapes",
+        *TORCH_NON_TENSOR_CALLS,
         "nn.Parameter",
         "nn.parameter.Parameter",
         "jit.is_scripting",
         "jit.is_tracing",
         "compiler.is_compiling",
-        "_assert",
         "autograd.graph.saved_tensors_hooks",
         # torch.cuda: device queries and the current stream (reading it is how an honest kernel launches)
         "cuda.is_available",
@@ -287,6 +303,108 @@ COMPUTE_METHOD_NAMES = frozenset(
         "topk",
         "clamp",
         "clamp_",
+    }
+)
+
+
+# torch::/at:: free functions the native scan allows in an extension: they only allocate or describe
+# tensors, or run the extension's own loops (at::parallel_for); anything else in those namespaces is
+# ATen compute.
+NATIVE_NS_ALLOWED = frozenset(
+    {
+        *TORCH_ALLOCATION_CALLS,
+        "from_blob",
+        "TensorOptions",
+        "dtype",
+        "device",
+        "layout",
+        "requires_grad",
+        "Device",
+        "DeviceGuard",
+        "OptionalDeviceGuard",
+        "Scalar",
+        "ScalarType",
+        "IntArrayRef",
+        "TensorArg",
+        "Tensor",
+        "parallel_for",
+        "get_num_threads",
+        "get_thread_num",
+        "in_parallel_region",
+        "globalContext",
+        "elementSize",
+        "toString",
+        "typeMetaToScalarType",
+        "MemoryFormat",
+        "Half",
+        "BFloat16",
+        "Generator",
+        "NoGradGuard",
+        "AutoDispatchBelowADInplaceOrView",
+        "InferenceMode",
+        "device_of",
+        "ceil_div",
+        "scalarTypeToTypeMeta",
+        "toScalarType",
+        "ArrayRef",
+        "OptionalIntArrayRef",
+        "SymInt",
+        "accumulate",
+    }
+)
+
+# Tensor methods (`.name(` or `->name(`) that are ATen compute when an extension calls them. Not the
+# same list as COMPUTE_METHOD_NAMES, which judges Python calls: C++ tensor methods are matched by name
+# alone, whatever the receiver.
+NATIVE_COMPUTE_METHODS = frozenset(
+    {
+        "matmul",
+        "mm",
+        "bmm",
+        "addmm",
+        "baddbmm",
+        "mv",
+        "dot",
+        "einsum",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+        "convolution",
+        "linear",
+        "softmax",
+        "log_softmax",
+        "relu",
+        "relu_",
+        "gelu",
+        "silu",
+        "sigmoid",
+        "tanh",
+        "sum",
+        "mean",
+        "logsumexp",
+        "layer_norm",
+        "batch_norm",
+        "group_norm",
+        "cumsum",
+        "amax",
+        "amin",
+        "argmax",
+        "argmin",
+        "norm",
+        "var",
+        "std",
+        "prod",
+        "topk",
+        "sort",
+        "max_pool1d",
+        "max_pool2d",
+        "max_pool3d",
+        "avg_pool1d",
+        "avg_pool2d",
+        "avg_pool3d",
     }
 )
 

@@ -87,16 +87,11 @@ def profile_with_ncu(
 ) -> ProfileResult:
     """Profile `python script_args...` with ncu and return metrics, rule results and the Judge summary."""
     start = time.monotonic()
-
-    def unavailable(reason: ProfileUnavailable, cmd: Sequence[str] = ()) -> ProfileResult:
-        return ProfileResult(
-            kind="none", unavailable=reason, duration_s=time.monotonic() - start, command=list(cmd)
-        )
-
     ncu = ncu_path or find_ncu(env)
     if ncu is None:
-        return unavailable(
-            no_ncu("not on PATH, not in $CUDA_HOME/bin, /usr/local/cuda/bin or /opt/nvidia/nsight-compute")
+        return _unavailable(
+            start,
+            no_ncu("not on PATH, not in $CUDA_HOME/bin, /usr/local/cuda/bin or /opt/nvidia/nsight-compute"),
         )
 
     workdir = Path(workdir)
@@ -121,7 +116,8 @@ def profile_with_ncu(
             argv, run_env = launcher(cmd) if launcher else (cmd, env)
             rc, out, err, timed_out = run_command(argv, timeout_s=timeout_s, cwd=workdir, env=run_env)
     except TimeoutError as exc:
-        return unavailable(
+        return _unavailable(
+            start,
             ProfileUnavailable(
                 "timeout", str(exc), "Another profile is running on this GPU; try again later."
             ),
@@ -132,9 +128,26 @@ def profile_with_ncu(
     )
     failure = classify_ncu_failure(rc, out, err, timed_out=timed_out)
     if failure is not None:
-        return unavailable(failure, cmd)
+        return _unavailable(start, failure, cmd)
 
     ncu_seconds = time.monotonic() - start
+    pages = _report_pages(report, out, ncu=ncu, timeout_s=timeout_s, env=env)
+    if isinstance(pages, ProfileUnavailable):
+        return _unavailable(start, pages, cmd)
+    return _ncu_result(*pages, cmd, spec=spec, duration_ms=duration_ms, start=start, ncu_seconds=ncu_seconds)
+
+
+def _unavailable(start: float, reason: ProfileUnavailable, cmd: Sequence[str] = ()) -> ProfileResult:
+    """The result of a profile that did not happen, with how long it took to find out."""
+    return ProfileResult(
+        kind="none", unavailable=reason, duration_s=time.monotonic() - start, command=list(cmd)
+    )
+
+
+def _report_pages(
+    report: Path, out: str, *, ncu: str, timeout_s: float, env: Mapping[str, str] | None
+) -> tuple[str, str] | ProfileUnavailable:
+    """(the raw metrics CSV, the rule details CSV) of the saved report; ncu's own output when none was saved."""
     raw_text, details_text = out, ""
     if report.exists():
         # Both pages are read from the saved report at once: each `ncu -i` is a ~1 s process
@@ -149,17 +162,29 @@ def profile_with_ncu(
             rc_raw, raw_text, err_raw, _ = raw_job.result()
             rc_det, details_text, _, _ = details_job.result()
         if rc_raw != 0:
-            return unavailable(
-                ProfileUnavailable(
-                    "error", f"reading the report failed: {err_raw.strip()[-500:]}", "See ncu.log."
-                ),
-                cmd,
+            return ProfileUnavailable(
+                "error", f"reading the report failed: {err_raw.strip()[-500:]}", "See ncu.log."
             )
         if rc_det != 0:
             details_text = ""  # rule results are a bonus; the metrics stand on their own
+    return raw_text, details_text
+
+
+def _ncu_result(
+    raw_text: str,
+    details_text: str,
+    cmd: list[str],
+    *,
+    spec: GpuSpec | None,
+    duration_ms: float | None,
+    start: float,
+    ncu_seconds: float,
+) -> ProfileResult:
+    """The parsed report: metrics per kernel, rule results, launch counts and the Judge's summary."""
     table = parse_raw_csv(raw_text)
     if not table:
-        return unavailable(
+        return _unavailable(
+            start,
             ProfileUnavailable(
                 "no-kernels-profiled",
                 "ncu finished but its output contains no kernel rows",

@@ -158,11 +158,7 @@ def kernel_facts(
         time_ns = _scaled(metrics, "gpu__time_duration.sum", _TIME_NS)
     seconds = time_ns / 1e9 if time_ns else None
 
-    dram_bytes = _scaled(metrics, "dram__bytes.sum", _BYTES)
-    if dram_bytes is None:
-        read, write = (_scaled(metrics, f"dram__bytes_{d}.sum", _BYTES) for d in ("read", "write"))
-        if read is not None and write is not None:
-            dram_bytes = read + write
+    dram_bytes = _dram_bytes(metrics)
     bw = (
         dram_bytes / seconds
         if dram_bytes is not None and seconds
@@ -171,14 +167,7 @@ def kernel_facts(
     bw_gbs = bw / 1e9 if bw is not None else None
     peak_bw = spec.mem_bandwidth_gbs if spec else None
 
-    flops_by_prec: dict[str, float] = {}
-    for prec, (add, mul, fma) in _PRECISIONS.items():
-        counts = [
-            _num(metrics, f"sm__sass_thread_inst_executed_op_{op}_pred_on.sum") for op in (add, mul, fma)
-        ]
-        if any(c is not None for c in counts):
-            a, m, f = (c or 0.0 for c in counts)
-            flops_by_prec[prec] = a + m + 2.0 * f
+    flops_by_prec = _flops_by_precision(metrics)
     flops = sum(flops_by_prec.values()) if flops_by_prec else None
     precision = max(flops_by_prec, key=lambda p: flops_by_prec[p]) if flops_by_prec and flops else None
     tflops = flops / seconds / 1e12 if flops is not None and seconds else None
@@ -193,19 +182,8 @@ def kernel_facts(
     mem_util = max(mem_candidates) if mem_candidates else None
     comp_util = max(comp_candidates) if comp_candidates else None
 
-    limits = {label: _num(metrics, m) for m, label in OCCUPANCY_LIMITS.items()}
-    limits = {k: v for k, v in limits.items() if v is not None}
-    limiter = None
-    if limits:
-        low = min(limits.values())
-        limiter = " = ".join(k for k, v in limits.items() if v == low)
-
-    stalls = []
-    for name, (value, _unit) in metrics.items():
-        m = _STALL.match(name)
-        if m and isinstance(value, (int, float)):
-            stalls.append((m.group(1), float(value)))
-    stalls.sort(key=lambda s: -s[1])
+    limits, limiter = _occupancy_limits(metrics)
+    stalls = _stalls(metrics)
 
     return {
         "time_ns": time_ns,
@@ -232,6 +210,51 @@ def kernel_facts(
         "registers_per_thread": _num(metrics, "launch__registers_per_thread"),
         "top_stalls": stalls[:3],
     }
+
+
+def _dram_bytes(metrics: Mapping[str, tuple[Value, str]]) -> float | None:
+    """DRAM bytes moved: the total, or reads plus writes where only those were collected."""
+    dram_bytes = _scaled(metrics, "dram__bytes.sum", _BYTES)
+    if dram_bytes is None:
+        read, write = (_scaled(metrics, f"dram__bytes_{d}.sum", _BYTES) for d in ("read", "write"))
+        if read is not None and write is not None:
+            dram_bytes = read + write
+    return dram_bytes
+
+
+def _flops_by_precision(metrics: Mapping[str, tuple[Value, str]]) -> dict[str, float]:
+    """FLOPs per precision that has any instruction count (an FMA counts two); {} where none was collected."""
+    flops_by_prec: dict[str, float] = {}
+    for prec, (add, mul, fma) in _PRECISIONS.items():
+        counts = [
+            _num(metrics, f"sm__sass_thread_inst_executed_op_{op}_pred_on.sum") for op in (add, mul, fma)
+        ]
+        if any(c is not None for c in counts):
+            a, m, f = (c or 0.0 for c in counts)
+            flops_by_prec[prec] = a + m + 2.0 * f
+    return flops_by_prec
+
+
+def _occupancy_limits(metrics: Mapping[str, tuple[Value, str]]) -> tuple[dict[str, float], str | None]:
+    """(blocks per SM each resource allows, the lowest of them: "registers", or "a = b" on a tie)."""
+    found = {label: _num(metrics, m) for m, label in OCCUPANCY_LIMITS.items()}
+    limits = {k: v for k, v in found.items() if v is not None}
+    limiter = None
+    if limits:
+        low = min(limits.values())
+        limiter = " = ".join(k for k, v in limits.items() if v == low)
+    return limits, limiter
+
+
+def _stalls(metrics: Mapping[str, tuple[Value, str]]) -> list[tuple[str, float]]:
+    """The warp stall reasons with their share, largest first."""
+    stalls = []
+    for name, (value, _unit) in metrics.items():
+        m = _STALL.match(name)
+        if m and isinstance(value, (int, float)):
+            stalls.append((m.group(1), float(value)))
+    stalls.sort(key=lambda s: -s[1])
+    return stalls
 
 
 def classify_bound(
