@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.interrupt_harness import Headless, Project, assert_sound, history, journal, release
+from tests.interrupt_harness import STEADY, Headless, Project, assert_sound, history, journal, release
 
 pytestmark = pytest.mark.slow
 
@@ -139,9 +139,10 @@ def test_every_boundary_interrupted_then_resumed_gives_the_uninterrupted_history
 def test_the_profile_boundary_on_cuda(tmp_path: Path, ext_cache: Path) -> None:
     """On CUDA a correct kernel is profiled before its commit: Ctrl-C there still commits it."""
     project = Project(tmp_path / "p", ext_cache, ROUNDS)
-    (project.root / "cudaforge.toml").write_text(
-        (project.root / "cudaforge.toml").read_text().replace('device = "cpu"', 'device = "cuda"')
-    )
+    # a CUDA candidate: the CPU scripts' C++ kernel is refused on CUDA (no __global__), so never profiled
+    cuda_scripts = STEADY.parent / "cuda_steady"
+    config = (project.root / "cudaforge.toml").read_text().replace('device = "cpu"', 'device = "cuda"')
+    (project.root / "cudaforge.toml").write_text(config.replace(str(STEADY), str(cuda_scripts)))
     run = Headless(project, [str(project.root / "relu.py"), "--name", "p"], hold="profile@0")
     run.held("profile@0")
     run.ctrl_c()
