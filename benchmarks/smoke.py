@@ -19,6 +19,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -147,6 +148,7 @@ def sandboxes(smoke: Smoke) -> str:
 
 def evalset(smoke: Smoke) -> str:
     out = smoke.out / "evalset"
+    shutil.rmtree(out, ignore_errors=True)  # a rerun on the same machine judges again instead of resuming
     done = smoke.cli("evalset", str(SPLIT_PAIRS / "pairs.tsv"), "--out", str(out), "--device", "cuda", "--progress", "lines", timeout=400)
     summary = json.loads((out / "summary.json").read_text())
     counts = summary["status_counts"]
@@ -156,6 +158,7 @@ def evalset(smoke: Smoke) -> str:
 
 def loop_round(smoke: Smoke) -> str:
     sessions = smoke.out / "sessions"
+    shutil.rmtree(sessions, ignore_errors=True)  # one session: a rerun on the same machine starts anew
     done = smoke.cli(
         "run", str(TASKS / "relu_large.py"), "--headless", "--auto-approve", "--device", "cuda", "--rounds", "1",
         "--coder", f"scripted/{DEMO / 'coder'}", "--judge", f"scripted/{DEMO / 'judge'}", "--sessions-dir", str(sessions),
