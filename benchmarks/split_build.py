@@ -1,6 +1,6 @@
 """Stock against split builds of real LLM kernels, side by side, on a GPU machine (issue 16).
 
-For each corpus kernel the split transform handles (engine/eval/build/split/rewrite.py), the real evaluator
+For each corpus kernel the split transform handles (engine/eval/build/split/), the real evaluator
 (``engine.eval.evaluate.evaluate``, device cuda, no timing) runs twice, each in a fresh extension cache:
 once with ``CUDAFORGE_BUILD_SPLIT=0`` (the stock build) and once split. Both share one precompiled
 torch header, made before the run, as a live cudaforge cache would have it. Then each build (a cache

@@ -8,7 +8,7 @@ no ``libtorch_cuda``); the benchmark then counts the build as done once every ob
 What it reports is the compile wall time from ninja's own log (objects only; the link, about a second
 on a CUDA machine, is left out of both sides).
 
-For each corpus kernel the split transform handles (engine/eval/build/split/rewrite.py), one after the other (so each
+For each corpus kernel the split transform handles (engine/eval/build/split/), one after the other (so each
 build has the machine to itself): the stock build in a fresh cache, then the split build in a fresh
 cache that shares one precompiled torch header store, as a live cudaforge cache has it. When the
 split build's flag set had no header yet (the header is made after a first build, as in cudaforge),

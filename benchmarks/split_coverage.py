@@ -1,4 +1,4 @@
-"""How many real LLM kernels the split transform (engine/eval/build/split/rewrite.py, issue 16) handles.
+"""How many real LLM kernels the split transform (engine/eval/build/split/, issue 16) handles.
 
 Imports each solution of a KernelBench-format corpus with ``load_inline`` replaced by a recorder (no
 build happens), runs ``split_sources`` on every recorded call and counts transformed vs skipped by

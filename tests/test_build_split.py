@@ -1,4 +1,4 @@
-"""The split transform (engine/eval/build/split/rewrite.py): stock-layout sources rewritten into a torch-free CUDA unit
+"""The split transform (engine/eval/build/split/): stock-layout sources rewritten into a torch-free CUDA unit
 and a C++ unit; sources it is not sure about are left to the stock build with a reason."""
 
 from __future__ import annotations
