@@ -158,19 +158,6 @@ def long_functions(limit: int = MAX_FUNCTION_LINES) -> list[LongFunction]:
     return sorted(found, key=lambda f: -f.lines)
 
 
-def long_classes(limit: int) -> list[LongFunction]:
-    """Classes longer than ``limit`` lines (a class can hide a long procedure in many short methods)."""
-    found: list[LongFunction] = []
-    for path in product_files():
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef):
-                length = (node.end_lineno or node.lineno) - node.lineno + 1
-                if length > limit:
-                    found.append(LongFunction(f"{path.relative_to(ROOT)}:{node.lineno}", node.name, length))
-    return found
-
-
 DESIGN_CITATION = re.compile(r"\bDESIGN(?:\.md)?\s*§|\bDESIGN\.md\b|shared/DESIGN")
 
 

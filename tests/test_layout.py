@@ -51,7 +51,7 @@ def test_a_lazy_import_cycle_is_found() -> None:
     assert L.cycles(graph) == [["engine.a", "engine.b", "engine.c"]]
 
 
-def test_the_import_reader_sees_imports_inside_functions(tmp_path: Path) -> None:
+def test_the_import_reader_sees_imports_inside_functions() -> None:
     import ast
 
     tree = ast.parse("def f():\n    from engine.eval import worker\n    import engine.config\n")

@@ -50,13 +50,6 @@ def run_remote_task(name: str, commands: list[list[str]], cwd: str, lines: Any) 
     return {"codes": codes, "seconds": time.monotonic() - started}
 
 
-class RayBackend:
-    """Where bench tasks run with ``--ray``: the CLI hands this to :class:`~engine.bench.runner.Bench`."""
-
-    def run(self, bench: Bench, todo: list[tuple[BenchTask, TaskPlan]]) -> int:
-        return run_on_ray(bench, todo)
-
-
 def run_on_ray(bench: Bench, todo: list[tuple[BenchTask, TaskPlan]]) -> int:
     """Run ``todo`` as Ray tasks; the number of tasks whose session run failed."""
     if not todo:

@@ -12,7 +12,8 @@ interrupted), and one without a session starts fresh. A killed bench therefore l
 stage each running task was in.
 
 Where tasks run: local worker slots (this module), or Ray tasks that each ask for one GPU (or one
-CPU) when the command hands the bench a :class:`Backend` for ``--ray`` (:mod:`engine.bench.ray_backend`). Both run the same commands through
+CPU) when the command hands the bench a ``Backend`` for ``--ray`` (:mod:`engine.bench.ray_backend`).
+Both run the same commands through
 :func:`execute`, and the bench process alone writes statuses and prints progress
 (:mod:`engine.batch.progress`); every child line is also kept in ``OUT/logs/<task>.log``.
 
@@ -34,7 +35,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import TextIO
 
 from engine.batch.progress import LineProgress
 from engine.bench.compile_baseline import baseline_command, read_baseline
@@ -166,13 +167,10 @@ def execute(
     return codes
 
 
-class Backend(Protocol):
-    """Somewhere else to run the tasks (``--ray``: ``engine.bench.ray_backend.RayBackend``); the bench
-    runs them in local worker slots when it is given none."""
-
-    def run(self, bench: Bench, todo: list[tuple[BenchTask, TaskPlan]]) -> int:
-        """Run ``todo`` through ``bench.record``; the number of tasks whose run failed."""
-        ...
+#: Somewhere else to run the tasks (``--ray``: ``engine.bench.ray_backend.run_on_ray``): it runs ``todo``
+#: through ``bench.record`` and returns the number of tasks whose run failed. Without one, the bench runs
+#: them in local worker slots.
+Backend = Callable[["Bench", "list[tuple[BenchTask, TaskPlan]]"], int]
 
 
 class Bench:
@@ -220,7 +218,7 @@ class Bench:
                 self.progress.skipped(task.name, "already done, skipped")
         self.options.out.mkdir(parents=True, exist_ok=True)
         if self.backend is not None:
-            return self.backend.run(self, todo)
+            return self.backend(self, todo)
         return self._run_locally(todo)
 
     def _run_locally(self, todo: list[tuple[BenchTask, TaskPlan]]) -> int:

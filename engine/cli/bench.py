@@ -160,9 +160,9 @@ def bench_command(args: argparse.Namespace) -> int:
     try:
         backend = None
         if args.ray:
-            from engine.bench.ray_backend import RayBackend
+            from engine.bench.ray_backend import run_on_ray
 
-            backend = RayBackend()
+            backend = run_on_ray
         failures = Bench(tasks, options, progress, backend).run()
     finally:
         progress.close()
