@@ -6,8 +6,9 @@ import time
 from pathlib import Path
 
 import pytest
+import torch.utils.cpp_extension
 
-from engine.eval.build.pch import first_include, header_key
+from engine.eval.build.pch import HeaderStore, first_include, header_key
 from engine.eval.evaluate import evaluate
 from engine.eval.options import EvalOptions
 from tests.conftest import EXAMPLES
@@ -57,3 +58,26 @@ def test_an_empty_flag_shares_the_flag_less_header() -> None:
     assert header_key({"extra_cflags": ["-O3"]}, True) != plain
     assert header_key({"extra_cflags": "-O3"}, True) == header_key({"extra_cflags": ["-O3"]}, True)
     assert header_key({}, False) != plain
+
+
+def test_a_header_whose_torch_is_gone_is_neither_used_nor_kept(tmp_path: Path) -> None:
+    """A recreated virtualenv left a header whose stub includes the deleted venv's torch by absolute
+    path: every build using it failed to compile, blamed on the kernel (seen on this machine)."""
+    store = HeaderStore(tmp_path)
+    live, dead = header_key({}, True), "0" * 16
+    for key, target in ((live, Path(torch.utils.cpp_extension.include_paths()[0]) / "torch" / "extension.h"),
+                        (dead, tmp_path / "gone-venv" / "torch" / "extension.h")):
+        folder = store.folder(key) / "torch"
+        folder.mkdir(parents=True)
+        (folder / "extension.h").write_text(f'#include "{target}"\n')
+        (folder / "extension.h.gch").write_bytes(b"gch")
+    assert store.ready(live) and not store.ready(dead)
+    assert store.prune_dead() == [dead]
+    assert not store.folder(dead).exists() and store.ready(live)
+
+
+def test_the_header_key_names_the_torch_install_it_was_made_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two virtualenvs with the same torch version have different headers (absolute include paths)."""
+    key = header_key({}, True)
+    monkeypatch.setattr(torch.utils.cpp_extension, "include_paths", lambda *a, **k: ["/elsewhere/torch/include"])
+    assert header_key({}, True) != key

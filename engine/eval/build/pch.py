@@ -46,11 +46,18 @@ def _words(flags: Any) -> list[str]:
 
 
 def header_key(call_kwargs: dict[str, Any], with_cuda: bool) -> str:
-    """What the header depends on: the toolchain, torch, and the flags the candidate passed."""
+    """What the header depends on: the toolchain, torch (its version and where it is installed: a header
+    made by a deleted virtualenv includes that venv's ``torch/extension.h`` by absolute path), Python's
+    headers, and the flags the candidate passed."""
+    import sysconfig
+
     import torch
+    import torch.utils.cpp_extension as cpp_extension
 
     payload = {
         "torch": torch.__version__,
+        "torch_include": str(Path(cpp_extension.include_paths()[0]).resolve()),
+        "python_include": sysconfig.get_paths().get("include", ""),
         "cxx": os.environ.get("CXX", ""),
         "python": sys.version_info[:2],
         "extra_cflags": _words(call_kwargs.get("extra_cflags")),
@@ -71,12 +78,35 @@ class HeaderStore:
         return self.root / key
 
     def ready(self, key: str) -> bool:
-        return (self.folder(key) / "torch" / "extension.h.gch").is_file()
+        """A made header whose stub still leads to a torch header that exists."""
+        torch_dir = self.folder(key) / "torch"
+        if not (torch_dir / "extension.h.gch").is_file():
+            return False
+        try:
+            target = re.match(r'#include "(.*)"', (torch_dir / "extension.h").read_text())
+        except OSError:
+            return False
+        return bool(target) and Path(target.group(1)).is_file()
+
+    def prune_dead(self) -> list[str]:
+        """Remove made headers whose torch is gone (a recreated virtualenv), so they neither fill the
+        store's sets nor get used; the keys removed."""
+        import shutil
+
+        dead = [
+            p.name
+            for p in self.root.glob("*")
+            if (p / "torch" / "extension.h.gch").is_file() and not self.ready(p.name)
+        ]
+        for key in dead:
+            shutil.rmtree(self.folder(key), ignore_errors=True)
+        return dead
 
     def queue(self, key: str, build_dir: Path) -> bool:
         """Start making the header for ``key`` in the background from ``build_dir``'s compile command."""
         if self.ready(key) or _making_recently(self.folder(key) / "making"):
             return False
+        self.prune_dead()
         if len([p for p in self.root.glob("*") if p.is_dir()]) >= MAX_HEADER_SETS:
             return False
         command = _header_command(build_dir, self.folder(key))
