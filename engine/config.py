@@ -87,6 +87,8 @@ class EvalConfig:
     timing_budget_s: float = 20.0
     seed: int = 42
     sandbox: SandboxMode = "auto"
+    # re-check correctness at perturbed sizes (engine.eval.shapes); evalset and bench do unless --no-shapes
+    shapes: bool = False
     tolerances: dict[str, float] = field(default_factory=dict)
     timeouts: TimeoutsConfig = field(default_factory=TimeoutsConfig)
 

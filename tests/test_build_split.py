@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.eval.build.split.rewrite import LAUNCH_PREFIX, SplitSkipped, split_sources
+from engine.eval.build.split.rewrite import ABLATE_SETTER, LAUNCH_PREFIX, SplitSkipped, split_sources
 
 HEAD = "#include <torch/extension.h>\n#include <cuda_runtime.h>\n"
 
@@ -200,6 +200,16 @@ def test_cuda_unit_compiles_with_nvcc_without_torch_and_exports_the_launchers(
     symbols = subprocess.run(["nm", "-C", str(tmp_path / "unit.o")], capture_output=True, text=True).stdout
     for kernel in split.kernels:
         assert re.search(rf" [TW] .*{LAUNCH_PREFIX}{kernel}", symbols), symbols
+    # the ablation switch (engine.eval.ablation) is exported under its C name, for ctypes
+    assert re.search(rf" T {ABLATE_SETTER}$", symbols, re.M), symbols
+
+
+def test_every_launcher_returns_before_launching_while_the_ablation_switch_is_on() -> None:
+    split = split_sources("", SEVERAL)
+    launchers = [line for line in split.cuda.splitlines() if line.startswith(("void " + LAUNCH_PREFIX, "template"))]
+    bodies = [line for line in launchers if "<<<" in line]
+    assert bodies and all("{ if (cf_ablated) return; " in line for line in bodies), bodies
+    assert split.cuda.index(f"void {ABLATE_SETTER}(int on)") < split.cuda.index("<<<cf_grid")
 
 
 # Macros torch's headers bring into a stock .cu, as a leaderboard softmax and others use them.

@@ -73,7 +73,7 @@ def _measure(task_path: Path, device_name: str, trials: int, budget_s: float, se
 
     from engine.eval.compare import compare_outputs
     from engine.eval.timing import TimingPlan, time_models
-    from engine.eval.worker import to_device
+    from engine.eval.values import to_device
     from engine.tasks import import_module_from_source
 
     device = torch.device("cuda" if device_name == "cuda" else "cpu")

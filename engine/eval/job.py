@@ -44,6 +44,7 @@ class WorkerJob:
     kernel_names: tuple[str, ...] = ()  # the candidate's own kernels, from its source
     cpu_threads: int = 0  # 0: leave torch's thread count alone
     reference_only: bool = False  # the loop's task check: only the reference runs
+    check_shapes: bool = False  # re-check correctness at perturbed sizes (engine.eval.shapes)
     version: int = JOB_VERSION
 
     @property

@@ -54,6 +54,7 @@ class EvalOptions:
     # other work takes the cores (seen on the 2-core CI machine), which would fake a large speedup.
     cpu_threads: int = 1
     sandbox: str = EvalConfig.sandbox  # auto | bwrap | landlock | off: what confines the worker (engine.sandbox)
+    shapes: bool = EvalConfig.shapes  # re-check correctness at perturbed sizes (engine.eval.shapes)
 
     @classmethod
     def from_config(
@@ -73,6 +74,7 @@ class EvalOptions:
             relax=tuple(config.guard.relax),
             refuse=tuple(config.guard.refuse),
             sandbox=e.sandbox,
+            shapes=e.shapes,
         )
 
     def settings(self) -> dict[str, Any]:

@@ -25,6 +25,9 @@ BUILD_DIR = "build_dir"  # an extension build folder in use (``path``), so a kil
 BUILD = "build"  # the build's record (``build``), before the check runs
 TRIAL = "trial"  # one correctness trial (``trial``)
 RESULT = "result"  # the verdict (``result``: an EvalResult dict); nothing follows it
+# The verdict so far (``result``), sent before the late stages (ablation, shapes) that may crash the
+# process: a crash or hang there keeps it, with the late stage's outcome added (engine.eval.supervisor).
+PROVISIONAL = "provisional"
 
 
 class Channel:

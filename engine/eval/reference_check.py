@@ -73,8 +73,11 @@ def check_reference(
     make_inputs: Callable[[Any, int], list[Any]],
     device: Any,
     sync: Callable[[], None],
+    observe: Callable[[list[Any], Any], None] | None = None,
 ) -> ReferenceFailure | None:
-    """Build the reference and run it once per seed; the first failure, or None when it is sound."""
+    """Build the reference and run it once per seed; the first failure, or None when it is sound.
+
+    ``observe(inputs, output)`` sees each sound call (the worker measures the task's weak outputs)."""
     import torch
 
     from engine.eval.compare import compare_outputs
@@ -122,5 +125,7 @@ def check_reference(
                 error_type="UncomparableOutput",
                 error_message=f"no candidate could match it: {outcome.message}",
             )
+        if observe is not None:
+            observe(inputs, output)
         del output, inputs
     return None

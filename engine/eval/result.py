@@ -29,7 +29,9 @@ OUTCOMES = (*STATUSES, HARNESS_ERROR)
 
 # Stages in the order the worker runs them; ``stage`` in a result is the last one reached.
 # "reference": the task's own Model run on its own inputs before any candidate code (a task check).
-STAGES = ("start", "guard", "reference", "build", "check", "time", "done")
+STAGES = ("start", "guard", "reference", "build", "check", "time", "ablation", "shapes", "done")
+# Stages after the evidence for a verdict is in: a crash there keeps the verdict so far.
+LATE_STAGES = ("ablation", "shapes")
 
 # Which side a failing result blames (``failed_side``): the task's reference or the candidate kernel.
 REFERENCE_SIDE = "reference"
@@ -179,6 +181,12 @@ class EvalResult:
     # The worker's GPU memory, measured: {"peak_allocated_bytes", "peak_reserved_bytes"} from torch's
     # allocator over the whole evaluation (CUDA only), plus {"at_oom": {...}} when it ran out.
     memory: dict[str, Any] | None = None
+    # Added with the adversarial defences (issue 25; ARCHITECTURE.md §3, "Defences"):
+    # the task's outputs a degenerate answer would pass: [{"output", "passes": ["zeros", ...], "resolvable"}]
+    weak_outputs: list[dict[str, Any]] = field(default_factory=list)
+    # correctness re-checked at perturbed sizes (engine.eval.shapes):
+    # {"sizes": {name: n}, "variants": [{"name", "sizes", "status", "message"}], "note", "crashed"}
+    shapes: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

@@ -30,6 +30,7 @@ from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
 from engine.eval.result import (
     HARNESS_ERROR,
     HARNESS_SIDE,
+    LATE_STAGES,
     RUNTIME_ERROR,
     TIMEOUT,
     BuildInfo,
@@ -78,6 +79,7 @@ class WorkerSupervisor:
         self.trials: list[TrialResult] = []
         self.build: dict[str, Any] | None = None
         self.final: dict[str, Any] | None = None
+        self.provisional: dict[str, Any] | None = None  # the verdict so far, before the late stages
         self._log_offset = 0
         self._reader = pipe.LineReader()
         self.sandbox_used = ""
@@ -113,6 +115,7 @@ class WorkerSupervisor:
             kernel_names=tuple(self.kernel_names),
             cpu_threads=self.options.cpu_threads or 0,
             reference_only=self.reference_only,
+            check_shapes=self.options.shapes and not self.reference_only,
         )
         path = job.write(self.job_dir / "job.json")
         return path
@@ -250,6 +253,8 @@ class WorkerSupervisor:
             trial = TrialResult(**message["trial"])
             self.trials.append(trial)
             self._emit(EvalEvent(kind="trial", stage=self.stage, data=message["trial"]))
+        elif kind == pipe.PROVISIONAL:
+            self.provisional = message.get("result")
         elif kind == pipe.RESULT:
             self.final = message.get("result")
 
@@ -284,6 +289,9 @@ class WorkerSupervisor:
     def _assemble(self, returncode: int | None, timed_out: bool) -> EvalResult:
         if self.final is not None:
             result = EvalResult.from_dict(self.final)
+        elif self.provisional is not None and self.stage in LATE_STAGES:
+            result = EvalResult.from_dict(self.provisional)
+            late_stage_death(result, self.stage, self._death_words(returncode, timed_out))
         else:
             result = EvalResult(status=RUNTIME_ERROR, stage=self.stage, device=self.device)
             result.trials = list(self.trials)
@@ -314,6 +322,13 @@ class WorkerSupervisor:
             **{k: v for k, v in result.durations.items() if k not in self.durations},
         }
         return result
+
+    def _death_words(self, returncode: int | None, timed_out: bool) -> str:
+        if timed_out:
+            return f"ran over the {self._stage_limit():g} s limit"
+        if returncode is not None and returncode < 0:
+            return f"was killed by {_signal_name(-returncode)}"
+        return f"exited (code {returncode}) without a verdict"
 
     def _explain_death(self, result: EvalResult, returncode: int | None, timed_out: bool) -> None:
         stage = self.stage
@@ -361,6 +376,35 @@ class WorkerSupervisor:
         result.failed_side = HARNESS_SIDE
         result.harness_fault = faults.record(kind, f"{message}: {last}", stage=self.stage)
         result.messages.append(f"cudaforge's own fault ({kind}), not the kernel's: {message}: {last}")
+
+
+def late_stage_death(result: EvalResult, stage: str, how: str) -> None:
+    """The verdict so far, kept when the worker died in a late stage, with that stage's outcome: a
+    forward without its own kernels that crashes needs them; a crash at another shape is a failure
+    there (engine.eval.late)."""
+    if stage == "ablation":
+        share = result.kernel_share if result.kernel_share is not None else {}
+        share["test"] = "ablation"
+        share["ablation"] = {"outcome": "needed", "seconds": None, "how": f"the forward without them {how}"}
+        result.kernel_share = share
+        result.messages.append(f"the forward without the own kernels {how}: they are needed")
+    elif stage == "shapes" and result.shapes is not None:
+        result.shapes["crashed"] = True
+        pending = [v for v in result.shapes.get("variants", []) if v.get("status") == "skipped" and not v.get("message")]
+        if pending:
+            pending[-1]["status"], pending[-1]["message"] = "error", f"the worker {how} at this shape"
+        result.messages.append(f"the shape check {how}; the verdict at the task's own shape stands")
+        result.findings.append(
+            {
+                "rule": "shape-specific",
+                "severity": "refuse" if "shape-specific" in result.guard_refuse else "warn",
+                "line": None,
+                "message": f"the worker {how} at a perturbed shape",
+                "relaxed": False,
+                "source": "runtime",
+            }
+        )
+    result.stage = "done"
 
 
 def _signal_name(number: int) -> str | None:

@@ -24,7 +24,17 @@ from typing import Any
 
 from engine.eval import faults
 from engine.eval.job import JobError, WorkerJob
-from engine.eval.pipe import BUILD, BUILD_DIR, READY, RESULT, STAGE, TRIAL, VERDICT_FD_ENV, Channel
+from engine.eval.pipe import (
+    BUILD,
+    BUILD_DIR,
+    PROVISIONAL,
+    READY,
+    RESULT,
+    STAGE,
+    TRIAL,
+    VERDICT_FD_ENV,
+    Channel,
+)
 from engine.eval.result import (
     CANDIDATE_SIDE,
     COMPILE_ERROR,
@@ -39,6 +49,8 @@ from engine.eval.result import (
     EvalResult,
     TrialResult,
 )
+from engine.eval.values import clone as _clone
+from engine.eval.values import to_device
 
 SHARE_REPEATS = 3  # forwards profiled for the own-kernel share (after one warm-up)
 SANDBOXED_ENV = "CUDAFORGE_SANDBOX"  # the mechanism confining this worker (engine.sandbox), when one does
@@ -52,27 +64,6 @@ def _error_info(error: BaseException) -> dict[str, str]:
     }
 
 
-def to_device(value: Any, device: Any) -> Any:
-    """Tensors anywhere in nested lists/tuples moved to ``device``; anything else as it is."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, (list, tuple)):
-        return type(value)(to_device(v, device) for v in value)
-    return value
-
-
-def _clone(value: Any) -> Any:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if isinstance(value, (list, tuple)):
-        return type(value)(_clone(v) for v in value)
-    return value
-
-
 class Evaluation:
     """The stages of one evaluation, sending progress after each so a crash loses nothing."""
 
@@ -84,6 +75,8 @@ class Evaluation:
         self.device = torch.device(job.device)
         self.result = EvalResult(status=RUNTIME_ERROR, device=job.device, task=job.task_name)
         self.candidate_ran = False  # set once the candidate's import starts: its code may have run
+        self.pin: Any = None  # the numeric-mode flags as before any candidate code (engine.eval.precision)
+        self.output_sizes: list[int] = []  # the reference's last output storage sizes (the CPU NaN fill)
 
     def stage(self, name: str) -> None:
         sys.stdout.flush()
@@ -186,15 +179,19 @@ class Evaluation:
             self.result.failed_side, self.result.task_error = REFERENCE_SIDE, True
             return self.finish(RUNTIME_ERROR, f"the task failed to import: {type(error).__name__}: {error}")
 
+        from engine.eval.precision import PrecisionPin
+
+        self.pin = PrecisionPin()
+        self.result.env["precision_flags"] = self.pin.record()
         if not self.reference_sound(task):
             return self.result
         if self.job.reference_only:  # the loop's task check: nothing of a candidate runs
             return self.finish(CORRECT)
         candidate = self.build()
-        if candidate is None:
+        if candidate is None or self.precision_changed("its import"):
             return self.result
         models = self.construct(task, candidate)
-        if models is None:
+        if models is None or self.precision_changed("ModelNew's constructor"):
             return self.result
         reference, new = models
         if not self.check(task, reference, new):
@@ -205,14 +202,42 @@ class Evaluation:
             self.cpu_share(task, new)
         if self.job.do_timing and not self.time(task, reference, new):
             return self.result
+        if self.precision_changed("timing"):
+            return self.result
+        return self.late_stages(task, reference, new)
+
+    def late_stages(self, task: Any, reference: Any, new: Any) -> EvalResult:
+        """Ablation and shapes: after the verdict's evidence is in, since a kernel run at another shape
+        or without its own kernels may crash the process. The result so far goes to the engine first,
+        so a crash here keeps it (engine.eval.supervisor)."""
+        from engine.eval import late
+
+        ablation = self.job.guards and late.ablation_applies(self)
+        if not ablation and not self.job.check_shapes:
+            self.stage("done")
+            return self.finish(CORRECT)
+        self.result.status = CORRECT
+        self.channel.send(PROVISIONAL, result=self.result.to_dict())
+        if ablation and late.own_kernels_unneeded(self, task, reference, new):
+            return self.result
+        if self.job.check_shapes and late.shapes_refused(self, task, reference, new):
+            return self.result
         self.stage("done")
         return self.finish(CORRECT)
 
     def reference_sound(self, task: Any) -> bool:
         """The reference on its own inputs, every seed the later stages use; False: a task error."""
+        from engine.eval import degenerate
         from engine.eval.reference_check import check_reference, check_seeds
+        from engine.eval.stale import byte_sizes
 
         self.stage("reference")
+        found: list[list[dict[str, Any]]] = []
+
+        def observe(inputs: list[Any], output: Any) -> None:
+            found.append(degenerate.weak_outputs(output, inputs, self.job.tolerances))
+            self.output_sizes = byte_sizes(output)
+
         failure = check_reference(
             task,
             self.job.task_path,
@@ -221,8 +246,12 @@ class Evaluation:
             self.make_inputs,
             self.device,
             self.sync,
+            observe,
         )
         if failure is None:
+            self.result.weak_outputs = degenerate.merge_weak(found)
+            if self.result.weak_outputs:
+                self.result.messages.append(degenerate.describe_weak(self.result.weak_outputs))
             return True
         if failure.error_type == "OutOfMemoryError" or "CUDA out of memory" in failure.error_message:
             shared = faults.gpu_memory(self.device)
@@ -365,11 +394,41 @@ class Evaluation:
         self.finish(REJECTED, f"refused by the runtime guard [{rule}]: {message}")
         return True
 
+    def precision_changed(self, when: str) -> bool:
+        """A numeric-mode flag the candidate changed (put back at once); True when that refuses it."""
+        changes = self.pin.changed() if self.pin is not None else []
+        if not changes:
+            return False
+        static = [
+            f"line {f['line']}: {f['message']}"
+            for f in self.result.findings
+            if f.get("rule") == "torch-global-state" and f.get("line")
+        ]
+        where = f" (the static guard saw {'; '.join(static)})" if static else ""
+        return self.guard(
+            "precision-changed",
+            f"{when} changed {', '.join(changes)}; put back, since the reference runs under the pinned "
+            f"flags{where}",
+        )
+
+    def poison(self) -> None:
+        """Free memory filled with NaN before a candidate call (engine.eval.stale)."""
+        from engine.eval.stale import poison_free_memory
+
+        started = time.monotonic()
+        filled = poison_free_memory(self.device, self.output_sizes)
+        stats = self.result.settings.setdefault("nan_fill", {"calls": 0, "bytes": 0, "seconds": 0.0})
+        stats["calls"] += 1
+        stats["bytes"] = max(stats["bytes"], filled)
+        stats["seconds"] += time.monotonic() - started
+
     def call_candidate(
         self, new: Any, inputs: list[Any], index: int, seed: int
     ) -> tuple[Any, list[Any]] | None:
-        """One candidate call on a private copy of the inputs; None (and a verdict) when it raised."""
+        """One candidate call on a private copy of the inputs, on NaN-filled free memory, its flags
+        verified after; None (and a verdict) when it raised or changed a flag."""
         arguments = _clone(inputs)
+        self.poison()
         try:
             output = new(*arguments)
             self.sync()
@@ -391,16 +450,19 @@ class Evaluation:
                 RUNTIME_ERROR, f"ModelNew.forward raised {type(error).__name__}: {str(error).strip()[:500]}"
             )
             return None
+        if self.precision_changed(f"ModelNew.forward (trial {index})"):
+            return None
         return output, arguments
 
     def check(self, task: Any, reference: Any, new: Any) -> bool:
-        """``trials`` rounds of fresh seeded inputs; the candidate runs before and after the reference."""
+        """``trials`` rounds of fresh seeded inputs; the candidate runs before and after the reference,
+        each time on NaN-filled free memory; weak outputs get the spread check (engine.eval.degenerate)."""
         import torch
 
-        from engine.eval.compare import compare_outputs
+        from engine.eval.degenerate import SpreadCheck
 
-        tolerances = self.job.tolerances
         base = self.job.seed
+        spread = SpreadCheck.for_weak(self.result.weak_outputs)
         earlier: list[Any] = []  # the previous trial's outputs, kept alive so their memory cannot be reused
         for index in range(self.job.trials):
             seed = base + 1 + index
@@ -418,27 +480,88 @@ class Evaluation:
                 (got, arguments), (got_again, _) = before, after
                 if self.runtime_guards(inputs, reference_inputs, arguments, got, got_again, earlier):
                     return False
-                outcome = compare_outputs(expected, got, tolerances)
-                if outcome.passed:
-                    second = compare_outputs(expected, got_again, tolerances)
-                    if not second.passed:
-                        second.message = f"on the call after the reference: {second.message}"
-                        outcome = second
+                outcome = self.compare_both(expected, got, got_again)
+                if outcome.passed and self.degenerate_refused(expected, [got, got_again], inputs):
+                    return False
+                spread.add(expected, got, inputs)
+                spread.add(expected, got_again, inputs)
             earlier = [got, got_again]
-            trial = TrialResult(
-                index=index,
-                seed=seed,
-                passed=outcome.passed,
-                max_abs_error=outcome.max_abs_error,
-                max_rel_error=outcome.max_rel_error,
-                message=outcome.message,
-            )
-            self.result.trials.append(trial)
-            self.channel.send(TRIAL, trial=trial.__dict__)
-            if not outcome.passed:
-                self.finish(INCORRECT, f"trial {index} (seed {seed}): {outcome.message}")
+            if not self.record_trial(index, seed, outcome):
                 return False
+        return not self.spread_refused(spread)
+
+    def compare_both(self, expected: Any, got: Any, got_again: Any) -> Any:
+        """The first call's comparison, or the second's when only that one fails."""
+        from engine.eval.compare import compare_outputs
+
+        outcome = compare_outputs(expected, got, self.job.tolerances)
+        if outcome.passed:
+            second = compare_outputs(expected, got_again, self.job.tolerances)
+            if not second.passed:
+                second.message = f"on the call after the reference: {second.message}"
+                outcome = second
+        if not outcome.passed and "non-finite" in outcome.message:
+            outcome.message += (
+                "; free memory is filled with NaN before every candidate call, so a kernel that reads "
+                "or returns memory it never wrote fails here"
+            )
+        return outcome
+
+    def record_trial(self, index: int, seed: int, outcome: Any) -> bool:
+        trial = TrialResult(
+            index=index,
+            seed=seed,
+            passed=outcome.passed,
+            max_abs_error=outcome.max_abs_error,
+            max_rel_error=outcome.max_rel_error,
+            message=outcome.message,
+        )
+        self.result.trials.append(trial)
+        self.channel.send(TRIAL, trial=trial.__dict__)
+        if not outcome.passed:
+            self.finish(INCORRECT, f"trial {index} (seed {seed}): {outcome.message}")
+            return False
         return True
+
+    def degenerate_refused(self, expected: Any, outputs: list[Any], inputs: list[Any]) -> bool:
+        """A weak output the candidate answered degenerately (zeros, a constant, an input): refused."""
+        from engine.eval.degenerate import degenerate_kind, leaves
+
+        weak = {w["output"] for w in self.result.weak_outputs}
+        if not weak:
+            return False
+        reference = dict(leaves(expected))
+        for got in outputs:
+            for where, tensor in leaves(got):
+                kind = where in weak and where in reference and degenerate_kind(tensor, reference[where], inputs)
+                if kind:
+                    what = {"zeros": "all zeros", "constant": "one constant"}.get(kind, f"{kind} returned unchanged")
+                    return self.guard(
+                        "output-degenerate",
+                        f"{where} is {what} where the reference's is not; the task is weak there (a "
+                        "degenerate answer passes its tolerance), so this is not accepted as correct",
+                    )
+        return False
+
+    def spread_refused(self, spread: Any) -> bool:
+        """The weak outputs' error against the reference's spread over every trial; True when failed."""
+        from engine.eval.degenerate import SPREAD_LIMIT
+
+        for failure in spread.failures():
+            where, error = failure["output"], failure["relative_error"]
+            baseline = "spread" if failure["check"] == "spread" else f"distance from {failure['check']}"
+            if failure["constant_across_trials"]:
+                return self.guard(
+                    "output-degenerate",
+                    f"{where} is the same for every trial's inputs while the reference's changes with them",
+                )
+            self.finish(
+                INCORRECT,
+                f"{where} passes the tolerance only because the task is weak there: its error is "
+                f"{error:.3g} of the reference's {baseline} (at most {SPREAD_LIMIT:g} passes)",
+            )
+            return True
+        return False
 
     def runtime_guards(
         self,
@@ -521,6 +644,12 @@ class Evaluation:
                 "no-own-kernel",
                 f"none of the source's kernels ({', '.join(names)}) launched; launched: {', '.join(launched) or 'none'}",
             )
+        from engine.eval import late
+
+        if late.ablation_applies(self):  # the ablation stage decides whether the own kernels are needed
+            record["test"] = "ablation"
+            return False
+        record["test"] = "share"
         trivial = share.trivial_share_message(record)
         return bool(trivial) and self.guard("own-kernel-trivial", trivial or "")
 

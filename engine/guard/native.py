@@ -34,6 +34,21 @@ _NATIVE_PATTERNS: list[tuple[str, re.Pattern[str], str]] = [
         "opens network connections ({m})",
     ),
     (
+        "torch-global-state",
+        re.compile(
+            r"\bset(?:AllowTF32CuBLAS|AllowTF32CuDNN|Float32MatmulPrecision|Float32Precision"
+            r"|AllowFP16ReductionCuBLAS|AllowBF16ReductionCuBLAS|AllowFP16AccumulationCuBLAS"
+            r"|BenchmarkCuDNN|DeterministicCuDNN|DeterministicAlgorithms)\b|\bcublasSetMathMode\b"
+        ),
+        "changes a numeric mode for every library call, the reference's too ({m}); "
+        "the worker pins these flags and refuses a change (precision-changed)",
+    ),
+    (
+        "runtime-tampering",
+        re.compile(r"\bcf_(?:launch_|ablate|ablated\b)\w*"),
+        "names cudaforge's generated launch code ({m}), which decides whether the own kernels are needed",
+    ),
+    (
         "native-static-state",
         re.compile(
             r"\bstatic\s+(?:const\s+)?(?:(?:torch|at)::Tensor\b|std::(?:unordered_)?map\b|std::vector\b)"

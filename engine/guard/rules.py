@@ -95,6 +95,10 @@ RUNTIME_RULES: dict[str, str] = {
     "timing-disagreement": "refuse",
     "kernel-launch-unverified": "warn",
     "own-kernel-trivial": "refuse",
+    "own-kernel-unneeded": "refuse",
+    "output-degenerate": "refuse",
+    "precision-changed": "refuse",
+    "shape-specific": "warn",
 }
 
 # Guard policies (ARCHITECTURE.md §3, "Guard policy"): ``default`` follows KernelBench, ``strict`` demands

@@ -14,7 +14,11 @@ is recorded):
 | no-own-kernel | refuse | on CUDA, none of the source's own ``__global__`` kernels launched in a forward |
 | timing-disagreement | refuse | the host clock (device-wide sync) saw far more time than the events: hidden work |
 | kernel-launch-unverified | warn | the launch check could not run (profiler unavailable) |
-| own-kernel-trivial | refuse | on CUDA, the source's own kernels launched but took under ``OWN_SHARE_MIN`` of the forward's device time: the work is all in PyTorch |
+| own-kernel-trivial | refuse | on CUDA, for a candidate not built on the split path: the source's own kernels launched but took under ``OWN_SHARE_MIN`` of the forward's device time: the work is all in PyTorch |
+| own-kernel-unneeded | refuse | on CUDA, split-built: with every own kernel's launch switched off the output still passes (engine.eval.ablation) |
+| output-degenerate | refuse | on a weak output (a degenerate answer passes the tolerance): the candidate's is all zeros, a constant, an input returned, or the same for every trial's inputs (engine.eval.degenerate) |
+| precision-changed | refuse | a numeric-mode flag (TF32, matmul precision, reduced-precision reductions, cuDNN benchmark) changed by the candidate (engine.eval.precision) |
+| shape-specific | warn | correct at the task's shape but not at perturbed sizes the reference accepts (engine.eval.shapes); ``refuse`` it to make it a refusal |
 
 A speedup above the review threshold is a *flag* (``EvalResult.flags``), never a refusal.
 """

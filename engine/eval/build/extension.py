@@ -119,6 +119,7 @@ class BuildRecorder:
         self.builds: list[ExtensionBuild] = []
         self.notices: list[str] = []
         self.modules: list[Any] = []  # what each load_inline returned (the CPU own-kernel share wraps them)
+        self.module_paths: list[str] = []  # each module's build path ("split", "stock", "fast", "cpp"), in order
         # The first failure of cudaforge's own code in the hook: kept even if the candidate catches it
         self.fault: faults.HarnessFault | None = None
         self._original: Callable[..., Any] | None = None
@@ -205,6 +206,7 @@ class BuildRecorder:
             record.ok = True
             record.cached = bool(prepared.before) and _library_mtimes(build_dir) == prepared.before
         self.modules.append(module)
+        self.module_paths.append(path)
         if prepared.header and not record.pch and self.headers.queue(prepared.header, build_dir):
             record.pch = "queued"
         return module

@@ -15,6 +15,15 @@ import re
 from engine.eval.build.split.parse import TORCH_TEXT, Kernel, SplitSkipped, node_line, node_text
 
 LAUNCH_PREFIX = "cf_launch_"
+# The ablation switch (issue 25: own-kernel necessity): while it is on, every launcher returns without
+# launching, so one forward shows whether the result needs the candidate's own kernels at all. The
+# worker turns it on and off through the exported setter (engine.eval.ablation); the candidate's source
+# may not name either (engine.guard.native, rule runtime-tampering).
+ABLATE_SETTER = "cf_ablate_own_kernels"
+ABLATE_STATE = (
+    "static volatile int cf_ablated = 0;\n"
+    f'extern "C" __attribute__((visibility("default"))) void {ABLATE_SETTER}(int on) {{ cf_ablated = on; }}\n'
+)
 
 # The types each AT_DISPATCH macro binds scalar_t to (ATen/Dispatch.h); half and bfloat16 dispatch
 # is left to the stock build: c10::Half in a kernel is not certain to behave like __half.
@@ -36,7 +45,8 @@ def launcher(kernel: Kernel, body: bool) -> str:
         return signature + ";\n"
     targs = f"<{', '.join(kernel.template_names)}>" if kernel.template_names else ""
     args = ", ".join(kernel.param_names)
-    return f"{signature} {{ {kernel.name}{targs}<<<cf_grid, cf_block, cf_shared, cf_stream>>>({args}); }}\n"
+    launch = f"{kernel.name}{targs}<<<cf_grid, cf_block, cf_shared, cf_stream>>>({args});"
+    return f"{signature} {{ if (cf_ablated) return; {launch} }}\n"
 
 
 def launch_call(call, kernels: dict[str, Kernel], original: str) -> str:  # noqa: ANN001

@@ -32,7 +32,15 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from engine.eval.build.split.launchers import DISPATCH_TYPES, LAUNCH_PREFIX, instances, launch_call, launcher
+from engine.eval.build.split.launchers import (
+    ABLATE_SETTER,
+    ABLATE_STATE,
+    DISPATCH_TYPES,
+    LAUNCH_PREFIX,
+    instances,
+    launch_call,
+    launcher,
+)
 from engine.eval.build.split.parse import (
     TORCH_TEXT,
     Kernel,
@@ -52,6 +60,7 @@ if TYPE_CHECKING:
     from tree_sitter import Node
 
 __all__ = [
+    "ABLATE_SETTER",
     "CPP_FILE",
     "CPP_PRELUDE",
     "CUDA_FILE",
@@ -278,7 +287,7 @@ def _units(scan: _Scan, cpp_text: str, cuda_text: str) -> tuple[list[str], list[
     cpp_parts: list[str] = [CPP_PRELUDE]
     if cpp_text.strip():
         cpp_parts += [_line_directive(1, CPP_FILE), cpp_text.rstrip() + "\n"]
-    cuda_parts: list[str] = [CUDA_PRELUDE]
+    cuda_parts: list[str] = [CUDA_PRELUDE, ABLATE_STATE]
     for piece in scan.pieces:
         directive = _line_directive(piece.line, CUDA_FILE)
         if piece.kernel is not None:

@@ -1,0 +1,127 @@
+"""The worker's late stages: ablation and shapes (ARCHITECTURE.md §3, "Defences").
+
+Both run a candidate in a way its author did not plan for (its own kernels switched off, other sizes),
+which may crash the process or poison the CUDA context; so they run last, after the worker sent the
+verdict so far (engine.eval.pipe ``PROVISIONAL``), and the supervisor keeps that verdict when the
+worker dies or hangs here, with the stage's outcome added.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from engine.eval.pipe import PROVISIONAL
+from engine.eval.result import REJECTED
+from engine.eval.values import clone
+
+Evaluation = Any  # engine.eval.worker.Evaluation, which imports this module (no import back: no cycle)
+
+
+def ablation_applies(ev: Evaluation) -> bool:
+    """On CUDA, when every CUDA extension of the candidate was built on the split path."""
+    from engine.eval.ablation import switches
+
+    if ev.device.type != "cuda" or not ev.job.kernel_names:
+        return False
+    recorder = getattr(ev, "recorder", None)
+    if recorder is None:
+        return False
+    if not hasattr(ev, "_ablation_switches"):
+        try:
+            ev._ablation_switches = switches(recorder.modules, recorder.module_paths)
+        except (OSError, AttributeError) as error:  # the switch not found: say so, judge by the share
+            ev.result.messages.append(f"the ablation switch could not be loaded ({error}); the share rule judges")
+            ev._ablation_switches = None
+    return ev._ablation_switches is not None
+
+
+def own_kernels_unneeded(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
+    """One forward with the own kernels' launches switched off; True when its output still passes."""
+    import torch
+
+    from engine.eval.ablation import Ablated
+    from engine.eval.compare import compare_outputs
+
+    ev.stage("ablation")
+    started = time.monotonic()
+    inputs = ev.make_inputs(task, ev.job.seed + 2000)
+    with torch.no_grad():
+        expected = reference(*clone(inputs))
+        ev.sync()
+        ev.poison()
+        try:
+            with Ablated(ev._ablation_switches):
+                got = new(*clone(inputs))
+                ev.sync()
+            outcome = compare_outputs(expected, got, ev.job.tolerances)
+            passed, how = outcome.passed, outcome.message or "its output still passes"
+        except Exception as error:  # noqa: BLE001 - without its kernels the forward may fail: they are needed
+            passed, how = False, f"{type(error).__name__}: {str(error)[:200]}"
+    record = {"outcome": "unneeded" if passed else "needed", "seconds": time.monotonic() - started, "how": how}
+    share = ev.result.kernel_share if ev.result.kernel_share is not None else {}
+    share["test"], share["ablation"] = "ablation", record
+    ev.result.kernel_share = share
+    if not passed:
+        return False
+    return ev.guard(
+        "own-kernel-unneeded",
+        "with every launch of the source's own kernels switched off, the output still matches the "
+        "reference: the result does not need them (the work is all in PyTorch)",
+    )
+
+
+def shapes_refused(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
+    """The candidate checked at perturbed sizes; True when ``shape-specific`` refuses it."""
+    import torch
+
+    from engine.eval import shapes
+    from engine.eval.compare import compare_outputs
+
+    ev.stage("shapes")
+    sizes = shapes.perturbable_sizes(task)
+    record: dict[str, Any] = {"sizes": sizes, "variants": [], "note": "", "crashed": False}
+    ev.result.shapes = record
+    if not sizes:
+        record["note"] = "get_inputs reads no module-level size that the models do not"
+        return False
+    started = time.monotonic()
+    for label, shape in shapes.variants(sizes):
+        entry: dict[str, Any] = {"name": label, "sizes": shape, "status": "skipped", "message": ""}
+        record["variants"].append(entry)
+        ev.channel.send(PROVISIONAL, result=ev.result.to_dict())  # a crash here keeps this entry
+        with shapes.SizesSet(task, shape), torch.no_grad():
+            try:
+                inputs = ev.make_inputs(task, ev.job.seed + 3000)
+                expected = reference(*clone(inputs))
+                ev.sync()
+            except Exception as error:  # noqa: BLE001 - the reference does not take this shape: skip it
+                entry["message"] = f"the reference does not accept it: {type(error).__name__}: {str(error)[:160]}"
+                continue
+            ev.poison()
+            try:
+                got = new(*clone(inputs))
+                ev.sync()
+                outcome = compare_outputs(expected, got, ev.job.tolerances)
+                entry["status"] = "correct" if outcome.passed else "incorrect"
+                entry["message"] = outcome.message
+            except Exception as error:  # noqa: BLE001 - the candidate's failure at this shape is the finding
+                entry["status"], entry["message"] = "error", f"{type(error).__name__}: {str(error)[:200]}"
+                if "CUDA" in str(error):
+                    break  # the context may be poisoned: later shapes would fail for that alone
+    record["seconds"] = time.monotonic() - started
+    return _shape_finding(ev, record)
+
+
+def _shape_finding(ev: Evaluation, record: dict[str, Any]) -> bool:
+    from engine.eval.shapes import summary
+
+    failed = [v for v in record["variants"] if v["status"] in ("incorrect", "error")]
+    if not failed:
+        return False
+    first = failed[0]
+    sizes = ", ".join(f"{k}={v}" for k, v in first["sizes"].items())
+    refused = ev.guard(
+        "shape-specific", f"{summary(record)}; at {sizes} ({first['name']}): {first['message'][:300]}"
+    )
+    return refused and ev.result.status == REJECTED

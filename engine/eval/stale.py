@@ -1,0 +1,72 @@
+"""Free memory filled with NaN before each candidate call (ARCHITECTURE.md §3, "Defences"; in the worker).
+
+A kernel that returns ``torch::empty_like(x)`` and never writes part of it passes when the allocator
+hands it a block that still holds the reference's output for the same inputs (the reference check ran
+them first). ``poison_free_memory`` overwrites what the next allocation can get:
+
+- CUDA: every inactive block of PyTorch's caching allocator (from ``torch.cuda.memory_snapshot``) is
+  allocated, filled with 0xFF bytes (NaN in every floating type, -1 in the signed integers) and freed
+  again, largest first so that each request lands in the block of its own size;
+- CPU: PyTorch takes host memory from ``malloc``; buffers the size of the last outputs are allocated,
+  filled the same way and freed, which is what glibc hands out next for those sizes. What is not
+  feasible on CPU: memory glibc gave back to the kernel comes back zero-filled from ``mmap``, never
+  stale, and a candidate's own ``malloc`` of other sizes may get other chunks. Zeros fail a strong
+  task's check and a weak one's spread check (engine.eval.degenerate), so neither hides a stale read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+FILL_BYTE = 0xFF
+
+
+def _cuda_inactive_blocks(device: Any) -> list[int]:
+    import torch
+
+    sizes: list[int] = []
+    for segment in torch.cuda.memory_snapshot():
+        if segment.get("device") != device.index and device.index is not None:
+            continue
+        sizes += [int(b["size"]) for b in segment.get("blocks", []) if b.get("state") == "inactive"]
+    return sorted(sizes, reverse=True)
+
+
+def poison_free_memory(device: Any, sizes: list[int] | None = None) -> int:
+    """Fill what the allocator will hand out next with 0xFF bytes; the bytes filled.
+
+    ``sizes``: on CPU, the allocation sizes (bytes) to reach, usually the last call's output sizes.
+    """
+    import torch
+
+    if device.type == "cuda":
+        if not torch.cuda.is_initialized():
+            return 0
+        device = torch.device("cuda", torch.cuda.current_device()) if device.index is None else device
+        sizes = _cuda_inactive_blocks(device)
+    held = []
+    for size in sizes or []:
+        if size <= 0:
+            continue
+        try:
+            held.append(torch.empty(size, dtype=torch.uint8, device=device).fill_(FILL_BYTE))
+        except RuntimeError:  # out of memory: fill what fits, never fail the evaluation for it
+            break
+    filled = sum(t.numel() for t in held)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    del held
+    return filled
+
+
+def byte_sizes(value: Any) -> list[int]:
+    """The storage sizes of the tensors in a (nested) value, for the CPU fill."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value.untyped_storage().nbytes()]
+    if isinstance(value, (list, tuple)):
+        return [n for v in value for n in byte_sizes(v)]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in byte_sizes(v)]
+    return []
