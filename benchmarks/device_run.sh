@@ -27,6 +27,8 @@
 #   bench     the 4-task bench set over every GPU with the torch.compile baseline
 #   profile   the profile stage's overhead as the loop calls it
 #   ncu       re-capture the NCU CSV fixtures of tests/fixtures/ncu
+#   weak      which KernelBench level-1 tasks are weak (a degenerate answer passes): benchmarks/weak_tasks.py
+#   defences  after corpus: what the issue-25 defences added and decided per pair (benchmarks/defence_cost.py)
 set -uo pipefail
 RESULTS=${RESULTS:-/tmp/cf-results}
 CORPUS=${CORPUS:-$PWD/.corpus}
@@ -104,12 +106,22 @@ section_corpus() {
   # PER_LEVEL leaderboard kernels per level (deterministic: first by file name), judged by evalset
   python3 benchmarks/evalset_leaderboard.py build "$CORPUS/lb/docs/assets" /tmp/lb/pairs --per-level "${PER_LEVEL:-12}"
   local started; started=$(date +%s)
-  timeout "${CORPUS_TIMEOUT:-500}" python3 -m tui.cli evalset /tmp/lb/pairs --out /tmp/lb/out --device cuda --progress lines
+  # CORPUS_FLAGS: more evalset flags (e.g. --no-timing: phase 1 only, every check and defence)
+  timeout "${CORPUS_TIMEOUT:-500}" python3 -m tui.cli evalset /tmp/lb/pairs --out /tmp/lb/out --device cuda --progress lines ${CORPUS_FLAGS:-}
   echo "evalset exit $? after $(( $(date +%s) - started )) s"
   cp /tmp/lb/out/summary.* /tmp/lb/out/*.png /tmp/lb/pairs/manifest.json "$1/" 2>/dev/null
   tar -C /tmp/lb/out -czf "$1/results.tgz" results checks 2>/dev/null
   [ "${COMPARE_N:-0}" -gt 0 ] && timeout 200 python3 benchmarks/evalset_leaderboard.py compare /tmp/lb/out --n "$COMPARE_N" \
     && cp /tmp/lb/out/compare_alone.json "$1/"
+}
+
+section_weak() {
+  timeout "${WEAK_TIMEOUT:-300}" python3 benchmarks/weak_tasks.py "$CORPUS/kb/KernelBench/level1" --device cuda \
+    --json "$1/weak_level1.json" 2>&1 | tail -40
+}
+
+section_defences() {
+  python3 benchmarks/defence_cost.py /tmp/lb/out --json "$1/defence_cost.json" | tee "$1/defence_cost.txt" | tail -60
 }
 
 section_split() {

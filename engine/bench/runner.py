@@ -66,6 +66,7 @@ class BenchOptions:
     guard: str | None = None  # --guard for every task's session (engine.guard.policy)
     relax: list[str] = field(default_factory=list)
     refuse: list[str] = field(default_factory=list)
+    shapes: bool = True  # every round's kernel re-checked at perturbed sizes (``run --shapes``)
 
 
 def task_command(task: BenchTask, options: BenchOptions) -> list[str]:
@@ -85,6 +86,7 @@ def task_command(task: BenchTask, options: BenchOptions) -> list[str]:
     for flag, values in (("--relax", options.relax), ("--refuse", options.refuse)):
         for value in values or []:
             cmd += [flag, value]
+    cmd.append("--shapes" if options.shapes else "--no-shapes")
     return cmd
 
 

@@ -62,6 +62,12 @@ def add_loop_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--judge", type=model_name, help="provider/model of the Judge")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), help="where kernels run")
+    parser.add_argument(
+        "--shapes",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="re-check every kernel at perturbed sizes (default [eval] shapes: off)",
+    )
 
 
 def loop_overrides(args: argparse.Namespace, stored: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -86,6 +92,8 @@ def loop_overrides(args: argparse.Namespace, stored: Mapping[str, Any] | None = 
         out["loop"] = loop
     if getattr(args, "device", None):
         out["eval"] = {"device": args.device}
+    if getattr(args, "shapes", None) is not None:
+        out.setdefault("eval", {})["shapes"] = args.shapes
     from engine.cli.guard import guard_overrides
 
     guard = guard_overrides(args, dict(stored.get("guard") or {}))

@@ -74,6 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--compile-baseline", action="store_true", help="also time torch.compile of each reference"
     )
     parser.add_argument(
+        "--no-shapes", action="store_true", help="skip the correctness re-check at perturbed sizes"
+    )
+    parser.add_argument(
         "--progress", choices=("auto", "bar", "lines"), default="auto",
         help="a live bar (terminal) or one line per event (default: bar on a terminal)",
     )  # fmt: skip
@@ -152,6 +155,7 @@ def bench_command(args: argparse.Namespace) -> int:
         guard=stored.get("guard"),
         relax=list(stored.get("relax") or []),
         refuse=list(stored.get("refuse") or []),
+        shapes=not args.no_shapes,
     )
     workers = f"Ray at {args.ray}" if args.ray else f"{len(gpus) if gpus else args.workers} worker(s)"
     label = guard_label(options.guard or "default (or [guard] policy)", options.relax, options.refuse)

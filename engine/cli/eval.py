@@ -49,6 +49,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--timeout", type=positive_float, default=None, help="seconds allowed for each stage")
     parser.add_argument("--no-timing", action="store_true", help="check correctness only")
+    parser.add_argument(
+        "--shapes",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also check correctness at perturbed sizes (default [eval] shapes: off)",
+    )
     parser.add_argument("--seed", type=int, help="default [eval] seed: 42")
     parser.add_argument(
         "--atol-fp32", type=positive_float, default=None, help="tolerance for float32 outputs"
@@ -123,6 +129,8 @@ def eval_flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
         out["timeouts"] = {name: args.timeout for name in ("start", "setup", "build", "check", "time")}
     if getattr(args, "atol_fp32", None):
         out["tolerances"] = {"float32": args.atol_fp32}
+    if getattr(args, "shapes", None) is not None:
+        out["shapes"] = args.shapes
     return out
 
 

@@ -6,7 +6,8 @@ them first). ``poison_free_memory`` overwrites what the next allocation can get:
 
 - CUDA: every inactive block of PyTorch's caching allocator (from ``torch.cuda.memory_snapshot``) is
   allocated, filled with 0xFF bytes (NaN in every floating type, -1 in the signed integers) and freed
-  again, largest first so that each request lands in the block of its own size;
+  again, largest first so that each request lands in the block of its own size (small-pool blocks in
+  pieces of at most 1 MiB, the largest request that pool serves);
 - CPU: PyTorch takes host memory from ``malloc``; buffers the size of the last outputs are allocated,
   filled the same way and freed, which is what glibc hands out next for those sizes. What is not
   feasible on CPU: memory glibc gave back to the kernel comes back zero-filled from ``mmap``, never
@@ -21,15 +22,32 @@ from typing import Any
 FILL_BYTE = 0xFF
 
 
+SMALL_REQUEST = 1 << 20  # PyTorch serves requests up to 1 MiB from its small pool (2 MiB segments)
+
+
 def _cuda_inactive_blocks(device: Any) -> list[int]:
+    """Request sizes that land in every inactive block, largest first. A small-pool block can be 2 MiB
+    while a request over 1 MiB goes to the large pool, so small-pool blocks are asked for in pieces of
+    at most 1 MiB (a first try asked for the whole block and filled nothing the candidate then got)."""
     import torch
 
-    sizes: list[int] = []
+    large: list[int] = []
+    small: list[int] = []
     for segment in torch.cuda.memory_snapshot():
         if segment.get("device") != device.index and device.index is not None:
             continue
-        sizes += [int(b["size"]) for b in segment.get("blocks", []) if b.get("state") == "inactive"]
-    return sorted(sizes, reverse=True)
+        in_small_pool = segment.get("segment_type") == "small"
+        for block in segment.get("blocks", []):
+            if block.get("state") != "inactive":
+                continue
+            size = int(block["size"])
+            if not in_small_pool:
+                large.append(size)
+                continue
+            while size > 0:
+                small.append(min(size, SMALL_REQUEST))
+                size -= SMALL_REQUEST
+    return sorted(large, reverse=True) + sorted(small, reverse=True)
 
 
 def poison_free_memory(device: Any, sizes: list[int] | None = None) -> int:

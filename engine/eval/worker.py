@@ -235,8 +235,10 @@ class Evaluation:
         found: list[list[dict[str, Any]]] = []
 
         def observe(inputs: list[Any], output: Any) -> None:
+            started = time.monotonic()
             found.append(degenerate.weak_outputs(output, inputs, self.job.tolerances))
             self.output_sizes = byte_sizes(output)
+            self.add_seconds("weak_outputs", started)
 
         failure = check_reference(
             task,
@@ -417,10 +419,15 @@ class Evaluation:
 
         started = time.monotonic()
         filled = poison_free_memory(self.device, self.output_sizes)
-        stats = self.result.settings.setdefault("nan_fill", {"calls": 0, "bytes": 0, "seconds": 0.0})
+        stats = self.result.settings.setdefault("nan_fill", {"calls": 0, "bytes": 0})
         stats["calls"] += 1
         stats["bytes"] = max(stats["bytes"], filled)
-        stats["seconds"] += time.monotonic() - started
+        self.add_seconds("nan_fill", started)
+
+    def add_seconds(self, what: str, started: float) -> None:
+        """Time a defence spent inside a stage (``durations["defence_<what>"]``), so its cost shows."""
+        key = f"defence_{what}"
+        self.result.durations[key] = self.result.durations.get(key, 0.0) + time.monotonic() - started
 
     def call_candidate(
         self, new: Any, inputs: list[Any], index: int, seed: int

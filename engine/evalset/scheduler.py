@@ -303,6 +303,7 @@ class Evalset:
             if not final:  # a result from an older version of these files must not outlive their new check
                 store.result_path(out, name).unlink(missing_ok=True)
         else:
+            carry_shapes(result, state.check or {})
             previous = (state.check or {}).get("evalset") or {}
             meta["phase1_seconds"] = previous.get("phase1_seconds")
             meta["phase2_seconds"] = seconds
@@ -319,7 +320,9 @@ class Evalset:
                 self.stats.phase2_sum_seconds += seconds
 
     def options_for(self, phase: int, gpu: int | None) -> EvalOptions:
-        return dataclasses.replace(self.options.eval_options, do_timing=phase == 2, gpu_index=gpu)
+        """Phase 2 times; the shape re-check was phase 1's and is carried over (``_record``)."""
+        shapes = self.options.eval_options.shapes and phase == 1
+        return dataclasses.replace(self.options.eval_options, do_timing=phase == 2, gpu_index=gpu, shapes=shapes)
 
     def evaluate_here(
         self,
@@ -483,3 +486,11 @@ def _harness(data: dict[str, Any] | None) -> bool:
 
 def _oom_beside_others(result: EvalResult) -> bool:
     return result.harness_failed and (result.harness_fault or {}).get("kind") == faults.OOM_CONTENTION
+
+
+def carry_shapes(result: EvalResult, check: dict[str, Any]) -> None:
+    """A timed result keeps what its phase-1 check found at other shapes (the timing run skips it)."""
+    if result.shapes is not None or not check.get("shapes"):
+        return
+    result.shapes = check["shapes"]
+    result.findings += [f for f in check.get("findings") or [] if f.get("rule") == "shape-specific"]

@@ -1,0 +1,90 @@
+"""What the adversarial defences (issue 25) cost and decided, read from a finished evalset run.
+
+``python benchmarks/defence_cost.py OUT [--json FILE]``: OUT is an ``cudaforge evalset --out`` folder.
+For each pair it reads the final result (and the phase-1 check, where the shape re-check ran) and
+reports the verdict, the own-kernel test used (ablation or share) with its outcome, the shapes summary,
+the weak outputs, and the seconds the defences added: the NaN fill and the weak-output analysis
+(``durations["defence_*"]``) plus the ablation and shapes stages, against the pair's whole evaluation
+time (phase 1 + phase 2 wall seconds). The issue's target: at most 10 % of an evaluation, or 2 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from engine.eval.shapes import summary as shapes_summary  # noqa: E402
+
+DEFENCE_KEYS = ("defence_nan_fill", "defence_weak_outputs", "ablation", "shapes")
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def row(out: Path, name: str) -> dict | None:
+    final = _read(out / "results" / f"{name}.json")
+    check = _read(out / "checks" / f"{name}.json") or {}
+    if final is None:
+        return None
+    meta = final.get("evalset") or {}
+    whole = sum(v for v in (meta.get("phase1_seconds"), meta.get("phase2_seconds")) if v)
+    added = 0.0
+    for result in {id(final): final, id(check): check}.values():
+        durations = result.get("durations") or {}
+        added += sum(float(durations.get(k) or 0.0) for k in DEFENCE_KEYS)
+    share = final.get("kernel_share") or {}
+    return {
+        "name": name,
+        "status": final.get("status"),
+        "test": share.get("test", ""),
+        "ablation": (share.get("ablation") or {}).get("outcome", ""),
+        "share": share.get("share"),
+        "shapes": shapes_summary(final.get("shapes")),
+        "weak": [w["output"] + ":" + "/".join(w["passes"]) for w in final.get("weak_outputs") or []],
+        "added_s": added,
+        "whole_s": whole,
+        "fraction": added / whole if whole else None,
+        "within_target": added <= 2.0 or (whole and added / whole <= 0.10),
+        "rules": sorted({f["rule"] for f in final.get("findings") or [] if f.get("source") == "runtime"}),
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    names = sorted(p.stem for p in (args.out / "results").glob("*.json"))
+    rows = [r for r in (row(args.out, n) for n in names) if r]
+    print(f"{'pair':44s} {'status':14s} {'test':9s} {'ablation':9s} {'share':>7s} {'added s':>8s} {'of eval':>8s}  shapes / weak / rules")
+    for r in rows:
+        share = f"{r['share']:.3f}" if isinstance(r["share"], float) else "-"
+        frac = f"{100 * r['fraction']:.1f}%" if r["fraction"] is not None else "-"
+        extra = "; ".join(x for x in (r["shapes"], ",".join(r["weak"]), ",".join(r["rules"])) if x)
+        print(f"{r['name'][:44]:44s} {r['status']:14s} {r['test']:9s} {r['ablation']:9s} {share:>7s} {r['added_s']:8.2f} {frac:>8s}  {extra}")
+    added = [r["added_s"] for r in rows]
+    if added:
+        within = sum(1 for r in rows if r["within_target"])
+        print(
+            f"\n{len(rows)} pairs; defences added median {statistics.median(added):.2f} s, max {max(added):.2f} s; "
+            f"{within}/{len(rows)} within the target (<= 2 s or <= 10 % of the evaluation)"
+        )
+        counts: dict[str, int] = {}
+        for r in rows:
+            counts[r["status"]] = counts.get(r["status"], 0) + 1
+        print("statuses:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
