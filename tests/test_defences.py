@@ -206,3 +206,15 @@ def test_the_summary_counts_only_shapes_that_were_checked() -> None:
     assert shapes.summary(record) == "correct at 1/2 other shapes"
     assert shapes.summary({"variants": [], "note": "no sizes"}) == "shapes: no sizes"
     assert shapes.summary(None) == ""
+
+
+def test_an_output_that_barely_depends_on_its_inputs_is_recorded_as_weak_without_a_check() -> None:
+    torch.manual_seed(0)
+    base = torch.randn(8, 10)
+    first, second = base + 1e-6 * torch.randn(8, 10), base + 1e-6 * torch.randn(8, 10)
+    blind = degenerate.input_blind_outputs(first, second, DEFAULT_TOLERANCES)
+    assert blind == [{"output": "output", "passes": ["other-inputs"], "checks": []}]
+    assert degenerate.input_blind_outputs(first, torch.randn(8, 10), DEFAULT_TOLERANCES) == []
+    spread = [{"output": "output", "passes": ["zeros"], "checks": ["spread"]}]
+    merged = degenerate.merge_weak([spread, blind])
+    assert merged == [{"output": "output", "passes": ["zeros", "other-inputs"], "checks": ["spread"]}]

@@ -5,7 +5,8 @@ outputs are small next to ``atol`` (a softmax over 16384 elements gives ~6e-5 ea
 1e-4), an all-zeros kernel passes it: the task is *weak* for that output. This module
 
 - finds, from the reference's own outputs, which outputs a degenerate answer would pass: all zeros,
-  a constant (the reference's mean), or an input passed through unchanged (``weak_outputs``);
+  a constant (the reference's mean), or an input passed through unchanged (``weak_outputs``), and
+  which ones the reference's answer to other inputs passes (``input_blind_outputs``: recorded only);
 - for those outputs only, adds a comparison that such an answer fails: the candidate's error over the
   reference's spread, over every trial's outputs together, so that a scalar output (a loss) is judged
   by how it follows its inputs from trial to trial (``SpreadCheck``);
@@ -98,6 +99,26 @@ def weak_outputs(expected: Any, inputs: list[Any], tolerances: dict[str, float])
     return weak
 
 
+KEEP_PREVIOUS_BYTES = 1 << 30  # the reference check keeps one seed's output to compare the next with
+
+
+def input_blind_outputs(expected: Any, other: Any, tolerances: dict[str, float]) -> list[dict[str, Any]]:
+    """Outputs for which the reference's answer to *other* inputs passes: the task barely depends on its
+    inputs there, so a kernel that ignores them (or whose work is not used) passes. Recorded, with no
+    added check: how far an honest kernel may stray from inputs the output hardly follows is unknown.
+    """
+    others = dict(leaves(other))
+    weak = []
+    for where, ref in leaves(expected):
+        if not ref.is_floating_point() or ref.numel() == 0 or where not in others:
+            continue
+        if others[where].shape == ref.shape and _passes(ref, others[where], tolerances) and not bool(
+            (others[where] == ref).all()
+        ):
+            weak.append({"output": where, "passes": ["other-inputs"], "checks": []})
+    return weak
+
+
 def merge_weak(found: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """One record per output over several reference calls: weak where any call was weak."""
     merged: dict[str, dict[str, Any]] = {}
@@ -105,7 +126,8 @@ def merge_weak(found: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
         for record in records:
             entry = merged.setdefault(record["output"], dict(record))
             entry["passes"] = list(dict.fromkeys([*entry["passes"], *record["passes"]]))
-            entry["checks"] = [c for c in entry["checks"] if c in record["checks"]]
+            if record["passes"] != ["other-inputs"]:  # that record adds a kind, never removes a check
+                entry["checks"] = [c for c in entry["checks"] if c in record["checks"]]
     return list(merged.values())
 
 
