@@ -9,10 +9,14 @@ notices is a hole in these tests.
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -213,7 +217,13 @@ CASES: list[Case] = [
         False,
         ("index (1, 2)", "2 non-finite"),
     ),
-    Case("first-index-int-2d", _grid.long(), _two_bad.long(), False, ("index (1, 2)", "2 of 12 elements")),
+    Case(
+        "first-index-int-2d",
+        _grid.long(),
+        _two_bad.long(),
+        False,
+        ("index (1, 2)", "2 of 12 elements", "exact match"),
+    ),
     Case("max-abs-error-reported", t([1.0, 2.0]), t([1.0, 2.0 + 5e-5]), True, max_abs=5e-5),
 ]
 
@@ -262,3 +272,334 @@ def test_a_candidate_on_another_device_is_compared_by_value() -> None:
     assert compare.compare_outputs(ref, ref.cuda()).passed
     wrong = compare.compare_outputs(ref, t([1.0, 3.0]).cuda())
     assert not wrong.passed and "index (1,)" in wrong.message
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """A plausible bug in compare.py: ``search`` (found exactly once) becomes ``replace``; each case
+    named in ``killers`` must fail under it."""
+
+    name: str
+    search: str
+    replace: str
+    killers: tuple[str, ...]
+
+
+NONFINITE = "    nonfinite = ~torch.isfinite(c)\n"
+SHAPE = "    if tuple(cand.shape) != tuple(ref.shape):\n"
+BOUND = "    bad = diff > (tol + tol * r.abs())\n"
+KEYS = "        if not isinstance(cand, dict) or set(ref) != set(cand):\n"
+LENGTH = """        if len(ref) != len(cand):
+            return f"{where}: expected {len(ref)} outputs, got {len(cand)}"
+        for i, (r, c) in enumerate(zip(ref, cand, strict=True)):
+"""
+MUTATIONS: list[Mutation] = [
+    # the three the issue names: a NaN passes, a dtype mismatch passes, an extra or missing dict key passes
+    Mutation(
+        "nan-passes",
+        NONFINITE,
+        "    nonfinite = torch.isinf(c)\n",
+        ("nan", "nan-in-second-of-tuple", "py-float-nan"),
+    ),
+    Mutation(
+        "dtype-unchecked",
+        "    if cand.dtype != ref.dtype:\n",
+        "    if False:\n",
+        ("dtype-fp64-for-fp32", "dtype-fp16-for-fp32", "dtype-int-for-float", "dtype-int32-for-int64"),
+    ),
+    Mutation(
+        "dict-keys-unchecked",
+        KEYS,
+        "        if not isinstance(cand, dict):\n",
+        ("dict-extra-key", "dict-missing-key", "dict-other-key"),
+    ),
+    Mutation(
+        "dict-extra-key-passes",
+        KEYS,
+        "        if not isinstance(cand, dict) or not set(ref) <= set(cand):\n",
+        ("dict-extra-key",),
+    ),
+    Mutation(
+        "dict-missing-key-passes",
+        KEYS
+        + '            return f"{where}: expected a dict with keys {sorted(map(str, ref))}"\n        for key in ref:\n',
+        "        if not isinstance(cand, dict) or not set(cand) <= set(ref):\n"
+        + '            return f"{where}: expected a dict with keys {sorted(map(str, ref))}"\n        for key in cand:\n',
+        ("dict-missing-key",),
+    ),
+    # non-finite values
+    Mutation("inf-passes-the-finite-check", NONFINITE, "    nonfinite = torch.isnan(c)\n", ("inf", "-inf")),
+    Mutation(
+        "finite-check-removed",
+        "    if bool(nonfinite.any()):\n",
+        "    if False:\n",
+        ("nan", "inf", "-inf", "first-index-nan-2d"),
+    ),
+    Mutation(
+        "finite-check-on-the-reference",
+        NONFINITE,
+        "    nonfinite = ~torch.isfinite(r)\n",
+        ("nan", "nan-fp16", "nan-deep-in-dict"),
+    ),
+    Mutation(
+        "nonfinite-reference-matches",
+        "    bad |= ~torch.isfinite(r)  # a non-finite reference cannot be matched within a tolerance\n",
+        "",
+        ("nan-in-reference", "inf-in-reference"),
+    ),
+    # structure
+    Mutation(
+        "tuple-only-first-compared",
+        "zip(ref, cand, strict=True)",
+        "zip(ref[:1], cand[:1], strict=True)",
+        ("nan-in-second-of-tuple", "tuple-wrong-second"),
+    ),
+    Mutation(
+        "list-length-unchecked",
+        LENGTH,
+        "        for i, (r, c) in enumerate(zip(ref, cand)):\n",
+        ("list-shorter", "list-longer"),
+    ),
+    Mutation(
+        "sequence-type-unchecked",
+        """        if not isinstance(cand, (list, tuple)):
+            return f"{where}: expected a {type(ref).__name__} of {len(ref)}, got {type(cand).__name__}"
+""",
+        "",
+        ("tensor-for-tuple",),
+    ),
+    Mutation(
+        "non-tensor-coerced",
+        '            return f"{where}: expected a tensor, got {type(cand).__name__}"\n',
+        "            cand = torch.as_tensor(cand)\n",
+        ("list-for-tensor", "number-for-tensor"),
+    ),
+    Mutation(
+        "index-left-out-of-the-location",
+        'f"{where}[{i}]"',
+        "where",
+        ("nan-in-second-of-tuple", "tuple-wrong-second"),
+    ),
+    Mutation(
+        "key-left-out-of-the-location",
+        'f"{where}[{key!r}]"',
+        "where",
+        ("dict-wrong-value", "nan-deep-in-dict"),
+    ),
+    Mutation("other-values-unchecked", "    if ref != cand:\n", "    if False:\n", ("py-string",)),
+    # shapes
+    Mutation(
+        "shape-unchecked",
+        SHAPE,
+        "    if False:\n",
+        (
+            "shape-broadcast-col",
+            "shape-broadcast-row",
+            "shape-leading-1",
+            "shape-scalar-for-vector",
+            "shape-empty-vs-not",
+        ),
+    ),
+    Mutation(
+        "shape-only-numel",
+        SHAPE,
+        "    if cand.numel() != ref.numel():\n",
+        ("shape-leading-1", "shape-same-numel-2d", "shape-same-numel-flat"),
+    ),
+    Mutation(
+        "shape-only-rank",
+        SHAPE,
+        "    if cand.dim() != ref.dim():\n",
+        ("shape-broadcast-col", "shape-broadcast-row"),
+    ),
+    # devices
+    Mutation(
+        "meta-waved-through",
+        '            return f"{where}: the tensor is on the meta device: it holds no values"\n',
+        "            return None\n",
+        ("meta-device",),
+    ),
+    Mutation(
+        "meta-unguarded",
+        """        if cand.is_meta:
+            return f"{where}: the tensor is on the meta device: it holds no values"
+""",
+        "",
+        ("meta-device",),
+    ),
+    # exact integers, Python numbers, complex values
+    Mutation(
+        "integers-within-a-tolerance",
+        "    if not (ref.is_floating_point() or ref.is_complex()):\n",
+        "    if ref.dtype == torch.bool:\n",
+        ("int64-large-off-by-one", "int64-off-by-one", "first-index-int-2d"),
+    ),
+    Mutation(
+        "py-int-within-a-tolerance",
+        "    if isinstance(ref, int):\n",
+        "    if False:\n",
+        ("py-int-large-within-float-tolerance",),
+    ),
+    Mutation(
+        "py-bool-counts-as-a-number",
+        "    if not isinstance(cand, (int, float)) or isinstance(cand, bool):\n",
+        "    if not isinstance(cand, (int, float)):\n",
+        ("py-int-bool",),
+    ),
+    Mutation(
+        "py-float-narrowed-to-fp32",
+        """        got = torch.tensor(float(cand), dtype=torch.float64)
+    except OverflowError:
+        return f"{where}: got {cand!r}, expected {ref!r}"
+    return _compare_tensors(torch.tensor(ref, dtype=torch.float64), got, where, tols, acc)
+""",
+        """        got = torch.tensor(float(cand))
+    except OverflowError:
+        return f"{where}: got {cand!r}, expected {ref!r}"
+    return _compare_tensors(torch.tensor(ref), got, where, tols, acc)
+""",
+        ("py-float-big",),
+    ),
+    Mutation(
+        "complex-cast-to-real",
+        "    if dtype.is_complex:\n        return torch.complex128 if wide else torch.complex64\n",
+        "",
+        ("complex-imaginary-off",),
+    ),
+    # tolerances
+    Mutation(
+        "absolute-tolerance-only",
+        BOUND,
+        "    bad = diff > tol\n",
+        ("fp32-at-1-just-inside", "fp32-at-1000-just-inside", "fp16-at-1-just-inside"),
+    ),
+    Mutation(
+        "absolute-tolerance-doubled",
+        BOUND,
+        "    bad = diff > (2 * tol + tol * r.abs())\n",
+        ("fp32-at-0-just-outside", "fp16-at-0-just-outside", "bf16-at-0-just-outside"),
+    ),
+    Mutation(
+        "relative-tolerance-doubled",
+        BOUND,
+        "    bad = diff > (tol + 2 * tol * r.abs())\n",
+        ("fp32-at-1000-just-outside", "fp32-at-1-just-outside"),
+    ),
+    Mutation(
+        "at-or-over-the-bound-passes",
+        BOUND,
+        "    bad = diff > 1.2 * (tol + tol * r.abs())\n",
+        ("fp32-at-1-just-outside", "fp16-at-1-just-outside"),
+    ),
+    Mutation(
+        "fp16-gets-fp32-tolerance",
+        '    key = str(dtype).replace("torch.", "")\n',
+        "    key = str(dtype)\n",
+        ("fp16-at-1-just-inside", "fp16-at-0-just-inside", "bf16-at-0-just-inside"),
+    ),
+    Mutation(
+        "everything-gets-fp16-tolerance",
+        "    tol = tolerance_for(ref.dtype, tols)\n",
+        '    tol = tols["float16"]\n',
+        ("fp32-at-1-just-outside", "fp32-at-0-just-outside"),
+    ),
+    Mutation(
+        "given-tolerances-ignored",
+        "    tols = {**DEFAULT_TOLERANCES, **(tolerances or {})}\n",
+        "    tols = dict(DEFAULT_TOLERANCES)\n",
+        ("fp32-looser-tolerance-given", "fp32-tighter-tolerance-given"),
+    ),
+    Mutation(
+        "defaults-override-given",
+        "    tols = {**DEFAULT_TOLERANCES, **(tolerances or {})}\n",
+        "    tols = {**(tolerances or {}), **DEFAULT_TOLERANCES}\n",
+        ("fp32-looser-tolerance-given",),
+    ),
+    # empty tensors, the report
+    Mutation(
+        "empty-guard-removed", "    if r.numel() == 0:\n        return None\n", "", ("empty", "empty-2d")
+    ),
+    Mutation(
+        "empty-guard-too-wide",
+        "    if r.numel() == 0:\n",
+        "    if r.numel() <= 1:\n",
+        ("fp32-at-1-just-outside", "inf-in-reference"),
+    ),
+    Mutation(
+        "failure-not-reported",
+        "        summary.passed = False\n",
+        "",
+        ("nan", "dtype-fp64-for-fp32", "dict-extra-key"),
+    ),
+    Mutation(
+        "first-index-is-the-last",
+        ".nonzero()[0]",
+        ".nonzero()[-1]",
+        ("first-index-2d", "first-index-nan-2d", "first-index-int-2d"),
+    ),
+    Mutation(
+        "first-index-column-major",
+        "    for size in reversed(mask.shape):\n",
+        "    for size in mask.shape:\n",
+        ("first-index-2d", "first-index-int-2d"),
+    ),
+    Mutation(
+        "max-error-not-recorded",
+        "    acc.max_abs_error = max(acc.max_abs_error, float(diff.max()))\n",
+        "",
+        ("max-abs-error-reported",),
+    ),
+]
+CASE_BY_ID = {case.id: case for case in CASES}
+
+
+def load_mutant(source: str, tmp_path: Path, name: str) -> ModuleType:
+    """``source`` as a module of its own (not engine.eval.compare), loaded from a file in ``tmp_path``."""
+    path = tmp_path / "compare_mutant.py"
+    path.write_text(source)
+    module_name = f"compare_mutant_{name.replace('-', '_')}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses look their module up while the class is made
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[module_name]
+    return module
+
+
+def failing_cases(compare_outputs: Callable[..., Any]) -> list[str]:
+    """The ids of the cases ``compare_outputs`` gets wrong (an exception counts as wrong)."""
+    failing = []
+    for case in CASES:
+        try:
+            check(compare_outputs, case)
+        except Exception:
+            failing.append(case.id)
+    return failing
+
+
+def test_the_unmutated_copy_passes_every_case(tmp_path: Path) -> None:
+    """The control for the mutation test: loading a copy is not itself what fails the cases."""
+    mutant = load_mutant(SOURCE.read_text(), tmp_path, "none")
+    assert mutant.compare_outputs is not compare.compare_outputs
+    assert failing_cases(mutant.compare_outputs) == []
+
+
+def test_mutation_names_are_unique_and_killers_exist() -> None:
+    assert len({m.name for m in MUTATIONS}) == len(MUTATIONS)
+    assert [k for m in MUTATIONS for k in m.killers if k not in CASE_BY_ID] == []
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS, ids=lambda m: m.name)
+def test_every_mutation_of_compare_is_killed(mutation: Mutation, tmp_path: Path) -> None:
+    source = SOURCE.read_text()
+    assert source.count(mutation.search) == 1, f"{mutation.name}: the search text must occur exactly once"
+    mutant = load_mutant(source.replace(mutation.search, mutation.replace), tmp_path, mutation.name)
+    with warnings.catch_warnings():  # a mutant may warn (casting complex to real does)
+        warnings.simplefilter("ignore")
+        failing = failing_cases(mutant.compare_outputs)
+    survivors = [k for k in mutation.killers if k not in failing]
+    assert failing, f"{mutation.name} survived every case"
+    assert survivors == [], f"{mutation.name}: named killers that passed: {survivors} (failing: {failing})"
