@@ -380,11 +380,46 @@ def test_every_payload_has_a_control_or_a_reason() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_honest_kernel_is_correct_under_the_sandbox(mechanism: str, world: dict) -> None:
+def test_honest_kernel_is_correct_and_sees_only_allowed_variables_under_the_sandbox(
+    mechanism: str, world: dict
+) -> None:
+    """The honest kernel with ENV_PROBE, secrets under allowed prefixes in cudaforge's environment: it is
+    correct, so it saw none of them and every allowed variable (the unit test: test_sandbox_units.py).
+    NVIDIA_, NCCL_, LC_ and CUDAFORGE_TEST_ pass the allow-list: only the secret-name denylist stops them."""
     _skip_unless(mechanism)
-    done = run_eval(HONEST, mechanism, world, [])
+    kernel = world["tmp"] / "honest_env_probe.py"
+    kernel.write_text(HONEST.read_text() + ENV_PROBE)
+    kept = {"NVIDIA_VISIBLE_DEVICES": "void", "LC_ALL": "C.UTF-8", "CUDA_VISIBLE_DEVICES": "0"}
+    done = run_eval(kernel, mechanism, world, [], extra_env={**PREFIX_SECRETS, **kept})
     result = json.loads(done.stdout)
-    assert done.returncode == 0 and result["status"] == "correct" and result["sandbox"] == mechanism
+    report = re.findall(r"^ENV REPORT .*$", result["stderr_tail"], re.M)
+    assert (result["status"], report) == ("correct", ["ENV REPORT leaked=[] missing=[]"]), result["messages"]
+    assert done.returncode == 0 and result["sandbox"] == mechanism
+
+
+# Appended to the honest kernel: the candidate reports which variables it sees and, should a secret be
+# among them or an allowed variable missing, gives a wrong output (its own leaky ReLU), so the verdict
+# itself depends on what reached it.
+ENV_PROBE = """
+import os
+
+_SECRETS = ("NVIDIA_API_KEY", "NCCL_AUTH_TOKEN", "LC_SECRET", "CUDAFORGE_TEST_TOKEN")
+_KEPT = {"NVIDIA_VISIBLE_DEVICES": "void", "LC_ALL": "C.UTF-8", "CUDA_VISIBLE_DEVICES": "0"}
+LEAKED = [name for name in _SECRETS if name in os.environ]
+MISSING = [name for name, value in _KEPT.items() if os.environ.get(name) != value]
+print(f"ENV REPORT leaked={LEAKED} missing={MISSING}", flush=True)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ext.leaky_relu_bug(x) if LEAKED or MISSING else ext.relu(x)
+"""
+PREFIX_SECRETS = {
+    "NVIDIA_API_KEY": "nvapi-SANDBOXLEAK-0123456789",
+    "NCCL_AUTH_TOKEN": "nccl-SANDBOXLEAK-0123456789",
+    "LC_SECRET": "lc-SANDBOXLEAK-0123456789",
+    "CUDAFORGE_TEST_TOKEN": "cf-SANDBOXLEAK-0123456789",
+}
 
 
 @pytest.mark.slow
