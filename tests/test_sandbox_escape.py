@@ -7,9 +7,12 @@ relaxes exactly the static rules that refuse it (``--relax``, computed with ``ch
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -98,28 +101,41 @@ def make_world(tmp_path: Path, ext_cache: Path) -> dict:
         "cache": ext_cache,
         "listener": listener,
         "tmp": tmp_path,
+        "repo": REPO,  # what @REPO@ names: the real checkout (read-only to the sandboxed candidate)
+        "engine_pid": os.getpid(),  # what @ENGINE_PID@ names: this very test process
+        "engine": None,  # the decoy standing in for it in the unsandboxed control (a Popen)
     }
 
 
-def candidate_source(name: str, world: dict, mark: str, honest: Path = HONEST) -> str:
+def candidate_source(names: str | tuple[str, ...], world: dict, mark: str, honest: Path = HONEST) -> str:
+    """The payload ``names`` (or several, run in turn) on top of the honest kernel, its placeholders naming
+    ``world``'s targets. Each runs in ``exec`` within a try, so a blocked attempt cannot stop the candidate
+    from loading; stderr_crash, whose point is to crash it, runs bare and last."""
+    names = (names,) if isinstance(names, str) else names
+    assert "stderr_crash" not in names[:-1], "stderr_crash ends the candidate: it can only come last"
+    parts = []
+    for name in names:
+        payload = _payload(name, world, mark)
+        bare = name == "stderr_crash"
+        parts.append(payload if bare else f"try:\n    exec({payload!r})\nexcept BaseException:\n    pass\n")
+    return "\n".join(parts) + "\n" + honest.read_text()
+
+
+def _payload(name: str, world: dict, mark: str) -> str:
     payload = (ESCAPES / f"{name}.py").read_text()
     for key, value in {
         "@OUT@": world["out"],
         "@HOME@": world["home"],
-        "@REPO@": REPO,
+        "@REPO@": world["repo"],
         "@CWD@": world["cwd"],
         "@CACHE@": world["cache"],
         "@SESSIONS@": world["sessions"],
         "@PORT@": world["listener"].port,
-        "@ENGINE_PID@": os.getpid(),
+        "@ENGINE_PID@": world["engine_pid"],
         "@MARK@": mark,
     }.items():
         payload = payload.replace(key, str(value))
-    return (
-        f"try:\n    exec({payload!r})\nexcept BaseException:\n    pass\n\n{honest.read_text()}"
-        if name != "stderr_crash"
-        else payload + "\n" + honest.read_text()
-    )
+    return payload
 
 
 def refusing_rules(source: str, backend: str = "cpu") -> list[str]:
@@ -136,6 +152,7 @@ def run_eval(
     user: list[str] | None = None,
     cache: Path | None = None,
     device: str = "cpu",
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": os.environ["PATH"],
@@ -151,6 +168,7 @@ def run_eval(
     }
     if os.environ.get("CUDAFORGE_BWRAP"):
         env["CUDAFORGE_BWRAP"] = os.environ["CUDAFORGE_BWRAP"]
+    env.update(extra_env or {})
     argv = [
         *(user or []),
         sys.executable,
@@ -211,34 +229,197 @@ def check_escape(name: str, mechanism: str, world: dict, device: str) -> None:
     assert result["status"] != "rejected", result["messages"]
     if name != "stderr_crash":
         assert result["status"] == "correct", (result["messages"], result["stderr_tail"])
-    # no secret anywhere in what cudaforge printed
-    for secret in (FAKE_OPENAI, FAKE_AWS, "SANDBOXLEAK"):
-        assert secret not in done.stdout and secret not in done.stderr
-    # nothing written outside, in the home, the repo, the cwd or a session; nothing leaked into the cache
-    assert sorted(p.name for p in world["out"].iterdir()) == []
-    assert sorted(p.name for p in world["cwd"].iterdir()) == []
-    assert not (world["home"] / "system_call").exists() and not (world["home"] / "raw_write").exists()
-    assert not (REPO / "raw_write").exists() and not (REPO / "mount_escape").exists()
-    assert sorted(p.name for p in (world["sessions"] / "victim").iterdir()) == []
+    if name == "daemon":
+        time.sleep(0.5)  # what bwrap takes to end its pid namespace
+    assert escape_effects(world, done, mark) == set()
+
+
+def escape_effects(world: dict, done: subprocess.CompletedProcess[str], mark: str) -> set[str]:
+    """Every effect of the corpus that can be seen from outside, as labels: what the sandboxed runs must
+    leave at nothing and what the unsandboxed control must find (``test_escape_payload_works_unsandboxed``).
+
+    Files written outside (the home, the repo, the cwd, a session), a secret in the cache or in what
+    cudaforge printed, a connection to the listener, a daemon still alive, cudaforge or the process
+    named as the engine killed, the worker having seen a key (stderr_crash prints what it sees).
+    """
+    found = {f"out/{p.name}" for p in world["out"].iterdir()}
+    found |= {f"cwd/{p.name}" for p in world["cwd"].iterdir()}
+    found |= {f"sessions/victim/{p.name}" for p in (world["sessions"] / "victim").iterdir()}
+    found |= {f"home/{n}" for n in ("system_call", "raw_write", "cpp_system") if (world["home"] / n).exists()}
+    found |= {f"repo/{n}" for n in ("raw_write", "mount_escape") if (world["repo"] / n).exists()}
     for leak in ("api_key_leak", "ssh_key_leak"):
         path = world["cache"] / leak
         if path.exists():
             text = path.read_text()
-            path.unlink()
-            assert "SANDBOXLEAK" not in text and FAKE_OPENAI not in text
-    assert world["listener"].connections == 0
-    if name == "daemon":
-        time.sleep(0.5)
-        assert not _alive(mark), "the candidate's daemon outlived the evaluation"
+            path.unlink()  # the build cache is shared: leave nothing in it
+            if "SANDBOXLEAK" in text or FAKE_OPENAI in text:
+                found.add(f"cache/{leak}")
+    for secret in (FAKE_OPENAI, FAKE_AWS, "SANDBOXLEAK"):  # the scrubber's job, the sandbox's first
+        if secret in done.stdout or secret in done.stderr:
+            found.add(f"printed {secret}")
+    if world["listener"].connections:
+        found.add("socket")
+    if _alive(mark):
+        found.add("daemon")
+    if done.returncode == -signal.SIGKILL:
+        found.add("cudaforge killed")
+    if world["engine"] is not None and world["engine"].poll() is not None:
+        found.add("engine killed")
+    try:
+        tail = json.loads(done.stdout).get("stderr_tail") or ""
+    except ValueError:
+        tail = ""
+    seen = re.search(r"^KEY=(\S+) AWS=(\S+)$", tail, re.M)
+    if seen and seen.groups() != ("none", "none"):
+        found.add("worker saw a key")
+    return found
+
+
+# The positive control: what each payload does when nothing stops it, seen by ``escape_effects`` as the
+# sandboxed test looks for it. Without it a payload broken on purpose or by accident (a typo in a path,
+# a placeholder left unreplaced) would "pass" the sandboxed test forever, its effect never happening.
+UNSANDBOXED_EFFECTS: dict[str, set[str]] = {
+    "api_key": {"out/api_key", "cache/api_key_leak"},
+    "cpp_escape": {"out/cpp_system", "home/cpp_system", "out/cpp_open", "out/cpp_key", "cudaforge killed"},
+    "ctypes_tricks": {"out/ctypes_system", "out/ctypes_open", "out/ctypes_symlink", "out/ctypes_spawn"},
+    "cwd_write": {"cwd/cwd_write"},
+    "daemon": {"daemon"},
+    "kill_parent": {"cudaforge killed", "engine killed"},
+    "raw_write": {"out/raw_write", "home/raw_write", "repo/raw_write"},
+    "session_repo": {"sessions/victim/pwned", "out/other_session", "printed SANDBOXLEAK"},
+    "socket_connect": {"socket"},
+    "ssh_key": {"out/ssh_key", "cache/ssh_key_leak", "printed SANDBOXLEAK"},
+    "stderr_crash": {"worker saw a key"},
+    "system_call": {"out/system_call", "home/system_call"},
+}
+NOT_CONTROLLED = {
+    # Its effect is on this machine's own mounts: unsandboxed, as root (as on the GPU machine), it would
+    # detach the real /tmp and remount the real / read-write. No decoy can stand in for / and /tmp
+    # short of a mount namespace, which is what the sandbox is; its file writes alone prove nothing.
+    "mount_tricks": "acts on the machine's own / and /tmp",
+}
+# One cudaforge run per group, to keep the time down (a run is seconds): the effects are told apart by
+# their labels. A payload that kills cudaforge runs alone: a second one, run by the then orphaned worker,
+# would signal whatever adopted it. stderr_crash ends the candidate, so it comes last.
+_ALONE = {"cpp_escape", "kill_parent", "stderr_crash"}
+CONTROL_RUNS = [
+    (*sorted(UNSANDBOXED_EFFECTS.keys() - _ALONE), "stderr_crash"),
+    ("kill_parent",),
+    ("cpp_escape",),
+]
+
+
+def decoy_world(tmp_path: Path) -> dict:
+    """A world for running the corpus with no sandbox: every target is the test's own. The repo is a
+    folder, the engine a ``sleep`` child, the cache named by @CACHE@ a folder (not the shared build cache,
+    which other tests read), and TMPDIR a folder, so a worker that outlives its killed cudaforge (and
+    the job folder it leaves) is found by its command line and ended."""
+    world = make_world(tmp_path, tmp_path / "cache")
+    for folder in ("cache", "repo", "tmpdir"):
+        (tmp_path / folder).mkdir()
+    world["repo"] = tmp_path / "repo"
+    world["engine"] = subprocess.Popen(["sleep", "600"])
+    world["engine_pid"] = world["engine"].pid
+    return world
+
+
+def _processes_naming(root: Path, also: str = "") -> list[int]:
+    """Live processes whose command line names ``root`` (and contains ``also``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if f"{root}/".encode() in command and also.encode() in command:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("names", CONTROL_RUNS, ids=lambda names: "+".join(names))
+def test_escape_payload_works_unsandboxed(names: tuple[str, ...], tmp_path: Path, ext_cache: Path) -> None:
+    """Each payload, run with ``--sandbox off`` against decoys, has the effects listed for it (and the
+    run has no others)."""
+    world = decoy_world(tmp_path)
+    mark = f"{int(time.time() * 1000) % 100000 + 100000}.{os.getpid() % 1000}"
+    try:
+        source = candidate_source(names, world, mark)
+        kernel = tmp_path / "payloads.py"
+        kernel.write_text(source)
+        tmpdir = {"TMPDIR": str(tmp_path / "tmpdir")}
+        done = run_eval(kernel, "off", world, refusing_rules(source), cache=ext_cache, extra_env=tmpdir)
+        deadline = time.monotonic() + 15  # a worker whose cudaforge was killed finishes on its own
+        while _processes_naming(tmp_path / "tmpdir", "engine.eval.worker") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        effects = escape_effects(world, done, mark)
+    finally:
+        daemon = subprocess.run(["pgrep", "-f", f"sleep {mark}"], capture_output=True, text=True).stdout
+        for pid in [*_processes_naming(tmp_path), *map(int, daemon.split())]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        world["engine"].kill()
+        world["engine"].wait()
+        world["listener"].close()
+    missing = {name: sorted(UNSANDBOXED_EFFECTS[name] - effects) for name in names}
+    report = (done.returncode, done.stdout[-3000:], done.stderr[-2000:])
+    assert {name: gone for name, gone in missing.items() if gone} == {}, report
+    assert effects == set().union(*(UNSANDBOXED_EFFECTS[name] for name in names))
+
+
+def test_every_payload_has_a_control_or_a_reason() -> None:
+    assert sorted(UNSANDBOXED_EFFECTS.keys() | NOT_CONTROLLED.keys()) == NAMES
+    assert not UNSANDBOXED_EFFECTS.keys() & NOT_CONTROLLED.keys()
+    assert sorted(name for names in CONTROL_RUNS for name in names) == sorted(UNSANDBOXED_EFFECTS)
+    for names in CONTROL_RUNS:  # at most one killer of cudaforge per run, and then alone
+        killers = [name for name in names if "cudaforge killed" in UNSANDBOXED_EFFECTS[name]]
+        assert killers == [] or list(names) == killers[:1]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_honest_kernel_is_correct_under_the_sandbox(mechanism: str, world: dict) -> None:
+def test_honest_kernel_is_correct_and_sees_only_allowed_variables_under_the_sandbox(
+    mechanism: str, world: dict
+) -> None:
+    """The honest kernel with ENV_PROBE, secrets under allowed prefixes in cudaforge's environment: it is
+    correct, so it saw none of them and every allowed variable (the unit test: test_sandbox_units.py).
+    NVIDIA_, NCCL_, LC_ and CUDAFORGE_TEST_ pass the allow-list: only the secret-name denylist stops them."""
     _skip_unless(mechanism)
-    done = run_eval(HONEST, mechanism, world, [])
+    kernel = world["tmp"] / "honest_env_probe.py"
+    kernel.write_text(HONEST.read_text() + ENV_PROBE)
+    kept = {"NVIDIA_VISIBLE_DEVICES": "void", "LC_ALL": "C.UTF-8", "CUDA_VISIBLE_DEVICES": "0"}
+    done = run_eval(kernel, mechanism, world, [], extra_env={**PREFIX_SECRETS, **kept})
     result = json.loads(done.stdout)
-    assert done.returncode == 0 and result["status"] == "correct" and result["sandbox"] == mechanism
+    report = re.findall(r"^ENV REPORT .*$", result["stderr_tail"], re.M)
+    assert (result["status"], report) == ("correct", ["ENV REPORT leaked=[] missing=[]"]), result["messages"]
+    assert done.returncode == 0 and result["sandbox"] == mechanism
+
+
+# Appended to the honest kernel: the candidate reports which variables it sees and, should a secret be
+# among them or an allowed variable missing, gives a wrong output (its own leaky ReLU), so the verdict
+# itself depends on what reached it.
+ENV_PROBE = """
+import os
+
+_SECRETS = ("NVIDIA_API_KEY", "NCCL_AUTH_TOKEN", "LC_SECRET", "CUDAFORGE_TEST_TOKEN")
+_KEPT = {"NVIDIA_VISIBLE_DEVICES": "void", "LC_ALL": "C.UTF-8", "CUDA_VISIBLE_DEVICES": "0"}
+LEAKED = [name for name in _SECRETS if name in os.environ]
+MISSING = [name for name, value in _KEPT.items() if os.environ.get(name) != value]
+print(f"ENV REPORT leaked={LEAKED} missing={MISSING}", flush=True)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ext.leaky_relu_bug(x) if LEAKED or MISSING else ext.relu(x)
+"""
+PREFIX_SECRETS = {
+    "NVIDIA_API_KEY": "nvapi-SANDBOXLEAK-0123456789",
+    "NCCL_AUTH_TOKEN": "nccl-SANDBOXLEAK-0123456789",
+    "LC_SECRET": "lc-SANDBOXLEAK-0123456789",
+    "CUDAFORGE_TEST_TOKEN": "cf-SANDBOXLEAK-0123456789",
+}
 
 
 @pytest.mark.slow

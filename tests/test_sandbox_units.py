@@ -4,11 +4,13 @@ what the terminal shows."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -75,6 +77,63 @@ def test_worker_env_keeps_the_toolchain_and_drops_every_secret(tmp_path: Path) -
         assert name not in env
     assert env["HOME"] == str(tmp_path / "home") and env["PYTHONPATH"] == "/repo"
     assert not any("secret" in value or value.startswith("sk-") for value in env.values())
+
+
+# Secrets named under a prefix the allow-list lets through (NVIDIA_, NCCL_, LC_, CUDAFORGE_TEST_): only the
+# secret-name denylist stops them, so these test that line and not the allow-list.
+SECRETS_UNDER_ALLOWED_PREFIXES = {
+    "NVIDIA_API_KEY": "nvapi-SANDBOXLEAK",
+    "NCCL_AUTH_TOKEN": "nccl-SANDBOXLEAK",
+    "LC_SECRET": "lc-SANDBOXLEAK",
+    "CUDAFORGE_TEST_TOKEN": "cf-SANDBOXLEAK",
+    "NVIDIA_NGC_PASSWORD": "ngc-SANDBOXLEAK",
+    "LC_SESSION_COOKIE": "lc-SANDBOXLEAK-cookie",
+}
+KEPT_UNDER_THOSE_PREFIXES = {
+    "NVIDIA_VISIBLE_DEVICES": "all",
+    "NVIDIA_DRIVER_CAPABILITIES": "compute,utility",
+    "NCCL_DEBUG": "INFO",
+    "LC_ALL": "C.UTF-8",
+    "LC_NUMERIC": "C",
+    "CUDA_VISIBLE_DEVICES": "0",
+    "CUDAFORGE_TEST_HOLD": "build@1",
+}
+
+
+def check_prefix_secrets_are_dropped(
+    is_allowed: Callable[[str], bool], worker_env: Callable[..., dict]
+) -> None:
+    for name in SECRETS_UNDER_ALLOWED_PREFIXES:
+        assert not is_allowed(name), name
+    for name in KEPT_UNDER_THOSE_PREFIXES:
+        assert is_allowed(name), name
+    env = worker_env({**SECRETS_UNDER_ALLOWED_PREFIXES, **KEPT_UNDER_THOSE_PREFIXES}, Path("/job/home"))
+    assert sorted(set(SECRETS_UNDER_ALLOWED_PREFIXES) & set(env)) == []
+    assert not any("SANDBOXLEAK" in value for value in env.values())
+    assert {name: env.get(name) for name in KEPT_UNDER_THOSE_PREFIXES} == KEPT_UNDER_THOSE_PREFIXES
+
+
+def test_a_secret_under_an_allowed_prefix_never_reaches_the_worker() -> None:
+    from engine.sandbox import env
+
+    check_prefix_secrets_are_dropped(env.is_allowed, env.worker_env)
+
+
+def test_without_the_secret_name_denylist_the_prefix_secrets_get_through(tmp_path: Path) -> None:
+    """The mutation the test above must catch: ``is_allowed`` with the denylist's name check removed."""
+    from engine.sandbox import env
+
+    source = Path(env.__file__).read_text()
+    line = "    if SECRET_NAME.search(name) or name.startswith(SECRET_PREFIXES):\n"
+    assert source.count(line) == 1
+    mutant_path = tmp_path / "env_mutant.py"
+    mutant_path.write_text(source.replace(line, "    if name.startswith(SECRET_PREFIXES):\n"))
+    spec = importlib.util.spec_from_file_location("env_mutant", mutant_path)
+    assert spec is not None and spec.loader is not None
+    mutant = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mutant)
+    with pytest.raises(AssertionError, match="NVIDIA_API_KEY"):
+        check_prefix_secrets_are_dropped(mutant.is_allowed, mutant.worker_env)
 
 
 def test_bwrap_command_hides_home_and_binds_back_what_the_worker_needs(tmp_path: Path) -> None:

@@ -66,14 +66,30 @@ def _compare(ref: Any, cand: Any, where: str, tols: dict[str, float], acc: Compa
                 return failure
         return None
     if isinstance(ref, (int, float)) and not isinstance(ref, bool):
-        if isinstance(cand, torch.Tensor) and cand.numel() == 1:
-            cand = cand.item()
-        if not isinstance(cand, (int, float)) or isinstance(cand, bool):
-            return f"{where}: expected a number, got {type(cand).__name__}"
-        return _compare_tensors(torch.tensor(float(ref)), torch.tensor(float(cand)), where, tols, acc)
+        return _compare_numbers(ref, cand, where, tols, acc)
     if ref != cand:
         return f"{where}: expected {ref!r}, got {cand!r}"
     return None
+
+
+def _compare_numbers(
+    ref: int | float, cand: Any, where: str, tols: dict[str, float], acc: Comparison
+) -> str | None:
+    """A Python number: an ``int`` must match exactly (as integer tensors do), a ``float`` within
+    fp64's tolerance (a float is not narrowed to fp32, where 1e39 would be Inf)."""
+    if isinstance(cand, torch.Tensor) and cand.numel() == 1:
+        cand = cand.item()
+    if not isinstance(cand, (int, float)) or isinstance(cand, bool):
+        return f"{where}: expected a number, got {type(cand).__name__}"
+    if isinstance(ref, int):
+        if cand != ref:
+            return f"{where}: got {cand!r}, expected {ref!r} (exact match required for an int)"
+        return None
+    try:
+        got = torch.tensor(float(cand), dtype=torch.float64)
+    except OverflowError:
+        return f"{where}: got {cand!r}, expected {ref!r}"
+    return _compare_tensors(torch.tensor(ref, dtype=torch.float64), got, where, tols, acc)
 
 
 def _compare_tensors(
@@ -84,6 +100,8 @@ def _compare_tensors(
     if cand.dtype != ref.dtype:
         return f"{where}: dtype {str(cand.dtype).replace('torch.', '')} differs from the reference's {str(ref.dtype).replace('torch.', '')}"
     if cand.device != ref.device:
+        if cand.is_meta:
+            return f"{where}: the tensor is on the meta device: it holds no values"
         cand = cand.to(ref.device)
     if not (ref.is_floating_point() or ref.is_complex()):
         mismatch = cand != ref
@@ -96,7 +114,7 @@ def _compare_tensors(
         return None
 
     tol = tolerance_for(ref.dtype, tols)
-    work = torch.float64 if ref.dtype == torch.float64 else torch.float32
+    work = _work_dtype(ref.dtype)
     r = ref.detach().to(work)
     c = cand.detach().to(work)
     nonfinite = ~torch.isfinite(c)
@@ -109,7 +127,7 @@ def _compare_tensors(
     if r.numel() == 0:
         return None
     diff = (c - r).abs()
-    rel = diff / r.abs().clamp_min(torch.finfo(work).tiny)
+    rel = diff / r.abs().clamp_min(torch.finfo(diff.dtype).tiny)
     acc.max_abs_error = max(acc.max_abs_error, float(diff.max()))
     acc.max_rel_error = max(acc.max_rel_error, float(rel.max()))
     bad = diff > (tol + tol * r.abs())
@@ -122,6 +140,15 @@ def _compare_tensors(
             f"{int(bad.sum())} of {r.numel()} elements outside tolerance, max abs error {float(diff.max()):.3g}"
         )
     return None
+
+
+def _work_dtype(dtype: torch.dtype) -> torch.dtype:
+    """What values are compared in: fp64 for fp64, fp32 for the narrower floats; a complex stays complex
+    (``|c - r|`` is then the modulus; casting it to a real type would drop the imaginary part)."""
+    wide = dtype in (torch.float64, torch.complex128)
+    if dtype.is_complex:
+        return torch.complex128 if wide else torch.complex64
+    return torch.float64 if wide else torch.float32
 
 
 def _first_index(mask: torch.Tensor) -> tuple[int, ...]:
