@@ -51,6 +51,17 @@ _KEY_PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     ("aws-access-key", ("AKIA", "ASIA"), re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])")),
     ("google-api-key", ("AIza",), re.compile(_START + r"AIza[0-9A-Za-z_\-]{35}")),
     ("slack-token", ("xox",), re.compile(_START + r"xox[abprs]-[A-Za-z0-9-]{10,}")),
+    # A PEM private key (an SSH or TLS key a candidate printed): the whole block, or all of a cut-off one
+    # (its base64 lines, newlines written out as in JSON included).
+    (
+        "private-key",
+        ("PRIVATE KEY-----",),
+        re.compile(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"
+            r"(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|(?:[A-Za-z0-9+/=:,\s-]|\\n)*)",
+            re.S,
+        ),
+    ),
 )
 # Header values: keep the header name so logs stay readable, drop the credential.
 _HEADER_TRIGGERS = ("authorization", "api-key")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -61,6 +62,16 @@ def test_key_shaped_strings_are_scrubbed_without_any_env(secret: str) -> None:
         cleaned = scrub_text(text, env={})
         assert secret not in cleaned
         assert "[REDACTED:" in cleaned
+
+
+def test_a_private_key_block_is_scrubbed_whole_or_cut_off_and_in_json() -> None:
+    """Seen with the sandbox off: a candidate that read ~/.ssh/id_ed25519 printed it, unredacted."""
+    body = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\nQyNTUxOQAAACD"
+    block = f"-----BEGIN OPENSSH PRIVATE KEY-----\n{body}\n-----END OPENSSH PRIVATE KEY-----"
+    for text in (f"leaked: {block} after", block[:60] + "\nQyNTUx", json.dumps({"log": block})):
+        cleaned = scrub_text(text, env={})
+        assert "b3BlbnNzaC1rZXkt" not in cleaned and "[REDACTED:private-key]" in cleaned, cleaned
+    assert scrub_text(f"leaked: {block} after", env={}).endswith(" after")
 
 
 def test_credential_headers_are_scrubbed() -> None:
