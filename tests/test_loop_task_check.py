@@ -73,6 +73,15 @@ def test_a_sound_task_reaches_the_llm(tmp_path: Path) -> None:
     assert done.returncode == 1 and "iter 0 · seed" in done.stdout
 
 
+def test_a_weak_task_is_said_so_before_the_first_llm_request(tmp_path: Path) -> None:
+    """The task check measures which outputs a degenerate answer would pass (issue 25) and says so."""
+    weak = Path(__file__).parent / "fixtures" / "defences" / "softmax_wide.py"
+    with FakeLLMServer() as server:
+        done = headless(weak, server, tmp_path)
+    note = done.stdout.index("weak task: a degenerate answer passes the value check for output (zeros, constant")
+    assert note < done.stdout.index("iter 0 · seed"), done.stdout
+
+
 def test_an_unpriced_local_model_shows_cost_unknown_not_zero(tmp_path: Path, ext_cache: Path) -> None:
     """The seed from a local OpenAI-compatible server (14k tokens, no price): the table says so."""
     reply = "Here is the kernel:\n```python\n" + (EXAMPLES / "kernels" / "relu_cpu.py").read_text() + "```\n"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.test_tui_fixtures import KERNEL, PROFILE, TASK, eval_dict, kernel, transcript
 from tui import model, settings
 
@@ -91,3 +93,38 @@ def test_a_tui_table_is_refused_like_any_unknown_key_and_replay_still_opens(tui_
     assert loaded.approval_policy == "ask" and "unknown key 'tui'" in loaded.problems[0]
     (tui_env / "config.toml").write_text("not = [toml")
     assert "not valid TOML" in settings.load_settings().problems[0]
+
+
+def test_the_checks_table_shows_the_ablation_the_shapes_and_weak_outputs() -> None:
+    result = {
+        "status": "correct",
+        "kernel_share": {"test": "ablation", "ablation": {"outcome": "needed", "how": "mismatch at (0, 1)"}},
+        "shapes": {"variants": [{"status": "correct"}, {"status": "error", "sizes": {"dim": 255}, "message": "x"}]},
+        "weak_outputs": [{"output": "output", "passes": ["zeros", "constant"], "checks": ["spread"]}],
+    }
+    rows = {row[0]: row for row in model.check_rows(result)}
+    assert rows["own kernels"][1:] == ("needed", "mismatch at (0, 1)", "ablation")
+    assert rows["shapes"][1:3] == ("correct at 1/2 other shapes", "dim=255")
+    assert rows["weak output"][1:] == ("output", "zeros/constant pass", "spread")
+    assert "own-kernel share" not in rows  # a share record from a crashed ablation has no share measured
+
+
+@pytest.mark.asyncio
+async def test_the_task_pane_says_when_the_task_is_weak() -> None:
+    from textual.app import App
+    from textual.widgets import Static
+
+    from tui.widgets.task_pane import TaskPane
+
+    class Host(App):
+        def compose(self):  # noqa: ANN202
+            yield TaskPane()
+
+    app = Host()
+    async with app.run_test(size=(80, 24)):
+        pane = app.query_one(TaskPane)
+        pane.show("softmax", TASK, "weak task: a degenerate answer passes the value check for output")
+        text = str(app.query_one("#task-facts", Static).render())
+        assert "⚠ weak task: a degenerate answer passes" in text
+        pane.show("softmax", TASK)
+        assert "weak task" not in str(app.query_one("#task-facts", Static).render())

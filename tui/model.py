@@ -155,7 +155,7 @@ def share_rows(result: Mapping[str, Any], library_shown: int = 3) -> list[tuple[
         changed += [f"refuse {r}" for r in result.get("guard_refuse") or []]
         rows.append(("guard", str(result["guard_policy"]), ", ".join(changed), ""))
     share = result.get("kernel_share")
-    if share:
+    if share and "share" in share:
         rows.append(
             (
                 "own-kernel share",
@@ -174,6 +174,25 @@ def share_rows(result: Mapping[str, Any], library_shown: int = 3) -> list[tuple[
                     f"×{kernel.get('calls', 0)}",
                 )
             )
+    return rows + defence_rows(result)
+
+
+def defence_rows(result: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    """What the adversarial defences found (ARCHITECTURE.md §3): the ablation, the shapes, weak outputs."""
+    from engine.eval.shapes import summary as shapes_summary
+
+    rows: list[tuple[str, str, str, str]] = []
+    ablation = (result.get("kernel_share") or {}).get("ablation")
+    if ablation:
+        rows.append(("own kernels", str(ablation.get("outcome", "")), str(ablation.get("how", ""))[:80], "ablation"))
+    shapes = result.get("shapes")
+    if shapes:
+        failed = [v for v in shapes.get("variants") or [] if v.get("status") in ("incorrect", "error")]
+        where = ", ".join(f"{k}={v}" for k, v in (failed[0].get("sizes") or {}).items()) if failed else ""
+        rows.append(("shapes", shapes_summary(shapes), where, ""))
+    for weak in result.get("weak_outputs") or []:
+        checks = "/".join(weak.get("checks") or []) or "no added check"
+        rows.append(("weak output", str(weak.get("output")), f"{'/'.join(weak.get('passes') or [])} pass", checks))
     return rows
 
 

@@ -19,6 +19,7 @@ from engine.config import SANDBOX_MODES, ConfigError, load_config
 from engine.eval.evaluate import check_task, evaluate_files
 from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
 from engine.eval.result import EvalResult
+from engine.eval.shapes import summary as shapes_summary
 from engine.guard.policy import GuardPolicyError
 from engine.tasks import TaskError, load_task
 from sessions.secrets import Scrubber
@@ -183,12 +184,15 @@ def format_summary(result: EvalResult, kernel_label: str = "kernel") -> str:
         passed = sum(t.passed for t in result.trials)
         worst = max((t.max_abs_error or 0.0) for t in result.trials)
         lines.append(f"  check  {passed}/{len(result.trials)} trials passed · max abs error {worst:.3g}")
+    shapes = shapes_summary(result.shapes)
     if result.timing:
         c, r = result.timing.candidate, result.timing.reference
         lines.append(
             f"  time   kernel {c.median_ms:.4f} ms (IQR {c.iqr_ms:.4f}, n={c.n}) · reference {r.median_ms:.4f} ms"
-            f" → speedup {result.speedup:.2f}×"
+            f" → speedup {result.speedup:.2f}×" + (f" · {shapes}" if shapes else "")
         )
+    elif shapes:
+        lines.append(f"  shapes {shapes}")
     lines.append(f"  {guard_line(result)}")
     if result.sandbox:
         lines.append(f"  sandbox {result.sandbox}")
@@ -217,6 +221,9 @@ def guard_line(result: EvalResult) -> str:
 
     text = guard_label(result.guard_policy, result.relaxed_rules, result.guard_refuse)
     share = result.kernel_share
-    if share:
+    if share and "share" in share:
         text += f" · own-kernel share {share['share']:.0%} ({share['method']})"
+    ablation = (share or {}).get("ablation")
+    if ablation:
+        text += f" · own kernels {ablation['outcome']} (ablation)"
     return text

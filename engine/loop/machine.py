@@ -444,6 +444,9 @@ class Loop:
             self._emit(LoopError(stage="task", message=self.task_problem, recoverable=False))
             return False
         self._task_checked = True
+        for message in result.messages:  # a weak task (engine.eval.degenerate): the person should know
+            if message.startswith("weak task:"):
+                self._emit(LoopNotice(message=message))
         return True
 
     def _run_stage(self) -> str | None:

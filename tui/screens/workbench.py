@@ -134,6 +134,7 @@ class WorkbenchScreen(Screen[None]):
         self._live_result: dict[str, Any] | None = None
         self._live_profile: dict[str, Any] | None = None
         self._rejected: list[str] = []  # notes of the suggestions rejected in the round in progress
+        self._task_weak = ""  # the task check's "weak task: …" notice, until an evaluation records its own
         self._released = False
 
     # ------------------------------------------------------------------ layout
@@ -247,13 +248,20 @@ class WorkbenchScreen(Screen[None]):
         """Live and showing the branch's newest iteration: what streams in belongs on screen."""
         return self.mode == LIVE and self.index >= len(self.history) - 1
 
+    def _weak_text(self, item: Any | None) -> str:
+        """What the task check or the shown iteration's evaluation found weak about the task."""
+        from engine.eval.degenerate import describe_weak
+
+        weak = ((item.eval_result if item is not None else None) or {}).get("weak_outputs")
+        return describe_weak(weak) if weak else self._task_weak
+
     def _fill(self) -> AwaitMount:
         """Fill every pane from the shown iteration (and, live, from what streamed since).
 
         Returns the conversation's mount; callers other than the first fill need not await it.
         """
-        self.query_one(TaskPane).show(self.repo.task_name, self.repo.task_source)
         item = self.shown
+        self.query_one(TaskPane).show(self.repo.task_name, self.repo.task_source, self._weak_text(item))
         output = self.query_one(OutputPane)
         chat = self.query_one(ConversationPane)
         if item is not None:
@@ -749,6 +757,9 @@ class WorkbenchScreen(Screen[None]):
             target = loop_status.target_of(self.adapter.loop)
             status.stop(loop_status.finished_text(event.reason, target))  # says why, and that + goes on
         elif isinstance(event, ev.LoopNotice):
+            if event.message.startswith("weak task:"):
+                self._task_weak = event.message
+                self.query_one(TaskPane).show(self.repo.task_name, self.repo.task_source, self._weak_text(self.shown))
             self.notify(event.message, severity="warning", timeout=10)
             self._live_log.append(f"note: {event.message}")
             output.append_build([f"note: {event.message}"])
