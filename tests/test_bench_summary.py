@@ -154,3 +154,13 @@ def test_csv_leaves_the_per_round_curve_to_the_json(tmp_path: Path) -> None:
     write_json(rows, tmp_path / "s.json")
     assert "best_by_round" not in (tmp_path / "s.csv").read_text().splitlines()[0]
     assert json.loads((tmp_path / "s.json").read_text())["tasks"][0]["best_by_round"] == [None, 1.5, 2.0]
+
+
+def test_the_best_kernels_shapes_stand_beside_its_speedup_when_checked() -> None:
+    import dataclasses
+
+    rows = [dataclasses.replace(ROWS[0], best_shapes="3/3"), dataclasses.replace(ROWS[1], best_shapes="")]
+    lines = format_table(rows).splitlines()
+    assert lines[0].split()[:4] == ["task", "status", "best", "shapes"]
+    assert lines[1].split()[3] == "3/3" and lines[2].split()[3] == "-"
+    assert "shapes" not in format_table(ROWS).splitlines()[0]  # not checked anywhere: no column

@@ -171,3 +171,28 @@ def test_kernelbench_results_have_eval_from_generations_shape(stored: tuple[Path
     assert pending["compiled"] is False and pending["metadata"]["cudaforge_status"] == PENDING
     timeout = json.loads(files[1].read_text())["1"][0]
     assert timeout["compiled"] is False and "20 s limit" in timeout["metadata"]["error"]
+
+
+def test_the_table_shows_each_pairs_shapes_and_the_summary_counts_shape_specific_and_weak(tmp_path: Path) -> None:
+    from engine.evalset.summary import format_table
+
+    general, specific, weak = pair("a", 1), pair("b", 2), pair("c", 3)
+    save(tmp_path, general, correct(2.0), {"shapes": {"variants": [{"status": "correct"}] * 3}})
+    save(
+        tmp_path,
+        specific,
+        correct(3.0),
+        {"shapes": {"variants": [{"status": "correct"}, {"status": "incorrect"}, {"status": "skipped"}]}},
+    )
+    save(tmp_path, weak, correct(1.5), {"weak_outputs": [{"output": "output", "passes": ["zeros"], "checks": []}]})
+    rows = [row_for(tmp_path, p) for p in (general, specific, weak)]
+    assert [r.shapes for r in rows] == ["3/3", "1/2", ""]
+    assert rows[2].weak_outputs == "output: zeros"
+    document = summary_document(rows, {"wall_seconds": 1.0, "phase1_evaluations": 3, "phase2_evaluations": 3,
+                                       "sum_evaluation_seconds": 2.0}, {})  # fmt: skip
+    assert document["shapes"] == {"checked": 2, "shape_specific": 1, "weak_tasks": 1}
+    text = format_table(rows, document)
+    assert "shapes: 1 of 2 correct pair(s) correct at every other shape checked; 1 shape-specific" in text
+    assert "weak tasks (a degenerate answer passes an output): 1 pair(s)" in text
+    header = text.splitlines()[0].split()
+    assert header[:4] == ["pair", "status", "speedup", "shapes"]

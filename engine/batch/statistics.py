@@ -56,6 +56,8 @@ class TaskRow:
     # the session's guard (engine.guard.policy label) and its best kernel's own-kernel share
     guard: str = ""
     best_share: float | None = None
+    # the best kernel's correctness at other shapes ("2/3"; "" when not checked: ``run --shapes``)
+    best_shapes: str = ""
 
 
 def fast_p(rows: Sequence[TaskRow], p: float) -> float:
@@ -160,7 +162,8 @@ def _num(value: float | None, fmt: str) -> str:
 def format_table(rows: Sequence[TaskRow]) -> str:
     """The per-task table and the set's statistics, as printed at the end of a bench."""
     with_compile = any(r.compile_speedup is not None for r in rows)
-    header = ["task", "status", "best", "rounds", "tokens", "cost", "min"]
+    with_shapes = any(r.best_shapes for r in rows)
+    header = ["task", "status", "best", *(["shapes"] if with_shapes else []), "rounds", "tokens", "cost", "min"]
     if with_compile:
         header += ["compile", "vs compile"]
     table = [header]
@@ -174,6 +177,7 @@ def format_table(rows: Sequence[TaskRow]) -> str:
                 r.task,
                 r.status if r.correct or r.status != "done" else "done (no correct kernel)",
                 _num(r.best_speedup, ".2f") + ("x" if r.best_speedup is not None else ""),
+                *([r.best_shapes or "-"] if with_shapes else []),
                 "-" if r.rounds is None else str(r.rounds),
                 str(r.tokens),
                 "unknown" if r.cost_usd is None else f"${r.cost_usd:.4f}",

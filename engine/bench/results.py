@@ -124,7 +124,20 @@ def task_row(out: Path, task: BenchTask, rounds: int | None = None) -> TaskRow:
         best_by_round=best_by_round(history),
         guard=settings_guard_label(settings),
         best_share=_share(share_of_iteration(best)) if best is not None else None,
+        best_shapes=_shapes(best),
     )
+
+
+def _shapes(best: Any) -> str:
+    """``2/3`` from the best iteration's eval.json (``engine.eval.shapes.cell``)."""
+    from engine.eval.shapes import cell as shapes_cell
+
+    if best is None:
+        return ""
+    try:
+        return shapes_cell((best.read_json("eval.json") or {}).get("shapes"))
+    except Exception:  # noqa: BLE001 - a table cell: an unreadable record shows as '-'
+        return ""
 
 
 def _share(record: dict | None) -> float | None:

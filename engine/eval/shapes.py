@@ -92,6 +92,14 @@ class SizesSet:
             setattr(self.task, name, value)
 
 
+def cell(record: dict[str, Any] | None) -> str:
+    """``2/3``: correct at 2 of the 3 other shapes checked; "" when none was checked (table cells)."""
+    checked = [v for v in (record or {}).get("variants") or [] if v.get("status") in ("correct", "incorrect", "error")]
+    if not checked:
+        return ""
+    return f"{sum(v['status'] == 'correct' for v in checked)}/{len(checked)}"
+
+
 def summary(record: dict[str, Any] | None) -> str:
     """``correct at 2/3 other shapes`` (or why none were checked), for tables and panes."""
     if not record:

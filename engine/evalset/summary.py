@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.batch.statistics import FAST_P_THRESHOLDS, TaskRow, set_statistics
+from engine.eval.shapes import cell as shapes_cell
 from engine.evalset import store
 from engine.evalset.pairs import Pair
 
@@ -61,6 +62,11 @@ class PairRow:
     task: str
     kernel: str
     message: str = ""
+    # the issue-25 defences: "2/3" correct at other shapes ("" when not checked), the weak outputs, and
+    # which own-kernel test judged it ("ablation" or "share")
+    shapes: str = ""
+    weak_outputs: str = ""
+    own_kernel_test: str = ""
 
 
 def share_of(data: dict[str, Any]) -> float | None:
@@ -111,7 +117,19 @@ def row_for(out: Path, pair: Pair) -> PairRow:
         **base,
         **paths,
         message=messages[-1] if messages and data.get("status") != "correct" else "",
+        shapes=shapes_cell(data.get("shapes")),
+        weak_outputs="; ".join(
+            f"{w.get('output')}: {'/'.join(w.get('passes') or [])}" for w in data.get("weak_outputs") or []
+        ),
+        own_kernel_test=str((data.get("kernel_share") or {}).get("test", "")),
     )
+
+
+def shapes_counts(rows: Sequence[PairRow]) -> dict[str, int]:
+    """Of the correct pairs: how many were checked at other shapes, and how many failed one."""
+    checked = [r for r in rows if r.correct and r.shapes]
+    specific = [r for r in checked if r.shapes.split("/")[0] != r.shapes.split("/")[1]]
+    return {"checked": len(checked), "shape_specific": len(specific), "weak_tasks": sum(bool(r.weak_outputs) for r in rows)}
 
 
 def _distribution(values: Sequence[float]) -> dict[str, Any]:
@@ -172,6 +190,7 @@ def summary_document(
         "set": set_summary(rows),
         "status_counts": dict(Counter(r.status for r in rows)),
         "kernel_share": share_distribution(rows),
+        "shapes": shapes_counts(rows),
         "guard_policy": {"requested": extra.pop("guard_policy", None), "in_results": dict(policies)},
         "timing_spread": _distribution(spreads),
         "time": {
@@ -210,10 +229,10 @@ def _num(value: float | None, fmt: str, suffix: str = "") -> str:
 
 def format_table(rows: Sequence[PairRow], document: dict[str, Any]) -> str:
     """The per-kernel table and the set's statistics, as printed at the end of a run."""
-    table = [["pair", "status", "speedup", "kernel ms", "IQR", "check s", "time s"]]
+    table = [["pair", "status", "speedup", "shapes", "kernel ms", "IQR", "check s", "time s"]]
     for r in rows:
         table.append([
-            r.name, r.status, _num(r.speedup, ".2f", "x"), _num(r.kernel_ms, ".4g"),
+            r.name, r.status, _num(r.speedup, ".2f", "x"), r.shapes or "-", _num(r.kernel_ms, ".4g"),
             _num(None if r.kernel_spread is None else 100 * r.kernel_spread, ".1f", "%"),
             _num(r.phase1_seconds, ".1f"), _num(r.phase2_seconds, ".1f"),
         ])  # fmt: skip
@@ -246,6 +265,14 @@ def format_table(rows: Sequence[PairRow], document: dict[str, Any]) -> str:
             f"own-kernel share over {share['n']} pair(s): median {share['median']:.2f} · "
             f"min {share['min']:.2f} · max {share['max']:.2f}"
         )
+    shapes = document.get("shapes") or {}
+    if shapes.get("checked"):
+        lines.append(
+            f"shapes: {shapes['checked'] - shapes['shape_specific']} of {shapes['checked']} correct pair(s) "
+            f"correct at every other shape checked; {shapes['shape_specific']} shape-specific"
+        )
+    if shapes.get("weak_tasks"):
+        lines.append(f"weak tasks (a degenerate answer passes an output): {shapes['weak_tasks']} pair(s)")
     policy = document["guard_policy"]
     if policy["requested"] or policy["in_results"]:
         lines.append(
