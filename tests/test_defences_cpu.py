@@ -21,9 +21,10 @@ FIXTURES = Path(__file__).parent / "fixtures" / "defences"
 pytestmark = pytest.mark.slow
 
 
-def run(task: str, function: str, cache: Path, **options: object) -> EvalResult:
+def run(task: str, function: str, cache: Path, prelude: str = "", **options: object) -> EvalResult:
     settings = {"device": "cpu", "do_timing": False, "cache_root": cache, **options}
-    return evaluate((FIXTURES / f"{task}.py").read_text(), candidate(function), EvalOptions(**settings), task_name=task)
+    source = candidate(function, prelude)
+    return evaluate((FIXTURES / f"{task}.py").read_text(), source, EvalOptions(**settings), task_name=task)
 
 
 def runtime_rules(result: EvalResult) -> list[str]:
@@ -76,6 +77,19 @@ def test_a_numeric_mode_changed_from_cpp_under_a_hidden_name_is_refused(ext_cach
     assert result.status == "rejected" and "precision-changed" in runtime_rules(result), result.messages
     assert "ModelNew.forward (trial 0) changed" in result.messages[-1] and "matmul" in result.messages[-1]
     assert result.env["precision_flags"]["torch.backends.cuda.matmul.allow_tf32"] is False
+
+
+def test_a_flag_the_static_guard_saw_but_was_told_to_relax_is_still_refused_and_its_line_shown(
+    ext_cache: Path,
+) -> None:
+    switch = "torch.backends.cuda.matmul.allow_tf32 = True"
+    refused = run("softmax_rows", "softmax_rows", ext_cache, prelude=switch)
+    assert refused.status == "rejected" and refused.stage == "guard"  # the static guard, by default
+    relaxed = run("softmax_rows", "softmax_rows", ext_cache, prelude=switch, relax=("monkeypatch-torch",))
+    assert relaxed.status == "rejected" and "precision-changed" in runtime_rules(relaxed), relaxed.messages
+    message = relaxed.messages[-1]
+    assert "its import changed torch.backends.cuda.matmul.allow_tf32: False -> True" in message
+    assert "the static guard saw line 6" in message, message
 
 
 def test_every_candidate_call_runs_on_filled_free_memory(ext_cache: Path) -> None:

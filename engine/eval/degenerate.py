@@ -128,6 +128,9 @@ def merge_weak(found: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
             entry["passes"] = list(dict.fromkeys([*entry["passes"], *record["passes"]]))
             if record["passes"] != ["other-inputs"]:  # that record adds a kind, never removes a check
                 entry["checks"] = [c for c in entry["checks"] if c in record["checks"]]
+    for entry in merged.values():  # "other-inputs" says something only where no simpler answer passes
+        if len(entry["passes"]) > 1 and "other-inputs" in entry["passes"]:
+            entry["passes"].remove("other-inputs")
     return list(merged.values())
 
 

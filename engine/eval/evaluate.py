@@ -88,6 +88,7 @@ def evaluate(
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
         result.findings = [*findings, *result.findings]
+        name_static_lines(result, findings)
     result.durations["guard"] = guard_seconds
     result.relaxed_rules = sorted(
         set(options.relax) | {f["rule"] for f in result.findings if f.get("relaxed")}
@@ -106,6 +107,25 @@ def evaluate(
     result.settings = {**options.settings(), **result.settings}
     result.durations.setdefault("total", time.monotonic() - started)
     return result
+
+
+# Runtime rules whose finding the static guard may have seen the cause of, and the static rules that see it.
+STATIC_CAUSES = {"precision-changed": ("torch-global-state", "monkeypatch-torch")}
+
+
+def name_static_lines(result: EvalResult, static: list[dict[str, Any]]) -> None:
+    """A runtime refusal whose cause the static guard saw (relaxed or warned) names that line."""
+    for finding in result.findings:
+        rules = STATIC_CAUSES.get(str(finding.get("rule")))
+        if finding.get("source") != "runtime" or not rules:
+            continue
+        seen = [f"line {f['line']}: {f['message']}" for f in static if f["rule"] in rules and f.get("line")]
+        if not seen:
+            continue
+        note = f" (the static guard saw {'; '.join(seen)})"
+        if result.messages and result.messages[-1].endswith(finding["message"]):
+            result.messages[-1] += note
+        finding["message"] += note
 
 
 def mark_failed_side(result: EvalResult) -> None:

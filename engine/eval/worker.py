@@ -406,16 +406,9 @@ class Evaluation:
         changes = self.pin.changed() if self.pin is not None else []
         if not changes:
             return False
-        static = [
-            f"line {f['line']}: {f['message']}"
-            for f in self.result.findings
-            if f.get("rule") == "torch-global-state" and f.get("line")
-        ]
-        where = f" (the static guard saw {'; '.join(static)})" if static else ""
         return self.guard(
             "precision-changed",
-            f"{when} changed {', '.join(changes)}; put back, since the reference runs under the pinned "
-            f"flags{where}",
+            f"{when} changed {', '.join(changes)}; put back, since the reference runs under the pinned flags",
         )
 
     def poison(self) -> None:
