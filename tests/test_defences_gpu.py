@@ -73,3 +73,11 @@ def test_a_kernel_built_with_its_own_launchers_keeps_the_share_rule(ext_cache: P
     result = run(conv, (FIXTURES / "trivial_fast_format.py").read_text(), ext_cache)
     assert result.status == "rejected" and refusals(result) == {"own-kernel-trivial"}, result.messages
     assert result.kernel_share["test"] == "share"
+
+
+def test_on_a_weak_task_the_ablation_judges_by_the_full_check_not_the_tolerance_alone(ext_cache: Path) -> None:
+    """Without its kernel the output is zeros, which pass softmax_wide's tolerance: still needed."""
+    result = run(FIXTURES / "softmax_wide.py", candidate("softmax_rows"), ext_cache)
+    assert result.status == "correct", result.messages
+    assert result.weak_outputs and result.kernel_share["ablation"]["outcome"] == "needed"
+    assert "degenerate (zeros)" in result.kernel_share["ablation"]["how"]

@@ -56,6 +56,9 @@ def own_kernels_unneeded(ev: Evaluation, task: Any, reference: Any, new: Any) ->
                 ev.sync()
             outcome = compare_outputs(expected, got, ev.job.tolerances)
             passed, how = outcome.passed, outcome.message or "its output still passes"
+            weak = passed and weak_failure(ev.result.weak_outputs, expected, got, inputs)
+            if weak:  # on a weak task zeros pass the value check: the full check decides
+                passed, how = False, weak
         except Exception as error:  # noqa: BLE001 - without its kernels the forward may fail: they are needed
             passed, how = False, f"{type(error).__name__}: {str(error)[:200]}"
     record = {"outcome": "unneeded" if passed else "needed", "seconds": time.monotonic() - started, "how": how}
@@ -69,6 +72,24 @@ def own_kernels_unneeded(ev: Evaluation, task: Any, reference: Any, new: Any) ->
         "with every launch of the source's own kernels switched off, the output still matches the "
         "reference: the result does not need them (the work is all in PyTorch)",
     )
+
+
+def weak_failure(weak: list[dict[str, Any]], expected: Any, got: Any, inputs: list[Any]) -> str:
+    """Why an output that passes the value check fails the weak-output checks ("" when it does not)."""
+    from engine.eval.degenerate import SpreadCheck, degenerate_kind, leaves
+
+    if not weak:
+        return ""
+    reference = dict(leaves(expected))
+    paths = {w["output"] for w in weak}
+    for where, tensor in leaves(got):
+        kind = where in paths and where in reference and degenerate_kind(tensor, reference[where], inputs)
+        if kind:
+            return f"{where} is degenerate ({kind}) without them"
+    spread = SpreadCheck.for_weak(weak)
+    spread.add(expected, got, inputs)
+    failed = spread.failures()
+    return f"{failed[0]['output']} fails the weak-output check without them" if failed else ""
 
 
 def shapes_refused(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
@@ -103,8 +124,9 @@ def shapes_refused(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
                 got = new(*clone(inputs))
                 ev.sync()
                 outcome = compare_outputs(expected, got, ev.job.tolerances)
-                entry["status"] = "correct" if outcome.passed else "incorrect"
-                entry["message"] = outcome.message
+                weak = outcome.passed and weak_failure(ev.result.weak_outputs, expected, got, inputs)
+                entry["status"] = "correct" if outcome.passed and not weak else "incorrect"
+                entry["message"] = weak.replace(" without them", "") if weak else outcome.message
             except Exception as error:  # noqa: BLE001 - the candidate's failure at this shape is the finding
                 entry["status"], entry["message"] = "error", f"{type(error).__name__}: {str(error)[:200]}"
                 if "CUDA" in str(error):
