@@ -182,6 +182,30 @@ def test_task_with_constructor_arguments_and_parameters(ext_cache: Path) -> None
     assert mismatched.status == "incorrect"
 
 
+def test_a_timed_cpu_evaluation_records_the_tasks_floor_but_judges_nothing(ext_cache: Path) -> None:
+    """The worker measures the task's lower bounds after timing; on CPU there is no spec to judge by."""
+    result = evaluate_files(
+        EXAMPLES / "tasks" / "scale_bias.py", EXAMPLES / "kernels" / "scale_bias_cpu.py", options(ext_cache)
+    )
+    assert result.status == "correct", result.messages
+    floor = result.hardware_floor
+    assert floor is not None
+    # scale_bias: x (256 x 512 floats) in, the same out; weight and bias (512 floats each) apart
+    assert (floor["input_bytes"], floor["output_bytes"], floor["param_bytes"]) == (256 * 512 * 4,) * 2 + (4096,)
+    assert floor["flops"] == 0 and floor["dtype"] == "float32" and floor["note"] == ""
+    assert floor["implausible"] is None and "CPUs" in floor["unjudged"]
+    assert floor["kernel_ms"] == result.timing.candidate.median_ms
+    assert result.flags == []
+    assert result.settings["flag_below_floor"] == 0.9
+    assert EvalResult.from_json(result.to_json()).hardware_floor == floor
+
+
+def test_an_untimed_evaluation_has_no_floor(ext_cache: Path) -> None:
+    result = evaluate_files(RELU_TASK, RELU_KERNEL, options(ext_cache, do_timing=False))
+    assert result.status == "correct", result.messages
+    assert result.timing is None and result.hardware_floor is None
+
+
 def test_stale_build_lock_is_taken_over(ext_cache: Path) -> None:
     # an extension name no other test builds, so no concurrent test takes the planted lock over first
     source = relu_variant('name="cf_relu_cpu"', 'name="cf_relu_cpu_stale_lock"')

@@ -2,7 +2,7 @@
 
 ``evaluate``/``evaluate_files`` run the static guard, then (unless it refused) one worker under
 :class:`~engine.eval.supervisor.WorkerSupervisor`, and finish the result the same way for every caller
-(guard settings recorded, the review flag, which side failed). ``check_task`` runs the task alone.
+(guard settings recorded, the review flags, which side failed). ``check_task`` runs the task alone.
 
 """
 
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from engine.eval import plausibility
 from engine.eval.build.extension import default_cache_root
 from engine.eval.options import EvalEvent, EvalOptions, EvaluationError, resolve_device
 from engine.eval.result import CANDIDATE_SIDE, HARNESS_SIDE, REFERENCE_SIDE, REJECTED, EvalResult
@@ -100,6 +101,7 @@ def evaluate(
             f"speedup {result.speedup:.2f}x is above the {options.flag_speedup_above:g}x review threshold: "
             "check by hand that the kernel does the whole computation"
         )
+    plausibility.judge(result, options.flag_below_floor)  # a time below what the GPU allows: flagged too
     mark_failed_side(result)
     result.kernel_sha256 = hashlib.sha256(kernel_source.encode()).hexdigest()
     result.task = task_name

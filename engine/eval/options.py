@@ -50,6 +50,8 @@ class EvalOptions:
     guard_policy: str = DEFAULT_POLICY  # engine.guard.policy: "default" (KernelBench) or "strict"
     refuse: tuple[str, ...] = ()  # guard rule ids whose warnings refuse in this run
     flag_speedup_above: float = 10.0  # a larger speedup is flagged for human review
+    # a kernel timed below this fraction of the hardware floor is flagged too (engine.eval.plausibility)
+    flag_below_floor: float = 0.9
     # PyTorch's CPU reference runs on one thread by default: its thread pool slows by up to ~80x when
     # other work takes the cores (seen on the 2-core CI machine), which would fake a large speedup.
     cpu_threads: int = 1

@@ -187,6 +187,12 @@ class EvalResult:
     # correctness re-checked at perturbed sizes (engine.eval.shapes):
     # {"sizes": {name: n}, "variants": [{"name", "sizes", "status", "message"}], "note", "crashed"}
     shapes: dict[str, Any] | None = None
+    # Added with the hardware floor (engine.eval.floor, engine.eval.plausibility): the task's lower bounds
+    # measured in the worker after timing {"input_bytes", "output_bytes", "param_bytes", "flops", "dtype",
+    # "dtypes", "note", "seconds"}; on CUDA the parent adds the floor {"gpu", "bytes_min", "bandwidth_gbs",
+    # "bytes_ms", "peak", "peak_tflops", "flops_ms", "floor_ms", "bound", "kernel_ms", "margin",
+    # "implausible": True | False | None (not judged: "unjudged" says why)}. None when not timed.
+    hardware_floor: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

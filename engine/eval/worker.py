@@ -688,6 +688,10 @@ class Evaluation:
         with torch.no_grad():
             timing = time_models(lambda: new(*inputs), lambda: reference(*inputs), self.device, plan)
         self.result.timing = timing
+        from engine.eval import floor  # the task's lower bounds (judged by engine.eval.plausibility)
+
+        with torch.no_grad():
+            self.result.hardware_floor = floor.measure(reference, inputs)
         with torch.no_grad():  # a kernel that changes behaviour after many calls is caught here
             fresh = self.make_inputs(task, self.job.seed + 1000)
             recheck = compare_outputs(reference(*_clone(fresh)), new(*_clone(fresh)), self.job.tolerances)
