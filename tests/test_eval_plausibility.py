@@ -138,3 +138,83 @@ def test_the_field_survives_the_json_round_trip_and_old_results_load_without_it(
     old = made.to_dict()
     del old["hardware_floor"]
     assert EvalResult.from_dict(old).hardware_floor is None
+
+
+# ---------------------------------------------------------------- where the flag shows
+
+
+def test_the_eval_commands_summary_shows_the_floor_and_the_flag() -> None:
+    from engine.cli.eval import format_summary
+
+    text = format_summary(result(0.020, relu_floor()))
+    assert "  floor  134.2 MB in, 134.2 MB out, 0 GFLOP → at best 0.05592 ms on the NVIDIA H200 SXM" in text
+    assert "IMPLAUSIBLE" in text
+    assert "  flag: kernel time 0.02 ms is below 0.9x the 0.05592 ms" in text
+    cpu = format_summary(result(0.001, relu_floor(), method="cpu-perf-counter"))
+    assert "not judged: not a CUDA timing" in cpu and "flag:" not in cpu
+
+
+def test_the_tuis_checks_table_shows_the_floor_and_each_flag_before_the_verdict() -> None:
+    from tui.model import check_rows
+
+    flagged = result(0.020, relu_floor())
+    flagged.flags.insert(0, "speedup 12.00x is above the 10x review threshold: check by hand")
+    rows = check_rows(flagged.to_dict())
+    names = [row[0] for row in rows]
+    assert names[-1] == "verdict" and names[-4:-1] == ["hardware floor", "⚑ flag", "⚑ flag"]
+    floor = rows[-4]
+    assert floor[1] == "0.0559 ms" and "bandwidth-bound" in floor[2] and floor[3] == "IMPLAUSIBLE"
+    assert "review threshold" in rows[-3][2] and "physically implausible" in rows[-2][2]
+    honest = [row for row in check_rows(result(0.070, relu_floor()).to_dict()) if row[0] == "hardware floor"]
+    assert honest[0][3] == "" and "1.25x that" in honest[0][2]
+    assert "hardware floor" not in {row[0] for row in check_rows({"status": "correct"})}
+
+
+def test_the_evalset_summary_counts_flagged_and_implausible_kernels_apart(tmp_path) -> None:
+    from engine.evalset import store
+    from engine.evalset.pairs import Pair
+    from engine.evalset.summary import format_table, row_for, summary_document
+
+    made = {
+        "honest": result(0.070, relu_floor()),
+        "fast": result(0.070, relu_floor()),
+        "impossible": result(0.020, relu_floor()),
+    }
+    made["fast"].flags.append("speedup 12.00x is above the 10x review threshold")
+    pairs = []
+    for name, one in made.items():
+        pair = Pair(name, tmp_path / f"{name}_task.py", tmp_path / f"{name}.py", 1, None, None)
+        store.write(store.result_path(tmp_path, name), one, {"phase1_seconds": 1.0, "phase2_seconds": 1.0})
+        pairs.append(pair)
+    rows = [row_for(tmp_path, p) for p in pairs]
+    assert [(r.flagged, r.implausible) for r in rows] == [(False, False), (True, False), (True, True)]
+    document = summary_document(rows, {"wall_seconds": 1.0, "phase1_evaluations": 3, "phase2_evaluations": 3,
+                                       "sum_evaluation_seconds": 6.0}, {})  # fmt: skip
+    assert document["review"] == {"flagged": 2, "implausible": 1, "implausible_pairs": ["impossible"]}
+    assert "flagged for review: 2, 1 below the hardware floor (physically implausible: impossible)" in (
+        format_table(rows, document)
+    )
+
+
+def test_the_bench_summary_counts_the_best_kernels_flagged_and_implausible(tmp_path) -> None:
+    from engine.batch.statistics import format_table, set_statistics
+    from engine.bench.results import session_dir, task_row
+    from engine.bench.tasks import BenchTask
+    from sessions.repo import SessionRepo
+
+    rows = []
+    for name, kernel_ms in (("honest", 0.070), ("impossible", 0.020)):
+        task = BenchTask(name, tmp_path / f"{name}.py")
+        task.path.write_text("# a task\n")
+        session = SessionRepo.create(session_dir(tmp_path, task).parent, task.path, name=name)
+        try:
+            session.record_iteration(kernel_source="# kernel\n", eval_result=result(kernel_ms, relu_floor()).to_dict(),
+                                     phase="seed")  # fmt: skip
+        finally:
+            session.close()
+        rows.append(task_row(tmp_path, task, rounds=0))
+    assert [(r.best_flagged, r.best_implausible) for r in rows] == [(False, False), (True, True)]
+    stats = set_statistics(rows)
+    assert stats["flagged_tasks"] == 1 and stats["implausible_tasks"] == 1
+    assert "below the hardware floor (physically implausible: impossible)" in format_table(rows)
+    assert "flagged for review" not in format_table(rows[:1])

@@ -140,10 +140,32 @@ def check_rows(result: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
         )
         rows.append(("reference", _ms(ref.get("median_ms")), f"iqr {_ms(ref.get('iqr_ms'))}", ""))
     rows.extend(share_rows(result))
+    rows.extend(review_rows(result))
     speedup = result.get("speedup")
     rows.append(
         ("verdict", str(result.get("status", "?")), format_speedup(speedup), str(result.get("stage", "")))
     )
+    return rows
+
+
+def review_rows(result: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    """The hardware floor (``hardware_floor``) and every review flag: a speedup above the threshold, a
+    kernel time below what the GPU allows (``engine.eval.plausibility``)."""
+    rows: list[tuple[str, str, str, str]] = []
+    floor = result.get("hardware_floor")
+    if floor:
+        from engine.eval.plausibility import summary_line
+
+        judged = floor.get("floor_ms") is not None
+        rows.append(
+            (
+                "hardware floor",
+                _ms(floor["floor_ms"]) if judged else "not judged",
+                summary_line(floor),
+                "IMPLAUSIBLE" if floor.get("implausible") else "",
+            )
+        )
+    rows.extend(("⚑ flag", "review", str(flag), "") for flag in result.get("flags") or [])
     return rows
 
 

@@ -10,6 +10,9 @@ hand. Conventions (documented because papers differ):
   kernel has no meaningful speedup, and counting it as 0 would make the geometric mean 0. Read
   them together with correct %.
 * A correct task without a measured speedup counts as correct but never as ``> p``.
+* ``flagged_tasks`` counts the tasks whose best kernel carries a review flag (a speedup above the
+  threshold, a time below the hardware floor); ``implausible_tasks``, apart, those below the floor.
+  They are counted, not removed: the verdict is the evaluator's, the flag asks a human to look.
 * Totals add what is known; ``cost_unknown_tasks`` says how many tasks had an unpriced model.
 * With ``--compile-baseline``, ``speedup_vs_compile`` is the best kernel against ``torch.compile`` of
   the reference (see :mod:`engine.bench.compile_baseline`); the set gets the same mean / median /
@@ -58,6 +61,9 @@ class TaskRow:
     best_share: float | None = None
     # the best kernel's correctness at other shapes ("2/3"; "" when not checked: ``run --shapes``)
     best_shapes: str = ""
+    # the best kernel's review flags (EvalResult.flags) and whether its time is below the hardware floor
+    best_flagged: bool = False
+    best_implausible: bool = False
 
 
 def fast_p(rows: Sequence[TaskRow], p: float) -> float:
@@ -104,6 +110,8 @@ def set_statistics(rows: Sequence[TaskRow]) -> dict[str, Any]:
         "gpu_hours": gpu_minutes / 60.0,
         **_compile_statistics(rows),
         **_guard_statistics(rows),
+        "flagged_tasks": sum(1 for r in rows if r.correct and r.best_flagged),
+        "implausible_tasks": sum(1 for r in rows if r.correct and r.best_implausible),
     }
 
 
@@ -205,6 +213,14 @@ def format_table(rows: Sequence[TaskRow]) -> str:
     ]
     if s["guards"]:
         lines.append("guard: " + " | ".join(s["guards"]))
+    if s["flagged_tasks"]:
+        implausible = [r.task for r in rows if r.correct and r.best_implausible]
+        lines.append(
+            f"best kernels flagged for review: {s['flagged_tasks']}"
+            + (f", {len(implausible)} below the hardware floor (physically implausible: {', '.join(implausible)})"
+               if implausible else "")
+            + " — check them by hand before trusting the speedups"
+        )  # fmt: skip
     if s["share_tasks"]:
         lines.append(
             f"own-kernel share of the best kernels ({s['share_tasks']} task(s)): min {s['share_min']:.0%} · "

@@ -125,6 +125,7 @@ def task_row(out: Path, task: BenchTask, rounds: int | None = None) -> TaskRow:
         guard=settings_guard_label(settings),
         best_share=_share(share_of_iteration(best)) if best is not None else None,
         best_shapes=_shapes(best),
+        **_review(best),
     )
 
 
@@ -138,6 +139,16 @@ def _shapes(best: Any) -> str:
         return shapes_cell((best.read_json("eval.json") or {}).get("shapes"))
     except Exception:  # noqa: BLE001 - a table cell: an unreadable record shows as '-'
         return ""
+
+
+def _review(best: Any) -> dict[str, bool]:
+    """Whether the best kernel carries a review flag, and whether it was timed below the hardware floor."""
+    try:
+        data = best.read_json("eval.json") if best is not None else {}
+    except Exception:  # a table cell: an unreadable record counts as unflagged, it never stops the listing
+        data = {}
+    floor = data.get("hardware_floor") or {}
+    return {"best_flagged": bool(data.get("flags")), "best_implausible": floor.get("implausible") is True}
 
 
 def _share(record: dict | None) -> float | None:

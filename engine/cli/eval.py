@@ -18,6 +18,7 @@ from engine.cli.guard import add_guard_flags, guard_settings
 from engine.config import SANDBOX_MODES, ConfigError, load_config
 from engine.eval.evaluate import check_task, evaluate_files
 from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
+from engine.eval.plausibility import summary_line
 from engine.eval.result import EvalResult
 from engine.eval.shapes import summary as shapes_summary
 from engine.guard.policy import GuardPolicyError
@@ -193,6 +194,8 @@ def format_summary(result: EvalResult, kernel_label: str = "kernel") -> str:
         )
     elif shapes:
         lines.append(f"  shapes {shapes}")
+    if result.hardware_floor:
+        lines.append(f"  floor  {summary_line(result.hardware_floor)}")
     lines.append(f"  {guard_line(result)}")
     if result.sandbox:
         lines.append(f"  sandbox {result.sandbox}")

@@ -129,5 +129,24 @@ def floor_flag(record: dict[str, Any]) -> str:
     )
 
 
-def _bytes(count: int) -> str:
+def summary_line(record: dict[str, Any]) -> str:
+    """One line for front ends: what the task moves and computes, and the floor it gives, if judged."""
+    flops = record.get("flops")
+    work = (
+        f"{_bytes(record.get('input_bytes'))} in, {_bytes(record.get('output_bytes'))} out, "
+        + (f"{flops / 1e9:.4g} GFLOP" if flops is not None else "FLOPs not counted")
+    )
+    floor_ms, kernel_ms = record.get("floor_ms"), record.get("kernel_ms")
+    if floor_ms is None or kernel_ms is None:
+        return f"{work}; not judged: {record.get('unjudged') or 'not timed'}"
+    verdict = " — IMPLAUSIBLE, check by hand" if record.get("implausible") else ""
+    return (
+        f"{work} → at best {floor_ms:.4g} ms on the {record.get('gpu')} ({record.get('bound')}-bound); "
+        f"the kernel takes {kernel_ms / floor_ms:.2f}x that{verdict}"
+    )
+
+
+def _bytes(count: int | None) -> str:
+    if count is None:
+        return "? bytes"
     return f"{count / 1e9:.4g} GB" if count >= 1e9 else f"{count / 1e6:.4g} MB"

@@ -9,6 +9,8 @@ bench of the same kernels report the same numbers. On top of them:
 * ``kernel_share``: the distribution of the own-kernel share (``EvalResult.kernel_share["share"]``,
   in [0, 1]) over the pairs whose results carry one; results written before that field existed
   simply have none;
+* ``review``: how many kernels carry a review flag (``EvalResult.flags``: a speedup above the threshold,
+  a time below the hardware floor) and, apart, how many were timed below the floor, by name;
 * ``guard_policy``: the policy asked for and the policies the results record;
 * ``timing_spread``: the candidate's relative IQR (IQR / median) over the timed kernels, to compare
   against ``cudaforge eval`` run alone;
@@ -67,6 +69,9 @@ class PairRow:
     shapes: str = ""
     weak_outputs: str = ""
     own_kernel_test: str = ""
+    # review flags (EvalResult.flags): any at all, and whether the time is below the hardware floor
+    flagged: bool = False
+    implausible: bool = False
 
 
 def share_of(data: dict[str, Any]) -> float | None:
@@ -122,6 +127,8 @@ def row_for(out: Path, pair: Pair) -> PairRow:
             f"{w.get('output')}: {'/'.join(w.get('passes') or [])}" for w in data.get("weak_outputs") or []
         ),
         own_kernel_test=str((data.get("kernel_share") or {}).get("test", "")),
+        flagged=bool(data.get("flags")),
+        implausible=(data.get("hardware_floor") or {}).get("implausible") is True,
     )
 
 
@@ -189,6 +196,7 @@ def summary_document(
     return {
         "set": set_summary(rows),
         "status_counts": dict(Counter(r.status for r in rows)),
+        "review": review_counts(rows),
         "kernel_share": share_distribution(rows),
         "shapes": shapes_counts(rows),
         "guard_policy": {"requested": extra.pop("guard_policy", None), "in_results": dict(policies)},
@@ -204,6 +212,25 @@ def summary_document(
         **extra,
         "pairs": [asdict(r) for r in rows],
     }
+
+
+def review_counts(rows: Sequence[PairRow]) -> dict[str, Any]:
+    """The kernels flagged for review, and apart those timed below the hardware floor, by name."""
+    return {
+        "flagged": sum(r.flagged for r in rows),
+        "implausible": sum(r.implausible for r in rows),
+        "implausible_pairs": [r.name for r in rows if r.implausible],
+    }
+
+
+def review_line(review: dict[str, Any]) -> list[str]:
+    """The table's line on flagged kernels (none when nothing is flagged)."""
+    if not review.get("flagged"):
+        return []
+    names = review.get("implausible_pairs") or []
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    implausible = f", {len(names)} below the hardware floor (physically implausible: {shown})" if names else ""
+    return [f"flagged for review: {review['flagged']}{implausible} — check them by hand"]
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PairRow))
@@ -256,6 +283,7 @@ def format_table(rows: Sequence[PairRow], document: dict[str, Any]) -> str:
             if document["status_counts"].get("harness_error")
             else []
         ),
+        *review_line(document.get("review") or {}),
         f"this run: wall {run['wall_seconds']:.1f} s for {run['phase1_evaluations']} check(s) "
         f"+ {run['phase2_evaluations']} timing(s) summing {run['sum_evaluation_seconds']:.1f} s",
     ]
