@@ -122,3 +122,32 @@ def test_speedup_is_stable_across_separate_evaluations(ext_cache: Path) -> None:
     spread = (max(speedups) - min(speedups)) / statistics.median(speedups)
     print(f"speedups over 5 evaluations: {[round(s, 4) for s in speedups]} spread {spread:.2%}")
     assert spread <= 0.02
+
+
+def test_an_honest_kernel_is_within_the_hardware_floor_and_a_time_below_it_is_flagged(ext_cache: Path) -> None:
+    """relu_large moves 2 × 128 MiB: at the H200's 4.8 TB/s that takes 0.0559 ms at best, and an honest
+    kernel (~3.8-4.3 TB/s) takes longer; the same result with a quarter of that time is flagged."""
+    from engine.eval.plausibility import gpu_spec, judge
+
+    result = run(KERNEL.read_text(), ext_cache)
+    assert result.status == "correct", (result.messages, result.stderr_tail)
+    floor = result.hardware_floor
+    assert floor is not None and floor["note"] == "", floor
+    assert floor["input_bytes"] == floor["output_bytes"] == 4096 * 8192 * 4
+    assert floor["flops"] == 0 and floor["param_bytes"] == 0 and floor["dtype"] == "float32"
+    assert floor["seconds"] < 1.0, floor  # one reference call and the counting
+    print(f"hardware floor: {floor}")
+    if gpu_spec(result.env) is None:  # a GPU the spec table lacks: recorded, never judged
+        assert floor["implausible"] is None and "not in the spec table" in floor["unjudged"]
+        assert not any("implausible" in flag for flag in result.flags)
+        pytest.skip(f"{result.env.get('gpu')} is not in the spec table: nothing to judge")
+    assert floor["bound"] == "bandwidth" and floor["implausible"] is False
+    assert floor["kernel_ms"] == result.timing.candidate.median_ms >= floor["floor_ms"]
+    assert not any("implausible" in flag for flag in result.flags)
+    # the same evaluation with a time no GPU of this kind can give
+    faked = EvalResult.from_dict(result.to_dict())
+    faked.flags = []
+    faked.timing.candidate.median_ms = floor["floor_ms"] / 4
+    judge(faked, 0.9)
+    assert faked.hardware_floor["implausible"] is True
+    assert len(faked.flags) == 1 and "physically implausible" in faked.flags[0]
