@@ -690,8 +690,7 @@ class Evaluation:
         self.result.timing = timing
         from engine.eval import floor  # the task's lower bounds (judged by engine.eval.plausibility)
 
-        with torch.no_grad():
-            self.result.hardware_floor = floor.measure(reference, inputs)
+        self.result.hardware_floor = floor.measure(reference, inputs)
         with torch.no_grad():  # a kernel that changes behaviour after many calls is caught here
             fresh = self.make_inputs(task, self.job.seed + 1000)
             recheck = compare_outputs(reference(*_clone(fresh)), new(*_clone(fresh)), self.job.tolerances)
