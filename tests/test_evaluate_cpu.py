@@ -2,7 +2,9 @@
 
 The failing candidates are made from the honest example by changing only its Python, so they
 share its C++ source and therefore its (cached) build: the tests stay quick while each still
-goes through the real build → check → time path.
+goes through the real build → check → time path. The tests of the build machinery itself (a build
+killed by its timeout, two evaluations meeting at one new build) build cold on purpose, so they use
+a candidate that includes pybind11 and not torch's headers: seconds per build instead of ~35 s.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from tests.conftest import EXAMPLES
 
 RELU_TASK = EXAMPLES / "tasks" / "relu.py"
 RELU_KERNEL = EXAMPLES / "kernels" / "relu_cpu.py"
+# includes only pybind11: the build machinery, without ~35 s of torch headers per cold build
+BUILD_ONLY = Path(__file__).resolve().parent / "fixtures" / "build" / "relu_pybind_only.py"
 FAST_TIMING = TimingPlan(min_trials=10, budget_s=5.0)
 
 pytestmark = pytest.mark.slow
@@ -220,29 +224,49 @@ def test_stale_build_lock_is_taken_over(ext_cache: Path) -> None:
 
 def test_build_killed_by_timeout_leaves_no_lock_and_next_build_works(tmp_path: Path) -> None:
     cache = tmp_path / "cache"  # a cold cache: the build cannot finish in a second
-    killed = run(RELU_KERNEL.read_text(), cache, do_timing=False, timeouts=StageTimeouts(build=1.0))
+    source = BUILD_ONLY.read_text()
+    killed = run(source, cache, do_timing=False, timeouts=StageTimeouts(build=1.0))
     assert killed.status == "timeout" and killed.stage == "build"
+    # killed while torch's build held its lock (the compiler was running), and the evaluator removed it
+    assert "removed the build lock the killed build left behind" in killed.messages, killed.messages
     build_dirs = list((cache / "extensions").iterdir())
-    assert build_dirs and not any((d / "lock").exists() for d in build_dirs)
-    again = run(RELU_KERNEL.read_text(), cache, do_timing=False, timeouts=StageTimeouts(build=300.0))
+    assert len(build_dirs) == 1 and not (build_dirs[0] / "lock").exists()
+    again = run(source, cache, do_timing=False, timeouts=StageTimeouts(build=300.0))
     assert again.status == "correct", again.messages
+    rebuilt = again.build.extensions[0]
+    assert rebuilt.build_dir == str(build_dirs[0]) and not rebuilt.cached  # the killed build's directory
 
 
 def test_concurrent_evaluations_of_one_new_source_do_not_collide(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    source = relu_variant('name="cf_relu_cpu"', 'name="cf_relu_cpu_concurrent"')
+    source = BUILD_ONLY.read_text()
     results: list[EvalResult] = []
+    stages: list[list[tuple[str, float]]] = [[], []]  # each evaluation's stages, as the parent saw them start
 
-    def worker() -> None:
-        results.append(run(source, cache, do_timing=False))
+    def worker(index: int) -> None:
+        def seen(event: EvalEvent) -> None:
+            if event.kind == "stage":
+                stages[index].append((event.stage, time.monotonic()))
 
-    threads = [threading.Thread(target=worker) for _ in range(2)]
+        options_ = options(cache, do_timing=False)
+        results.append(evaluate(RELU_TASK.read_text(), source, options_, on_event=seen, task_name="relu"))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert [r.status for r in results] == ["correct", "correct"]
+    assert [r.status for r in results] == ["correct", "correct"], [r.messages for r in results]
     assert len({r.build.extensions[0].build_dir for r in results}) == 1
+    # one compiled it, the other waited for that build and loaded it
+    assert sorted(r.build.extensions[0].cached for r in results) == [False, True]
+    # and they did meet: each build stage began before the other one ended
+    spans = []
+    for seen in stages:
+        names = [name for name, _ in seen]
+        start = names.index("build")
+        spans.append((seen[start][1], seen[start + 1][1]))
+    assert max(s for s, _ in spans) < min(e for _, e in spans), spans
 
 
 def test_cpu_reference_runs_on_the_configured_thread_count(ext_cache: Path) -> None:

@@ -77,13 +77,13 @@ WAITING_FOR = {
 
 
 def test_every_boundary_interrupted_then_resumed_gives_the_uninterrupted_history(
-    tmp_path: Path, ext_cache: Path
+    tmp_path: Path, ext_cache: Path, request: pytest.FixtureRequest
 ) -> None:
+    # the uninterrupted run, in a project of its own (only the build cache is shared), runs alongside
+    # the interrupted ones; its history is read at the end
     reference = Project(tmp_path / "reference", ext_cache, ROUNDS)
     whole = Headless(reference, [str(reference.root / "relu.py"), "--name", "whole"])
-    assert whole.finish() == 0, whole.text
-    expected = history(reference.session_dir())
-    assert expected == [(0, "seed", "correct"), (1, "optimize", "correct"), (2, "optimize", "correct")]
+    request.addfinalizer(lambda: whole.alive() and whole.kill_9())
 
     project = Project(tmp_path / "interrupted", ext_cache, ROUNDS)
     args = [str(project.root / "relu.py"), "--name", "s"]
@@ -126,6 +126,9 @@ def test_every_boundary_interrupted_then_resumed_gives_the_uninterrupted_history
     assert "Traceback" not in last.text
     session = project.session_dir()
     assert_sound(session)
+    assert whole.finish() == 0, whole.text
+    expected = history(reference.session_dir())
+    assert expected == [(0, "seed", "correct"), (1, "optimize", "correct"), (2, "optimize", "correct")]
     assert history(session) == expected
     from sessions.repo import SessionRepo
 

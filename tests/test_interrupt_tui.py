@@ -49,12 +49,13 @@ def finished_cleanly(term: Tmux, code: int) -> None:
 
 
 def test_every_boundary_interrupted_in_the_tui_then_resumed_gives_the_uninterrupted_history(
-    tmp_path: Path, ext_cache: Path
+    tmp_path: Path, ext_cache: Path, request: pytest.FixtureRequest
 ) -> None:
+    # the uninterrupted run, in a project of its own (only the build cache is shared), runs alongside
+    # the interrupted ones; its history is read at the end
     reference = Project(tmp_path / "reference", ext_cache, ROUNDS)
     whole = Headless(reference, [str(reference.root / "relu.py")])
-    assert whole.finish() == 0, whole.text
-    expected = history(reference.session_dir())
+    request.addfinalizer(lambda: whole.alive() and whole.kill_9())
 
     project = Project(tmp_path / "interrupted", ext_cache, ROUNDS)
 
@@ -181,5 +182,7 @@ def test_every_boundary_interrupted_in_the_tui_then_resumed_gives_the_uninterrup
     finally:
         term.close()
     check([0, 1, 2])
+    assert whole.finish() == 0, whole.text
+    expected = history(reference.session_dir())
     assert history(project.session_dir()) == expected
     assert journal(project.session_dir()) is None

@@ -17,6 +17,7 @@ from tests.conftest import EXAMPLES
 from tests.test_cli_eval import cudaforge
 
 KERNEL = EXAMPLES / "kernels" / "relu_cpu.py"
+BUILD_ONLY = Path(__file__).resolve().parent / "fixtures" / "build" / "relu_pybind_only.py"
 
 # Sizes 10 and 11 for ``a + b``: the reference cannot run on its own inputs (line 8 is the sum).
 MISMATCHED = """import torch
@@ -103,17 +104,19 @@ def test_eval_says_the_candidate_failed_in_each_failing_stage(ext_cache: Path, t
     kernels = {
         "incorrect": source.replace("return ext.relu(x)", "return ext.leaky_relu_bug(x)"),
         "raises": source.replace("return ext.relu(x)", "return ext.relu(x.double())"),
-        "build": source.replace(
-            "return out;\n}\n\ntorch::Tensor leaky", "return out\n}\n\ntorch::Tensor leaky"
-        ),
+        # a C++ that includes pybind11, not torch's headers: its compile error comes in seconds
+        "build": BUILD_ONLY.read_text().replace("x[i] : 0.0f;", "x[i] : 0.0f"),
     }
+    assert kernels["build"] != BUILD_ONLY.read_text()
     task = EXAMPLES / "tasks" / "relu.py"
     for name, text in kernels.items():
         kernel = tmp_path / f"{name}.py"
         kernel.write_text(text)
         done = cudaforge("eval", str(task), str(kernel), "--device", "cpu", "--no-timing", cache=ext_cache)
         assert done.returncode == 1, (name, done.stdout, done.stderr)
-        assert "· the candidate failed" in done.stdout.splitlines()[0], (name, done.stdout)
+        verdict = {"incorrect": "INCORRECT (stage check)", "raises": "RUNTIME ERROR (stage check)",
+                   "build": "COMPILE ERROR (stage build)"}[name]  # fmt: skip
+        assert f"{verdict} · the candidate failed" in done.stdout.splitlines()[0], (name, done.stdout)
         assert "REFERENCE" not in done.stdout
 
 

@@ -229,6 +229,9 @@ def check_escape(name: str, mechanism: str, world: dict, device: str) -> None:
     assert result["status"] != "rejected", result["messages"]
     if name != "stderr_crash":
         assert result["status"] == "correct", (result["messages"], result["stderr_tail"])
+    if name == "cpp_escape":  # its C++ was built and loaded, so the attempt ran (a compile error would hide it)
+        built = {e["name"]: e["ok"] for e in result["build"]["extensions"]}
+        assert built.get("cf_escape_cpp") is True, result["build"]
     if name == "daemon":
         time.sleep(0.5)  # what bwrap takes to end its pid namespace
     assert escape_effects(world, done, mark) == set()
