@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch.utils.cpp_extension
 
-from engine.eval.build.pch import HeaderStore, first_include, header_key
+from engine.eval.build.pch import FORMAT_MARKER, MAX_HEADER_SETS, HeaderStore, first_include, header_key
 from engine.eval.evaluate import evaluate
 from engine.eval.options import EvalOptions
 from tests.conftest import EXAMPLES
@@ -46,6 +46,7 @@ def test_header_is_made_once_then_used_by_a_new_build_and_keeps_old_builds_cache
     ext = second.build.extensions[0]
     assert second.status == "correct" and ext.pch == "used" and not ext.cached
     assert "-Winvalid-pch" in second.build.log and "not used because" not in second.build.log
+    assert list(tmp_path.glob("pch/*/used")) and list(tmp_path.glob(f"pch/*/{FORMAT_MARKER}"))
     print(f"cold build without the header {first.build.seconds:.1f} s, with it {second.build.seconds:.1f} s")
     assert second.build.seconds < first.build.seconds
 
@@ -71,10 +72,7 @@ def test_a_header_whose_torch_is_gone_is_neither_used_nor_kept(tmp_path: Path) -
     live, dead = header_key({}, True), "0" * 16
     for key, target in ((live, Path(torch.utils.cpp_extension.include_paths()[0]) / "torch" / "extension.h"),
                         (dead, tmp_path / "gone-venv" / "torch" / "extension.h")):
-        folder = store.folder(key) / "torch"
-        folder.mkdir(parents=True)
-        (folder / "extension.h").write_text(f'#include "{target}"\n')
-        (folder / "extension.h.gch").write_bytes(b"gch")
+        _made(store, key, target)
     assert store.ready(live) and not store.ready(dead)
     assert store.prune_dead() == [dead]
     assert not store.folder(dead).exists() and store.ready(live)
@@ -85,3 +83,36 @@ def test_the_header_key_names_the_torch_install_it_was_made_from(monkeypatch: py
     key = header_key({}, True)
     monkeypatch.setattr(torch.utils.cpp_extension, "include_paths", lambda *a, **k: ["/elsewhere/torch/include"])
     assert header_key({}, True) != key
+
+
+def _made(store: HeaderStore, key: str, target: Path, marker: bool = True) -> Path:
+    """A set as a finished maker leaves it (``marker``: made by this cudaforge's keys)."""
+    folder = store.folder(key)
+    (folder / "torch").mkdir(parents=True)
+    (folder / "torch" / "extension.h").write_text(f'#include "{target}"\n')
+    (folder / "torch" / "extension.h.gch").write_bytes(b"gch")
+    if marker:
+        (folder / FORMAT_MARKER).touch()
+    return folder
+
+
+def test_sets_an_older_cudaforge_made_are_pruned_and_a_full_store_gives_up_its_least_used_set(
+    tmp_path: Path,
+) -> None:
+    """Three sets from before the key named the torch install filled the store for good: no new header
+    was ever made and every build was cold (seen in this repository's own test cache)."""
+    import os
+
+    real = Path(torch.utils.cpp_extension.include_paths()[0]) / "torch" / "extension.h"
+    store = HeaderStore(tmp_path)
+    old = [_made(store, f"old{i}", real, marker=False) for i in range(3)]
+    assert sorted(store.prune_dead()) == ["old0", "old1", "old2"] and not any(p.exists() for p in old)
+
+    stale, busy, fresh = (_made(store, name, real) for name in ("stale", "busy", "fresh"))
+    hours_ago = time.time() - 7200
+    for folder in (stale, busy):
+        os.utime(folder / "torch" / "extension.h.gch", (hours_ago, hours_ago))
+    store.mark_used("busy")  # a build compiled against it just now
+    assert store.evict_unused(MAX_HEADER_SETS - 1) == ["stale"]
+    assert busy.exists() and fresh.exists() and not stale.exists()
+    assert store.evict_unused(1) == []  # the other two were used within the hour: kept

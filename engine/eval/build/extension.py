@@ -264,6 +264,7 @@ class BuildRecorder:
                 ]
                 kwargs["extra_cflags"] = [*(kwargs.get("extra_cflags") or []), PCH_FLAG]
                 record.pch = "used"
+                self.headers.mark_used(header)
         except BaseException:
             guard.close()
             raise

@@ -13,6 +13,7 @@ there and uses it when it is valid for the flags (``-Winvalid-pch`` says in the 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -25,6 +26,13 @@ from typing import Any
 
 STALE_MAKING_S = 1800.0  # a "making" marker this old belongs to a maker that was killed
 MAX_HEADER_SETS = 3  # each precompiled header is ~0.7 GB; flag sets beyond this build without one
+# A full store gives up the set used least recently, once it has gone this long unused (a build may be
+# compiling against a set right now: one in use within the hour is never removed).
+EVICT_UNUSED_S = 3600.0
+# Written into each set made since its key named the torch install: a set without it comes from an older
+# cudaforge, whose key no build asks for any more, so it would only fill the store (seen after an upgrade:
+# three such sets, no new header ever made, every build cold).
+FORMAT_MARKER = "format-2"
 _FIRST_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"]([^>\"]+)[>\"]", re.M)
 _EXTENSION_NAME = re.compile(r"\s-DTORCH_EXTENSION_NAME=\S+")
 
@@ -88,25 +96,56 @@ class HeaderStore:
             return False
         return bool(target) and Path(target.group(1)).is_file()
 
+    def mark_used(self, key: str) -> None:
+        """A build compiles against this set now (its ``used`` time keeps it from eviction)."""
+        with contextlib.suppress(OSError):  # a read-only store: the set is still used, it cannot say so
+            (self.folder(key) / "used").touch()
+
+    def _last_used(self, folder: Path) -> float:
+        for marker in (folder / "used", folder / "torch" / "extension.h.gch", folder):
+            try:
+                return marker.stat().st_mtime
+            except OSError:
+                continue
+        return 0.0
+
     def prune_dead(self) -> list[str]:
-        """Remove made headers whose torch is gone (a recreated virtualenv), so they neither fill the
-        store's sets nor get used; the keys removed."""
+        """Remove made headers that no build will use: their torch is gone (a recreated virtualenv) or
+        they come from an older cudaforge's keys (no format marker); the keys removed."""
         import shutil
 
         dead = [
             p.name
             for p in self.root.glob("*")
-            if (p / "torch" / "extension.h.gch").is_file() and not self.ready(p.name)
+            if (p / "torch" / "extension.h.gch").is_file()
+            and (not self.ready(p.name) or not (p / FORMAT_MARKER).exists())
         ]
         for key in dead:
             shutil.rmtree(self.folder(key), ignore_errors=True)
         return dead
+
+    def evict_unused(self, keep: int) -> list[str]:
+        """While more than ``keep`` sets exist, remove the least recently used one unused for an hour."""
+        import shutil
+        import time
+
+        sets = sorted((p for p in self.root.glob("*") if p.is_dir()), key=self._last_used)
+        removed: list[str] = []
+        for folder in sets:
+            if len(sets) - len(removed) <= keep:
+                break
+            if time.time() - self._last_used(folder) < EVICT_UNUSED_S or (folder / "making").exists():
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder.name)
+        return removed
 
     def queue(self, key: str, build_dir: Path) -> bool:
         """Start making the header for ``key`` in the background from ``build_dir``'s compile command."""
         if self.ready(key) or _making_recently(self.folder(key) / "making"):
             return False
         self.prune_dead()
+        self.evict_unused(MAX_HEADER_SETS - 1)
         if len([p for p in self.root.glob("*") if p.is_dir()]) >= MAX_HEADER_SETS:
             return False
         command = _header_command(build_dir, self.folder(key))
@@ -114,6 +153,7 @@ class HeaderStore:
             return False
         folder = self.folder(key)
         (folder / "torch").mkdir(parents=True, exist_ok=True)
+        (folder / FORMAT_MARKER).touch()
         (folder / "making").write_text(str(os.getpid()))
         tmp = folder / "torch" / f"extension.h.gch.tmp{os.getpid()}"
         target = folder / "torch" / "extension.h.gch"
