@@ -44,8 +44,10 @@ human and recorded). Every rule can be relaxed per run; a relaxed finding is sti
 The severities above are the ``strict`` policy's. Under the ``default`` policy (KernelBench's semantics,
 ``engine.guard.policy``) the five "PyTorch on the hot path" rules — torch-compute-in-forward,
 functional-in-forward, submodule-compute-in-forward, tensor-arithmetic-in-forward and
-torch-compute-in-extension — warn instead, and the runtime rule ``own-kernel-trivial``
-(``engine.guard.runtime``) refuses a candidate whose own kernels do no measurable work.
+torch-compute-in-extension — warn instead, and the runtime rules ``own-kernel-unneeded`` (split builds:
+the output still passes with the own kernels' launches switched off) and ``own-kernel-trivial`` (other
+builds: the own kernels do no measurable work; ``engine.guard.runtime``) refuse a candidate whose own
+kernels the result does not need.
 
 The runtime rules (``RUNTIME_RULES`` below) are checked by the worker while the candidate runs; their
 table, with what each catches, is in ``engine.guard.runtime``.
