@@ -121,3 +121,10 @@ def test_a_crash_at_another_shape_keeps_the_verdict_at_the_tasks_own(ext_cache: 
     assert result.shapes["crashed"] and result.shapes["variants"][0]["status"] == "error"
     assert "SIGSEGV" in result.shapes["variants"][0]["message"]
     assert "shape-specific" in runtime_rules(result)
+
+
+def test_a_crash_at_another_shape_is_a_refusal_where_the_run_refuses_shape_specific(ext_cache: Path) -> None:
+    result = run("softmax_rows", "softmax_512_or_crash", ext_cache, shapes=True, refuse=("shape-specific",))
+    assert result.status == "rejected" and result.failed_side == "candidate", result.messages
+    assert result.messages[-1].startswith("refused by the runtime guard [shape-specific]: the worker was killed by SIGSEGV")
+    assert result.shapes["crashed"]

@@ -153,6 +153,34 @@ def degenerate_kind(got: Any, expected: Any, inputs: list[Any]) -> str | None:
     return None
 
 
+def first_degenerate(
+    weak: list[dict[str, Any]], expected: Any, outputs: list[Any], inputs: list[Any]
+) -> tuple[str, str] | None:
+    """The first weak output that one of ``outputs`` answered degenerately: (its path, the kind)."""
+    paths = {w["output"] for w in weak}
+    if not paths:
+        return None
+    reference = dict(leaves(expected))
+    for got in outputs:
+        for where, tensor in leaves(got):
+            kind = where in paths and where in reference and degenerate_kind(tensor, reference[where], inputs)
+            if kind:
+                return where, kind
+    return None
+
+
+def weak_failure(weak: list[dict[str, Any]], expected: Any, got: Any, inputs: list[Any]) -> str:
+    """Why one output that passes the value check fails the weak-output checks ("" when it does not):
+    the judgement of a single call (the ablation's, a shape's), where a trial's spans every trial."""
+    degenerate = first_degenerate(weak, expected, [got], inputs)
+    if degenerate:
+        return f"{degenerate[0]} is degenerate ({degenerate[1]})"
+    spread = SpreadCheck.for_weak(weak)
+    spread.add(expected, got, inputs)
+    failed = spread.failures()
+    return f"{failed[0]['output']} fails the weak-output check" if failed else ""
+
+
 def _sample(tensor: Any) -> Any:
     flat = tensor.detach().reshape(-1)
     if flat.numel() > SAMPLE_LIMIT:

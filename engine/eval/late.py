@@ -12,7 +12,6 @@ import time
 from typing import Any
 
 from engine.eval.pipe import PROVISIONAL
-from engine.eval.result import REJECTED
 from engine.eval.values import clone
 
 Evaluation = Any  # engine.eval.worker.Evaluation, which imports this module (no import back: no cycle)
@@ -42,6 +41,7 @@ def own_kernels_unneeded(ev: Evaluation, task: Any, reference: Any, new: Any) ->
 
     from engine.eval.ablation import Ablated
     from engine.eval.compare import compare_outputs
+    from engine.eval.degenerate import weak_failure
 
     ev.stage("ablation")
     started = time.monotonic()
@@ -58,7 +58,7 @@ def own_kernels_unneeded(ev: Evaluation, task: Any, reference: Any, new: Any) ->
             passed, how = outcome.passed, outcome.message or "its output still passes"
             weak = passed and weak_failure(ev.result.weak_outputs, expected, got, inputs)
             if weak:  # on a weak task zeros pass the value check: the full check decides
-                passed, how = False, weak
+                passed, how = False, f"{weak} without them"
         except Exception as error:  # noqa: BLE001 - without its kernels the forward may fail: they are needed
             passed, how = False, f"{type(error).__name__}: {str(error)[:200]}"
     record = {"outcome": "unneeded" if passed else "needed", "seconds": time.monotonic() - started, "how": how}
@@ -74,30 +74,13 @@ def own_kernels_unneeded(ev: Evaluation, task: Any, reference: Any, new: Any) ->
     )
 
 
-def weak_failure(weak: list[dict[str, Any]], expected: Any, got: Any, inputs: list[Any]) -> str:
-    """Why an output that passes the value check fails the weak-output checks ("" when it does not)."""
-    from engine.eval.degenerate import SpreadCheck, degenerate_kind, leaves
-
-    if not weak:
-        return ""
-    reference = dict(leaves(expected))
-    paths = {w["output"] for w in weak}
-    for where, tensor in leaves(got):
-        kind = where in paths and where in reference and degenerate_kind(tensor, reference[where], inputs)
-        if kind:
-            return f"{where} is degenerate ({kind}) without them"
-    spread = SpreadCheck.for_weak(weak)
-    spread.add(expected, got, inputs)
-    failed = spread.failures()
-    return f"{failed[0]['output']} fails the weak-output check without them" if failed else ""
-
-
 def shapes_refused(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
     """The candidate checked at perturbed sizes; True when ``shape-specific`` refuses it."""
     import torch
 
     from engine.eval import shapes
     from engine.eval.compare import compare_outputs
+    from engine.eval.degenerate import weak_failure
 
     ev.stage("shapes")
     sizes = shapes.perturbable_sizes(task)
@@ -126,7 +109,7 @@ def shapes_refused(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
                 outcome = compare_outputs(expected, got, ev.job.tolerances)
                 weak = outcome.passed and weak_failure(ev.result.weak_outputs, expected, got, inputs)
                 entry["status"] = "correct" if outcome.passed and not weak else "incorrect"
-                entry["message"] = weak.replace(" without them", "") if weak else outcome.message
+                entry["message"] = weak or outcome.message
             except Exception as error:  # noqa: BLE001 - the candidate's failure at this shape is the finding
                 entry["status"], entry["message"] = "error", f"{type(error).__name__}: {str(error)[:200]}"
                 if "CUDA" in str(error):
@@ -143,7 +126,6 @@ def _shape_finding(ev: Evaluation, record: dict[str, Any]) -> bool:
         return False
     first = failed[0]
     sizes = ", ".join(f"{k}={v}" for k, v in first["sizes"].items())
-    refused = ev.guard(
+    return ev.guard(
         "shape-specific", f"{summary(record)}; at {sizes} ({first['name']}): {first['message'][:300]}"
     )
-    return refused and ev.result.status == REJECTED

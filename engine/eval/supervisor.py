@@ -28,9 +28,11 @@ from engine.eval.build.extension import remove_stale_torch_lock
 from engine.eval.job import WorkerJob
 from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
 from engine.eval.result import (
+    CANDIDATE_SIDE,
     HARNESS_ERROR,
     HARNESS_SIDE,
     LATE_STAGES,
+    REJECTED,
     RUNTIME_ERROR,
     TIMEOUT,
     BuildInfo,
@@ -39,6 +41,7 @@ from engine.eval.result import (
     TrialResult,
 )
 from engine.guard.policy import GuardSettings
+from engine.guard.runtime import refuses, runtime_finding
 from engine.sandbox.logcap import CappedLog
 
 DRAIN_AFTER_EXIT_S = 1.0  # how long the pipe is still read once the worker has exited
@@ -291,7 +294,7 @@ class WorkerSupervisor:
             result = EvalResult.from_dict(self.final)
         elif self.provisional is not None and self.stage in LATE_STAGES:
             result = EvalResult.from_dict(self.provisional)
-            late_stage_death(result, self.stage, self._death_words(returncode, timed_out))
+            late_stage_death(result, self.stage, self._death_words(returncode, timed_out), self.guard, self.options.guards)
         else:
             result = EvalResult(status=RUNTIME_ERROR, stage=self.stage, device=self.device)
             result.trials = list(self.trials)
@@ -378,10 +381,10 @@ class WorkerSupervisor:
         result.messages.append(f"cudaforge's own fault ({kind}), not the kernel's: {message}: {last}")
 
 
-def late_stage_death(result: EvalResult, stage: str, how: str) -> None:
+def late_stage_death(result: EvalResult, stage: str, how: str, guard: GuardSettings, guards: bool) -> None:
     """The verdict so far, kept when the worker died in a late stage, with that stage's outcome: a
     forward without its own kernels that crashes needs them; a crash at another shape is a failure
-    there (engine.eval.late)."""
+    there (engine.eval.late), a refusal where the run refuses ``shape-specific``."""
     if stage == "ablation":
         share = result.kernel_share if result.kernel_share is not None else {}
         share["test"] = "ablation"
@@ -393,17 +396,15 @@ def late_stage_death(result: EvalResult, stage: str, how: str) -> None:
         pending = [v for v in result.shapes.get("variants", []) if v.get("status") == "skipped" and not v.get("message")]
         if pending:
             pending[-1]["status"], pending[-1]["message"] = "error", f"the worker {how} at this shape"
-        result.messages.append(f"the shape check {how}; the verdict at the task's own shape stands")
-        result.findings.append(
-            {
-                "rule": "shape-specific",
-                "severity": "refuse" if "shape-specific" in result.guard_refuse else "warn",
-                "line": None,
-                "message": f"the worker {how} at a perturbed shape",
-                "relaxed": False,
-                "source": "runtime",
-            }
+        finding = runtime_finding(
+            "shape-specific", f"the worker {how} at a perturbed shape", guard.runtime_relax, guard.runtime_refuse
         )
+        result.findings.append(finding)
+        if guards and refuses(finding):
+            result.status, result.failed_side = REJECTED, CANDIDATE_SIDE
+            result.messages.append(f"refused by the runtime guard [shape-specific]: {finding['message']}")
+        else:
+            result.messages.append(f"the shape check {how}; the verdict at the task's own shape stands")
     result.stage = "done"
 
 

@@ -382,21 +382,11 @@ class Evaluation:
 
     def guard(self, rule: str, message: str) -> bool:
         """Record a runtime guard finding; True when it refuses the kernel (not relaxed, not a warning)."""
-        from engine.guard.rules import RUNTIME_RULES
+        from engine.guard.runtime import refuses, runtime_finding
 
-        relaxed = rule in self.job.relax_runtime
-        severity = "refuse" if rule in self.job.refuse_runtime else RUNTIME_RULES[rule]
-        self.result.findings.append(
-            {
-                "rule": rule,
-                "severity": severity,
-                "line": None,
-                "message": message,
-                "relaxed": relaxed,
-                "source": "runtime",
-            }
-        )
-        if relaxed or severity != "refuse" or not self.job.guards:
+        finding = runtime_finding(rule, message, self.job.relax_runtime, self.job.refuse_runtime)
+        self.result.findings.append(finding)
+        if not refuses(finding) or not self.job.guards:
             return False
         self.finish(REJECTED, f"refused by the runtime guard [{rule}]: {message}")
         return True
@@ -530,23 +520,18 @@ class Evaluation:
 
     def degenerate_refused(self, expected: Any, outputs: list[Any], inputs: list[Any]) -> bool:
         """A weak output the candidate answered degenerately (zeros, a constant, an input): refused."""
-        from engine.eval.degenerate import degenerate_kind, leaves
+        from engine.eval.degenerate import first_degenerate
 
-        weak = {w["output"] for w in self.result.weak_outputs}
-        if not weak:
+        found = first_degenerate(self.result.weak_outputs, expected, outputs, inputs)
+        if found is None:
             return False
-        reference = dict(leaves(expected))
-        for got in outputs:
-            for where, tensor in leaves(got):
-                kind = where in weak and where in reference and degenerate_kind(tensor, reference[where], inputs)
-                if kind:
-                    what = {"zeros": "all zeros", "constant": "one constant"}.get(kind, f"{kind} returned unchanged")
-                    return self.guard(
-                        "output-degenerate",
-                        f"{where} is {what} where the reference's is not; the task is weak there (a "
-                        "degenerate answer passes its tolerance), so this is not accepted as correct",
-                    )
-        return False
+        where, kind = found
+        what = {"zeros": "all zeros", "constant": "one constant"}.get(kind, f"{kind} returned unchanged")
+        return self.guard(
+            "output-degenerate",
+            f"{where} is {what} where the reference's is not; the task is weak there (a "
+            "degenerate answer passes its tolerance), so this is not accepted as correct",
+        )
 
     def spread_refused(self, spread: Any) -> bool:
         """The weak outputs' error against the reference's spread over every trial; True when failed."""

@@ -44,6 +44,26 @@ DISAGREEMENT_ABS_MS = 0.1
 DISAGREEMENT_REL = 0.5
 
 
+def runtime_finding(rule: str, message: str, relax: Iterable[str], refuse: Iterable[str]) -> dict[str, Any]:
+    """The result's record of a runtime finding, with its severity under the run's ``refuse`` list and
+    whether ``relax`` turned it off (the worker's and, for a worker that died late, the supervisor's)."""
+    from engine.guard.rules import RUNTIME_RULES
+
+    return {
+        "rule": rule,
+        "severity": "refuse" if rule in refuse else RUNTIME_RULES[rule],
+        "line": None,
+        "message": message,
+        "relaxed": rule in relax,
+        "source": "runtime",
+    }
+
+
+def refuses(finding: dict[str, Any]) -> bool:
+    """True when the finding refuses the kernel: a refusal that was not relaxed."""
+    return finding["severity"] == "refuse" and not finding["relaxed"]
+
+
 def flatten_tensors(value: Any) -> list[Any]:
     """Every tensor-like leaf of a (nested) output or input list, in order."""
     import torch
