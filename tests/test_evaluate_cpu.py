@@ -248,7 +248,7 @@ def test_concurrent_evaluations_of_one_new_source_do_not_collide(tmp_path: Path)
             if event.kind == "stage":
                 stages[index].append((event.stage, time.monotonic()))
 
-        options_ = options(cache, do_timing=False)
+        options_ = options(cache, do_timing=False, prebuild=False)  # both builds in the build stage
         results.append(evaluate(RELU_TASK.read_text(), source, options_, on_event=seen, task_name="relu"))
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]

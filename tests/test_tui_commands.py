@@ -78,8 +78,9 @@ def test_a_tui_command_line_is_parsed_without_importing_the_engine_commands() ->
         == cli.modules_for(["replay", "s"])
         == ("tui.commands",)
     )
-    assert cli.modules_for(["eval", "t.py", "k.py"]) == cli.COMMAND_MODULES
+    assert cli.modules_for(["eval", "t.py", "k.py"]) == ("engine.cli.eval",)
     assert cli.modules_for(["--sessions-dir", "d"]) == cli.COMMAND_MODULES  # options first: parse it all
+    assert cli.modules_for(["nosuchcommand"]) == cli.COMMAND_MODULES
     code = (
         "import sys; from tui import cli; p = cli.build_parser(cli.modules_for(['demo', '--serve']));"
         "a = p.parse_args(['demo', '--serve', '--port', '8123']);"
@@ -87,6 +88,16 @@ def test_a_tui_command_line_is_parsed_without_importing_the_engine_commands() ->
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "run_demo 8123 []", done.stderr
+
+
+def test_each_headless_command_line_imports_the_module_that_registers_it() -> None:
+    """The map from a command to its module stays true: parsing the command with that module alone works."""
+    from tui import cli
+
+    for command, module in cli.HEADLESS_COMMANDS.items():
+        assert module in cli.COMMAND_MODULES
+        parser = cli.build_parser(cli.modules_for([command]))
+        assert command in parser._subparsers._group_actions[0].choices, command  # type: ignore[union-attr]
 
 
 def test_the_full_help_still_lists_every_command() -> None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.eval import stagetimes
+
 # The loop's own stages, as running activity (``{n}``: the iteration the round will commit).
 RUNNING = {
     "reference": "checking the task's reference",
@@ -102,3 +104,20 @@ def error_text(stage: str, recoverable: bool) -> str:
     if recoverable:
         return f"error in {stage} · s or r tries the stage again"
     return f"error in {stage}"
+
+
+def round_timing(iteration: int, item: Any) -> str:
+    """Where a committed round's evaluation and profile time went, for the status line:
+    ``#3 9.8 s: build 1.8 · check 0.7 · time 0.4 · profile 6.1 · outside 0.2 s`` (engine.eval.stagetimes)."""
+    if item is None or getattr(item, "number", None) != iteration:
+        return ""
+    try:
+        durations = (item.read_json("eval.json") or {}).get("durations")
+        seconds = item.read_json("loop.json").get("stage_seconds", {}) if "loop.json" in item.files() else {}
+    except (OSError, ValueError, KeyError):
+        return ""
+    profile = seconds.get("profile")
+    text = stagetimes.line(durations, profile)
+    if not text:
+        return ""
+    return f"#{iteration} {(stagetimes.total(durations) or 0.0) + (profile or 0.0):.1f} s: {text}"

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.eval import stagetimes
+
 # ---------------------------------------------------------------------- task
 
 
@@ -141,6 +143,9 @@ def check_rows(result: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
         rows.append(("reference", _ms(ref.get("median_ms")), f"iqr {_ms(ref.get('iqr_ms'))}", ""))
     rows.extend(share_rows(result))
     rows.extend(review_rows(result))
+    spent = stagetimes.total(result.get("durations"))
+    if spent is not None:  # where the evaluation's time went, "outside" included (engine.eval.stagetimes)
+        rows.append(("stages", f"{spent:.1f} s", stagetimes.line(result.get("durations")), ""))
     speedup = result.get("speedup")
     rows.append(
         ("verdict", str(result.get("status", "?")), format_speedup(speedup), str(result.get("stage", "")))

@@ -16,13 +16,14 @@ from typing import Any
 from engine.cli.args import int_at_least, positive_float
 from engine.cli.guard import add_guard_flags, guard_settings
 from engine.config import SANDBOX_MODES, ConfigError, load_config
+from engine.eval import stagetimes
 from engine.eval.evaluate import check_task, evaluate_files
 from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
 from engine.eval.plausibility import summary_line
 from engine.eval.result import EvalResult
 from engine.eval.shapes import summary as shapes_summary
 from engine.guard.policy import GuardPolicyError
-from engine.tasks import TaskError, load_task
+from engine.tasks import TaskError, check_task_source
 from sessions.secrets import Scrubber
 
 EXIT_CORRECT, EXIT_NOT_CORRECT, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
@@ -75,8 +76,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    # The task is read, not imported: importing it here would load torch in this process too (2-3 s of a
+    # one-shot evaluation); the worker imports and runs it first and reports a broken one as a task error.
     try:
-        load_task(args.task, describe=False)
+        if not args.task.is_file():
+            raise TaskError(f"no such task file: {args.task}")
+        check_task_source(args.task.read_text(), str(args.task))
     except TaskError as error:
         print(f"cudaforge eval: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -114,11 +119,31 @@ def run_eval(args: argparse.Namespace) -> int:
         print(scrub(result.to_json()))
     else:
         print(scrub(format_summary(result, args.kernel.name)))
+    finish_headers("cudaforge eval")
     if result.task_error:
         return EXIT_USAGE
     if result.harness_failed:
         return EXIT_HARNESS
     return EXIT_CORRECT if result.ok else EXIT_NOT_CORRECT
+
+
+def finish_headers(command: str) -> None:
+    """After the verdict: a precompiled header this evaluation asked for is made before a one-shot command
+    exits (it ends with this process); said on stderr, and Ctrl-C leaves without it."""
+    from engine.eval.build import makers
+
+    if not makers.running():
+        return
+    print(
+        f"{command}: making the precompiled torch header for these compiler flags (once per machine, about a "
+        "minute), so later builds take seconds; Ctrl-C skips it",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        makers.wait()
+    except KeyboardInterrupt:
+        print(f"{command}: header skipped; a later build asks for it again", file=sys.stderr)
 
 
 def eval_flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -196,6 +221,9 @@ def format_summary(result: EvalResult, kernel_label: str = "kernel") -> str:
         lines.append(f"  shapes {shapes}")
     if result.hardware_floor:
         lines.append(f"  floor  {summary_line(result.hardware_floor)}")
+    stages = stagetimes.line(result.durations)
+    if stages:
+        lines.append(f"  stages {stages}")
     lines.append(f"  {guard_line(result)}")
     if result.sandbox:
         lines.append(f"  sandbox {result.sandbox}")

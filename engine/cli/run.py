@@ -34,6 +34,7 @@ from engine.cli.args import add_loop_flags, loop_config, rounds_target
 from engine.cli.guard import add_guard_flags
 from engine.cli.interrupts import Interrupts
 from engine.config import ConfigError, sessions_root
+from engine.eval import stagetimes
 from engine.eval.options import EvaluationError
 from engine.events import (
     AwaitingApproval,
@@ -407,11 +408,13 @@ def print_summary(session: SessionRepo, branch: str, out: TextIO) -> None:
                 *secs,
             ]
         )
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     print("", file=out)
-    for r in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip(), file=out)
+    _print_table(table, out)
     print(total_line(rows), file=out)
+    timings = stage_table(session, branch)
+    if len(timings) > 1:
+        print("\nwhere each evaluation's time went (seconds; outside: around the worker):", file=out)
+        _print_table(timings, out)
     print(settings_guard_label(session.settings(branch).get("settings", {})), file=out)
     best = session.best(branch)
     if best is None:
@@ -423,6 +426,31 @@ def print_summary(session: SessionRepo, branch: str, out: TextIO) -> None:
             file=out,
         )
     out.flush()
+
+
+def _print_table(table: list[list[str]], out: TextIO) -> None:
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    for r in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip(), file=out)
+
+
+def stage_table(session: SessionRepo, branch: str) -> list[list[str]]:
+    """Header and one row per evaluated iteration: the evaluation's stages (engine.eval.stagetimes),
+    the profile, and the whole evaluation plus profile."""
+    names = [name for name, _ in stagetimes.STAGES] + ["outside"]
+    table = [["iter", *names, "profile", "total"]]
+    for item in session.history(branch):
+        durations = (item.read_json("eval.json") or {}).get("durations") or {}
+        parts = stagetimes.breakdown(durations)
+        if not parts:
+            continue
+        profile = None
+        if "loop.json" in item.files():
+            profile = (item.read_json("loop.json").get("stage_seconds") or {}).get("profile")
+        wall = stagetimes.total(durations) or 0.0
+        cells = [("" if parts.get(n) is None else f"{parts[n]:.1f}") for n in names]
+        table.append([str(item.number), *cells, "" if profile is None else f"{profile:.1f}", f"{wall + (profile or 0.0):.1f}"])
+    return table
 
 
 def main(argv: Sequence[str] | None = None) -> int:

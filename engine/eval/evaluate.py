@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shutil
 import tempfile
@@ -16,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.eval import plausibility
+from engine.eval import plausibility, spare, stagetimes
+from engine.eval.build import makers
 from engine.eval.build.extension import default_cache_root
 from engine.eval.options import EvalEvent, EvalOptions, EvaluationError, resolve_device
 from engine.eval.result import CANDIDATE_SIDE, HARNESS_SIDE, REFERENCE_SIDE, REJECTED, EvalResult
@@ -25,7 +27,9 @@ from engine.guard.policy import GuardSettings
 from engine.guard.rules import LEFT_TO_BUILD
 from engine.profile.kernels import kernel_names_from_source
 
-__all__ = ["EvalEvent", "EvalOptions", "EvaluationError", "check_task", "evaluate", "evaluate_files"]
+__all__ = [
+    "EvalEvent", "EvalOptions", "EvaluationError", "check_task", "evaluate", "evaluate_files", "warm_worker",
+]  # fmt: skip
 
 
 def evaluate_files(
@@ -79,15 +83,20 @@ def evaluate(
             f"refused by the static guard [{f['rule']}] at line {f['line']}: {f['message']}" for f in refusals
         ]
     else:
-        cache_root = (Path(options.cache_root) if options.cache_root else default_cache_root()).resolve()
-        cache_root.mkdir(parents=True, exist_ok=True)
-        job_dir = Path(tempfile.mkdtemp(prefix="cudaforge-eval-"))
+        cache_root = _cache_root(options)
+        waiting = spare.take(device, options, cache_root)  # a worker started ahead for this evaluation
+        job_dir = waiting.job_dir if waiting else Path(tempfile.mkdtemp(prefix="cudaforge-eval-"))
         try:
             kernel_names = kernel_names_from_source(kernel_source) if device == "cuda" else []
-            run = WorkerSupervisor(job_dir, device, options, cache_root, on_event, guard, kernel_names)
+            run = WorkerSupervisor(
+                job_dir, device, options, cache_root, on_event, guard, kernel_names,
+                spare=waiting.worker if waiting else None,
+            )  # fmt: skip
             result = run.execute(task_source, kernel_source, task_name, kernel_name)
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
+        if options.use_pch:  # a header the worker asked for is made now, in the background
+            makers.start_queued(cache_root, options.sandbox)
         result.findings = [*findings, *result.findings]
         name_static_lines(result, findings)
     result.durations["guard"] = guard_seconds
@@ -108,6 +117,7 @@ def evaluate(
     result.device = device
     result.settings = {**options.settings(), **result.settings}
     result.durations.setdefault("total", time.monotonic() - started)
+    result.durations[stagetimes.WALL] = time.monotonic() - started  # what no stage explains shows (stagetimes)
     return result
 
 
@@ -154,8 +164,7 @@ def check_task(task_source: str, options: EvalOptions | None = None, task_name: 
     """
     options = options or EvalOptions()
     device = resolve_device(options.device)
-    cache_root = (Path(options.cache_root) if options.cache_root else default_cache_root()).resolve()
-    cache_root.mkdir(parents=True, exist_ok=True)
+    cache_root = _cache_root(options)
     job_dir = Path(tempfile.mkdtemp(prefix="cudaforge-taskcheck-"))
     try:
         run = WorkerSupervisor(job_dir, device, options, cache_root, None, reference_only=True)
@@ -167,6 +176,19 @@ def check_task(task_source: str, options: EvalOptions | None = None, task_name: 
         result.failed_side, result.task_error = REFERENCE_SIDE, True
     result.task, result.device = task_name, device
     return result
+
+
+def _cache_root(options: EvalOptions) -> Path:
+    cache_root = (Path(options.cache_root) if options.cache_root else default_cache_root()).resolve()
+    cache_root.mkdir(parents=True, exist_ok=True)
+    return cache_root
+
+
+def warm_worker(options: EvalOptions) -> None:
+    """Start the worker of the next evaluation with these options now (engine.eval.spare): the loop calls
+    this before the Coder writes, so the evaluation that follows starts with torch imported."""
+    with contextlib.suppress(EvaluationError, OSError):  # the evaluation starts its own worker and says why
+        spare.prestart(resolve_device(options.device), options, _cache_root(options))
 
 
 def static_findings(kernel_source: str, device: str, guard: GuardSettings) -> list[dict[str, Any]]:

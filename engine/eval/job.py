@@ -45,6 +45,7 @@ class WorkerJob:
     cpu_threads: int = 0  # 0: leave torch's thread count alone
     reference_only: bool = False  # the loop's task check: only the reference runs
     check_shapes: bool = False  # re-check correctness at perturbed sizes (engine.eval.shapes)
+    prebuild: bool = True  # build the extensions the source names while the reference is checked
     version: int = JOB_VERSION
 
     @property

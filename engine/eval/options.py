@@ -9,6 +9,7 @@ end can build options without loading torch.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,9 @@ class EvalOptions:
     cpu_threads: int = 1
     sandbox: str = EvalConfig.sandbox  # auto | bwrap | landlock | off: what confines the worker (engine.sandbox)
     shapes: bool = EvalConfig.shapes  # re-check correctness at perturbed sizes (engine.eval.shapes)
+    # build the extensions the candidate's source names while the reference is checked
+    # (engine.eval.build.prebuild); CUDAFORGE_PREBUILD=0 turns it off (benchmarks compare both)
+    prebuild: bool = field(default_factory=lambda: os.environ.get("CUDAFORGE_PREBUILD", "1") != "0")
 
     @classmethod
     def from_config(
@@ -98,7 +102,7 @@ class EvalOptions:
 
 # Where and how this machine ran it (the result's ``device``/``env``/``build`` say so), not how it was judged;
 # whether it was timed shows in ``timing`` itself (an evalset times in a second pass).
-NOT_RECORDED = frozenset({"device", "cache_root", "gpu_index", "use_pch", "do_timing"})
+NOT_RECORDED = frozenset({"device", "cache_root", "gpu_index", "use_pch", "do_timing", "prebuild"})
 
 
 def _plain(value: Any) -> Any:
@@ -127,11 +131,73 @@ def resolve_device(device: str) -> str:
         raise EvaluationError(f"unknown device {device!r}: use cpu, cuda or auto")
     if device == "cpu":
         return "cpu"
-    import torch
-
-    available = torch.cuda.is_available()
+    available = cuda_available()
     if device == "cuda" and not available:
         raise EvaluationError(
             "--device cuda was asked for, but torch sees no CUDA GPU here (try --device cpu)"
         )
     return "cuda" if available else "cpu"
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA GPU here: ``torch.cuda.is_available()``, answered without importing torch
+    when it is not imported yet and the answer is certain without it.
+
+    A front end that only hands the work to a worker (``cudaforge eval``) would otherwise spend 2-3 s
+    importing torch to learn it. Torch's own build file says whether it was built with CUDA (a CPU build
+    never sees a GPU); the driver's management library says how many GPUs there are. Anything less
+    certain (a ``CUDA_VISIBLE_DEVICES`` choosing devices, no driver library) asks torch itself.
+    """
+    import sys
+
+    if "torch" not in sys.modules:
+        known = _cuda_without_torch()
+        if known is not None:
+            return known
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _cuda_without_torch() -> bool | None:
+    import importlib.util
+    import os
+    import re
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return None
+    try:
+        version = (Path(spec.origin).parent / "version.py").read_text()
+    except OSError:
+        return None
+    built = re.search(r"^cuda\s*(?::[^=]*)?=\s*(.+?)\s*$", version, flags=re.M)
+    if built is None:
+        return None
+    if built.group(1) == "None":
+        return False  # a CPU build of torch
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return False if visible.strip() in ("", "-1") else None
+    count = _nvml_device_count()
+    return None if count is None else count > 0
+
+
+def _nvml_device_count() -> int | None:
+    """GPUs the NVIDIA driver reports (NVML, the library nvidia-smi uses); None without a driver library."""
+    import ctypes
+
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return None
+    count = ctypes.c_uint(0)
+    try:
+        if nvml.nvmlInit_v2() != 0:
+            return None
+        try:
+            return count.value if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0 else None
+        finally:
+            nvml.nvmlShutdown()
+    except AttributeError:
+        return None

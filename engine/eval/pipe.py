@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 VERDICT_FD_ENV = "CUDAFORGE_VERDICT_FD"
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+# A spare worker (engine.eval.spare) is started with SPARE_FLAG before its job exists, imports what the
+# stages need, and waits for GO_LINE on its stdin, sent once the job file is written.
+SPARE_FLAG = "--spare"
+GO_LINE = b"go\n"
 
 # Message kinds, in the order a worker sends them.
 READY = "ready"  # the interpreter and torch are up: the ``start`` stage is over
@@ -35,13 +41,15 @@ class Channel:
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        self._lock = threading.Lock()  # the prebuild thread sends too: a long line is written in pieces
 
     def send(self, kind: str, **payload: Any) -> None:
         line = json.dumps({"type": kind, "t": time.time(), **payload}, default=str) + "\n"
         data = line.encode()
-        while data:
-            written = os.write(self.fd, data)
-            data = data[written:]
+        with self._lock:
+            while data:
+                written = os.write(self.fd, data)
+                data = data[written:]
 
 
 class LineReader:

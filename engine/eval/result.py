@@ -123,6 +123,13 @@ class ExtensionBuild:
     ok: bool = True
     pch: str = ""  # "used": the binding compiled against cudaforge's precompiled torch header; "queued": one is being made
     split_skipped: str | None = None  # why a stock-layout source was built the stock way instead of split
+    # Each translation unit of this build, then the link (engine.eval.build.objects): {"unit", "rule",
+    # "reused": the object came from an earlier build, "seconds": its compile (None when reused or not
+    # run), "not_cached": why it may not be reused (absent when it may)}. Empty when ninja had nothing to do.
+    units: list[dict[str, Any]] = field(default_factory=list)
+    # Built by the worker's prebuild thread while the reference was checked (engine.eval.build.prebuild):
+    # ``seconds`` is that build's; the import then found it done.
+    prebuilt: bool = False
 
 
 @dataclass

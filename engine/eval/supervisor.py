@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,7 @@ class WorkerSupervisor:
         guard: GuardSettings | None = None,
         kernel_names: list[str] | None = None,
         reference_only: bool = False,
+        spare: StartedWorker | None = None,
     ) -> None:
         self.job_dir = job_dir
         self.reference_only = reference_only  # the task check: the worker stops after the reference
@@ -87,6 +89,7 @@ class WorkerSupervisor:
         self._reader = pipe.LineReader()
         self.sandbox_used = ""
         self.sandbox_warnings: list[str] = []
+        self.spare = spare  # a worker started before this evaluation, waiting in job_dir (engine.eval.spare)
 
     def _emit(self, event: EvalEvent) -> None:
         if self.on_event:
@@ -118,6 +121,7 @@ class WorkerSupervisor:
             kernel_names=tuple(self.kernel_names),
             cpu_threads=self.options.cpu_threads or 0,
             reference_only=self.reference_only,
+            prebuild=self.options.prebuild,
             check_shapes=self.options.shapes and not self.reference_only,
         )
         path = job.write(self.job_dir / "job.json")
@@ -127,43 +131,14 @@ class WorkerSupervisor:
         self, task_source: str, kernel_source: str, task_name: str, kernel_name: str = KERNEL_FILE
     ) -> EvalResult:
         job_path = self.write_job(task_source, kernel_source, task_name, kernel_name)
-        read_fd, write_fd = os.pipe()
-        extra = {pipe.VERDICT_FD_ENV: str(write_fd), "PYTHONUNBUFFERED": "1"}
-        if self.options.gpu_index is not None:
-            extra["CUDA_VISIBLE_DEVICES"] = str(self.options.gpu_index)
-        try:
-            launch = sandbox.prepare(
-                self.options.sandbox,
-                [sys.executable, "-m", "engine.eval.worker", str(job_path)],
-                job_dir=self.job_dir,
-                writable=[self.cache_root],
-                extra_env=extra,
-                device=self.device,
-            )
-        except sandbox.SandboxError as error:
-            os.close(read_fd)
-            os.close(write_fd)
-            raise EvaluationError(str(error)) from error
-        self.sandbox_used, self.sandbox_warnings = launch.mechanism, launch.warnings
+        spare, self.spare = self.spare, None
+        worker = spare if spare is not None else start_worker(self.job_dir, self.device, self.options, self.cache_root, job_path)
+        process, read_fd, output = worker.process, worker.read_fd, worker.output
+        self.sandbox_used, self.sandbox_warnings = worker.mechanism, worker.warnings
         started = time.monotonic()
-        out_read, out_write = os.pipe()
-        output = CappedLog(out_read, self.log_path)
-        try:
-            process = subprocess.Popen(
-                launch.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out_write,
-                stderr=subprocess.STDOUT,
-                cwd=self.job_dir,
-                env=launch.env,
-                pass_fds=(write_fd,),
-                start_new_session=True,  # its own process group: one killpg takes ninja and nvcc too
-            )
-        finally:
-            os.close(out_write)
-        output.start()
-        os.close(write_fd)
         self._set_stage("start")
+        if spare is not None:
+            spare.go()  # the job is written: the waiting worker reads it and goes on
         timed_out = False
         try:
             timed_out = self._listen(process, read_fd)
@@ -182,9 +157,10 @@ class WorkerSupervisor:
             )
         self.durations["total"] = time.monotonic() - started
         returncode = process.returncode
-        if launch.mechanism == "bwrap" and returncode is not None and returncode > 128:
+        if worker.mechanism == "bwrap" and returncode is not None and returncode > 128:
             returncode = 128 - returncode  # bwrap exits 128+N when its child died of signal N
         result = self._assemble(returncode, timed_out)
+        result.settings["worker"] = "spare" if spare is not None else "cold"  # started ahead (engine.eval.spare) or now
         if (result.error or {}).get("type") == "JobError":  # the harness's own fault: blame no side
             raise EvaluationError(f"cudaforge's worker refused its job: {result.error.get('message')}")
         return result
@@ -379,6 +355,67 @@ class WorkerSupervisor:
         result.failed_side = HARNESS_SIDE
         result.harness_fault = faults.record(kind, f"{message}: {last}", stage=self.stage)
         result.messages.append(f"cudaforge's own fault ({kind}), not the kernel's: {message}: {last}")
+
+
+@dataclass
+class StartedWorker:
+    """A worker process under its sandbox: the verdict pipe's read end, its output being logged, and,
+    for a spare (engine.eval.spare), the pipe on which it waits for the word to go."""
+
+    process: subprocess.Popen
+    read_fd: int
+    output: CappedLog
+    mechanism: str
+    warnings: list[str]
+    go_fd: int | None = None
+
+    def go(self) -> None:
+        if self.go_fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(self.go_fd, pipe.GO_LINE)
+                os.close(self.go_fd)
+            self.go_fd = None
+
+
+def start_worker(
+    job_dir: Path, device: str, options: EvalOptions, cache_root: Path, job_path: Path, spare: bool = False
+) -> StartedWorker:
+    """Start ``python -m engine.eval.worker`` for ``job_path`` in the sandbox, in its own process group;
+    a ``spare`` imports what the stages need and waits on its stdin until the job is written."""
+    read_fd, write_fd = os.pipe()
+    extra = {pipe.VERDICT_FD_ENV: str(write_fd), "PYTHONUNBUFFERED": "1"}
+    if options.gpu_index is not None:
+        extra["CUDA_VISIBLE_DEVICES"] = str(options.gpu_index)
+    command = [sys.executable, "-m", "engine.eval.worker", *([pipe.SPARE_FLAG] if spare else []), str(job_path)]
+    try:
+        launch = sandbox.prepare(
+            options.sandbox, command, job_dir=job_dir, writable=[cache_root], extra_env=extra, device=device
+        )
+    except sandbox.SandboxError as error:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise EvaluationError(str(error)) from error
+    out_read, out_write = os.pipe()
+    go_read, go_write = os.pipe() if spare else (None, None)
+    output = CappedLog(out_read, job_dir / "worker.log")
+    try:
+        process = subprocess.Popen(
+            launch.argv,
+            stdin=go_read if spare else subprocess.DEVNULL,
+            stdout=out_write,
+            stderr=subprocess.STDOUT,
+            cwd=job_dir,
+            env=launch.env,
+            pass_fds=(write_fd,),
+            start_new_session=True,  # its own process group: one killpg takes ninja and nvcc too
+        )
+    finally:
+        os.close(out_write)
+        os.close(write_fd)
+        if go_read is not None:
+            os.close(go_read)
+    output.start()
+    return StartedWorker(process, read_fd, output, launch.mechanism, launch.warnings, go_write)
 
 
 def late_stage_death(result: EvalResult, stage: str, how: str, guard: GuardSettings, guards: bool) -> None:

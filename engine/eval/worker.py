@@ -27,9 +27,11 @@ from engine.eval.job import JobError, WorkerJob
 from engine.eval.pipe import (
     BUILD,
     BUILD_DIR,
+    GO_LINE,
     PROVISIONAL,
     READY,
     RESULT,
+    SPARE_FLAG,
     STAGE,
     TRIAL,
     VERDICT_FD_ENV,
@@ -53,7 +55,6 @@ from engine.eval.values import clone as _clone
 from engine.eval.values import to_device
 
 SHARE_REPEATS = 3  # forwards profiled for the own-kernel share (after one warm-up)
-SANDBOXED_ENV = "CUDAFORGE_SANDBOX"  # the mechanism confining this worker (engine.sandbox), when one does
 
 
 def _error_info(error: BaseException) -> dict[str, str]:
@@ -77,6 +78,8 @@ class Evaluation:
         self.candidate_ran = False  # set once the candidate's import starts: its code may have run
         self.pin: Any = None  # the numeric-mode flags as before any candidate code (engine.eval.precision)
         self.output_sizes: list[int] = []  # the reference's last output storage sizes (the CPU NaN fill)
+        self.prebuild: Any = None  # the thread building the candidate's extensions ahead (engine.eval.build.prebuild)
+        self.profiler_warmup: Any = None  # the thread starting the profiler while the candidate builds
 
     def stage(self, name: str) -> None:
         sys.stdout.flush()
@@ -171,7 +174,11 @@ class Evaluation:
             import torch
 
             torch.set_num_threads(self.job.cpu_threads)
-        self.result.env = envinfo.collect(self.job.device)
+        self.prebuild = self.start_prebuild()
+        started = time.monotonic()
+        self.result.env = envinfo.collect(self.job.device)  # on CUDA this starts CUDA
+        self.result.durations["setup_device"] = time.monotonic() - started
+        started = time.monotonic()
         try:
             task = import_module_from_source(Path(self.job.task_path).read_text(), self.job.task_path)
         except BaseException as error:  # the task is the user's: say so plainly
@@ -179,6 +186,7 @@ class Evaluation:
             self.result.failed_side, self.result.task_error = REFERENCE_SIDE, True
             return self.finish(RUNTIME_ERROR, f"the task failed to import: {type(error).__name__}: {error}")
 
+        self.result.durations["setup_task"] = time.monotonic() - started
         from engine.eval.precision import PrecisionPin
 
         self.pin = PrecisionPin()
@@ -187,6 +195,7 @@ class Evaluation:
             return self.result
         if self.job.reference_only:  # the loop's task check: nothing of a candidate runs
             return self.finish(CORRECT)
+        self.warm_profiler()
         candidate = self.build()
         if candidate is None or self.precision_changed("its import"):
             return self.result
@@ -279,22 +288,54 @@ class Evaluation:
         self.finish(RUNTIME_ERROR, failure.message())
         return False
 
-    def build(self) -> Any:
-        """Import the candidate; its ``load_inline`` calls build through our hook."""
+    def target_arch(self) -> None:
+        """Build for this GPU only (TORCH_CUDA_ARCH_LIST), not for every architecture torch knows."""
         import torch
 
-        from engine.eval.build.extension import BuildRecorder
-        from engine.tasks import import_module_from_source
-
-        self.stage("build")
         if self.device.type == "cuda" and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
             major, minor = torch.cuda.get_device_capability(self.device)
-            os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"  # one target, not every arch
+            os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"
+
+    def start_prebuild(self) -> Any:
+        """The candidate's extensions built in a thread while the reference is checked, when its source
+        says what they are (engine.eval.build.prebuild); None when nothing can be built ahead."""
+        if self.job.reference_only or not self.job.prebuild:
+            return None
+        from engine.eval.build.prebuild import Prebuild, read_calls
+
+        calls = read_calls(Path(self.job.kernel_path).read_text())
+        if not calls:
+            return None
+        from engine.eval.build.extension import BuildRecorder
+
         recorder = BuildRecorder(
             Path(self.job.cache_root),
             on_build_dir=lambda d: self.channel.send(BUILD_DIR, path=d),
             use_pch=self.job.use_pch,
         )
+        recorder.fallback = False  # a failed split build is built again, and falls back, at the import
+
+        def prepare() -> None:
+            self.target_arch()
+            recorder.attach()
+
+        return Prebuild(recorder, calls, prepare=prepare).start()
+
+    def build(self) -> Any:
+        """Import the candidate; its ``load_inline`` calls build through our hook (or find the prebuild
+        thread's build done)."""
+        from engine.eval.build.extension import BuildRecorder
+        from engine.tasks import import_module_from_source
+
+        self.stage("build")
+        self.target_arch()
+        recorder = BuildRecorder(
+            Path(self.job.cache_root),
+            on_build_dir=lambda d: self.channel.send(BUILD_DIR, path=d),
+            use_pch=self.job.use_pch,
+        )
+        if self.prebuild is not None:
+            recorder.prebuilt = self.prebuild.recorder.prebuilt
         recorder.install()
         self.recorder = recorder
         started = time.monotonic()
@@ -335,6 +376,8 @@ class Evaluation:
 
     def _record_build(self, recorder: Any, started: float) -> None:
         self.result.build = BuildInfo(seconds=time.monotonic() - started, extensions=list(recorder.builds))
+        if self.prebuild is not None:  # what the prebuild thread noticed (a stale lock it took over)
+            self.result.messages.extend(n for n in self.prebuild.recorder.notices if n not in recorder.notices)
         self.result.messages.extend(recorder.notices)
         self.channel.send(BUILD, build=self.result.to_dict()["build"])
 
@@ -585,17 +628,11 @@ class Evaluation:
             "output-cached", f"output(s) {reused} reuse the storage of a previous call's output"
         )
 
-    def launch_guard(self, task: Any, new: Any) -> bool:
-        """On CUDA, at least one of the source's own kernels must launch in a forward; True when refused."""
+    def launch_memo(self) -> Path:
+        """Where the launches of this (task, kernel, GPU, torch) are kept: starting the profiler costs
+        seconds, so a kernel evaluated again does not measure them again."""
         import torch
 
-        from engine.guard import runtime as rg
-        from engine.guard import share
-
-        names = list(self.job.kernel_names)
-        if self.device.type != "cuda" or not names:
-            return False
-        # Starting the profiler costs seconds, so the launches of a given (task, kernel, GPU) are kept.
         key = hashlib.sha256(
             "\0".join(
                 [
@@ -607,10 +644,47 @@ class Evaluation:
             ).encode()
         ).hexdigest()[:24]
         # v2: per-kernel device times (the own-kernel share), not only the names
-        memo = Path(self.job.cache_root) / "launch-checks-v2" / f"{key}.json"
+        return Path(self.job.cache_root) / "launch-checks-v2" / f"{key}.json"
+
+    def warm_profiler(self) -> None:
+        """Start the PyTorch profiler once in a thread while the candidate builds, when the launch check
+        will need it (engine.guard.share.warm_profiler); it joins the thread before its own session."""
+        import threading
+
+        if self.device.type != "cuda" or not self.job.kernel_names or not self.job.guards:
+            return
+        if self.launch_memo().is_file():
+            return
+
+        def warm() -> None:
+            import contextlib
+
+            from engine.guard import share
+
+            with contextlib.suppress(Exception):  # a cold start is only slower; the check reports its own failure
+                share.warm_profiler()
+
+        self.profiler_warmup = threading.Thread(target=warm, name="cudaforge-profiler-warmup", daemon=True)
+        self.profiler_warmup.start()
+
+    def launch_guard(self, task: Any, new: Any) -> bool:
+        """On CUDA, at least one of the source's own kernels must launch in a forward; True when refused."""
+        import torch
+
+        from engine.guard import runtime as rg
+        from engine.guard import share
+
+        names = list(self.job.kernel_names)
+        if self.device.type != "cuda" or not names:
+            return False
+        memo = self.launch_memo()
         try:
             times = {name: tuple(v) for name, v in json.loads(memo.read_text()).items()}
         except (OSError, ValueError):
+            if self.profiler_warmup is not None:
+                started = time.monotonic()
+                self.profiler_warmup.join()  # one profiler session at a time
+                self.add_seconds("profiler_warmup_wait", started)
             inputs = self.make_inputs(task, self.job.seed)
             try:
                 with torch.no_grad():
@@ -696,11 +770,30 @@ class Evaluation:
         return True
 
 
+def warm_imports() -> None:
+    """What every evaluation imports, loaded by a spare worker while it waits for its job
+    (engine.eval.spare): torch and the stages' modules. Never CUDA, which starts with the job."""
+    import torch  # noqa: F401
+    import torch.profiler  # noqa: F401
+    import torch.utils.cpp_extension  # noqa: F401
+
+    from engine.eval import compare, degenerate, envinfo, floor, precision, reference_check, stale, timing  # noqa: F401
+    from engine.eval.build import extension, prebuild  # noqa: F401
+    from engine.guard import runtime, share  # noqa: F401
+
+
+def wait_for_go() -> bool:
+    """A spare's wait for its job, on stdin; False when the evaluating process went away first."""
+    line = sys.stdin.buffer.readline()
+    return line == GO_LINE
+
+
 def main(argv: list[str]) -> int:
     fd_text = os.environ.pop(VERDICT_FD_ENV, None)
-    if fd_text is None or len(argv) != 2:
+    spare = len(argv) == 3 and argv[1] == SPARE_FLAG
+    if fd_text is None or (len(argv) != 2 and not spare):
         print(
-            "usage: CUDAFORGE_VERDICT_FD=N python -m engine.eval.worker JOB.json (started by cudaforge)",
+            "usage: CUDAFORGE_VERDICT_FD=N python -m engine.eval.worker [--spare] JOB.json (started by cudaforge)",
             file=sys.stderr,
         )
         return 2
@@ -708,6 +801,11 @@ def main(argv: list[str]) -> int:
     from engine.sandbox.landlock import apply_from_env
 
     apply_from_env()  # Landlock mode: confine this process before any candidate code is read
+    if spare:
+        warm_imports()
+        if not wait_for_go():
+            os._exit(0)
+        argv = [argv[0], argv[2]]
     try:
         job = WorkerJob.read(Path(argv[1]))
     except JobError as error:  # never guess a setting: say what is wrong with the job and stop
@@ -726,10 +824,6 @@ def main(argv: list[str]) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     channel.send(RESULT, result=result.to_dict())
-    if os.environ.get(SANDBOXED_ENV):  # the sandbox dies with this process: let its header maker finish
-        from engine.eval.build.pch import wait_for_makers
-
-        wait_for_makers()
     # Skip interpreter teardown: after a CUDA fault, destructors may hang or crash.
     os._exit(0)
 

@@ -83,6 +83,17 @@ def cuda_kernel_times(call: Callable[[], object], repeats: int = 3) -> dict[str,
     return times
 
 
+def warm_profiler() -> None:
+    """One empty PyTorch-profiler session: the first in a process pays for loading and starting CUPTI
+    (seconds on the H200 machine, benchmarks/RESULTS.md), so the worker runs this in a thread while the
+    candidate builds and the launch check's own session then starts warm."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]):
+        torch.cuda.synchronize()
+
+
 def trivial_share_message(record: dict[str, Any], threshold: float = OWN_SHARE_MIN) -> str | None:
     """The refusal message of ``own-kernel-trivial`` when the own kernels did no measurable work, else None."""
     if record.get("method") != CUDA_METHOD:

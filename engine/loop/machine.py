@@ -46,7 +46,7 @@ from engine.activity import TASK_CHECK, Activity
 from engine.agents.context import PromptContext
 from engine.agents.roles import Coder, CoderTurn, Judge
 from engine.agents.suggestion import Suggestion
-from engine.eval.evaluate import check_task, evaluate
+from engine.eval.evaluate import check_task, evaluate, warm_worker
 from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
 from engine.eval.result import EvalResult
 from engine.events import (
@@ -502,6 +502,7 @@ class Loop:
         return round_context(self.session, self.branch, self.options.eval_options, self.options.hardware)
 
     def _seed(self) -> None:
+        warm_worker(self.options.eval_options)  # its evaluation's worker imports torch while the Coder writes
         context, guard = self._context()
         turn = self.coder.seed(
             self.reference, guard_policy=guard, context=context, on_token=self._token("coder"), cancel=self._cancel
@@ -562,6 +563,7 @@ class Loop:
         return bool(history and history[-1].eval_result.get("flags"))
 
     def _code(self) -> None:
+        warm_worker(self.options.eval_options)  # its evaluation's worker imports torch while the Coder writes
         base = self._base_iteration()
         approved = Suggestion.from_dict(self.pending.approved or {"mode": self.pending.phase})
         context, guard = self._context()

@@ -15,6 +15,7 @@ ALLOWED_NAMES = frozenset(
     {
         "PATH",
         "CUDAFORGE_BUILD_SPLIT",  # a build setting (stock vs split), never a secret
+        "CUDAFORGE_OBJECT_CACHE",  # a build setting (objects reused across builds or not), never a secret
         "LANG",
         "LANGUAGE",
         "TZ",

@@ -134,7 +134,7 @@ def prepare(
         env = {**parent_env, **extra}
         return Launch(list(command), env, "off", [OFF_WARNING])
     env = worker_env(parent_env, home, extra)
-    env["CUDAFORGE_SANDBOX"] = mechanism  # the worker waits for its header maker (engine.eval.build.pch) before exiting
+    env["CUDAFORGE_SANDBOX"] = mechanism  # what confines it, for the confined program to read
     writable_dirs = [job_dir, *writable]
     if mechanism == "bwrap":
         exe = bwrap.find_bwrap(parent_env)

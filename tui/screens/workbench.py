@@ -753,6 +753,7 @@ class WorkbenchScreen(Screen[None]):
             self.index = len(self.history) - 1
             self._fill()
             status.stop(f"committed #{event.iteration} {event.phase} · {event.status}")
+            status.timing = loop_status.round_timing(event.iteration, self.history[-1] if self.history else None)
         elif isinstance(event, ev.LoopFinished):
             target = loop_status.target_of(self.adapter.loop)
             status.stop(loop_status.finished_text(event.reason, target))  # says why, and that + goes on

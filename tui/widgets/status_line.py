@@ -32,6 +32,8 @@ class StatusLine(Static):
     mode: reactive[str] = reactive("")
     busy: reactive[bool] = reactive(False)
     waiting: reactive[bool] = reactive(False)  # the loop waits for the human (nothing runs)
+    # where the last round's time went ("9.8 s: build 1.8 · check 0.7 …"): last, an 80-column line cuts it first
+    timing: reactive[str] = reactive("")
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__("", **kwargs)  # type: ignore[arg-type]
@@ -77,11 +79,12 @@ class StatusLine(Static):
             "tokens": self.tokens,
             "cost": self.cost,
             "cost_unknown": self.cost_unknown,
+            "timing": self.timing,
         }
 
     def restore(self, state: dict[str, object]) -> None:
         self._started = float(state["started"])  # type: ignore[arg-type]
-        for name in ("stage", "busy", "waiting", "tokens", "cost", "cost_unknown"):
+        for name in ("stage", "busy", "waiting", "tokens", "cost", "cost_unknown", "timing"):
             setattr(self, name, state[name])
 
     def _tick(self) -> None:
@@ -99,7 +102,7 @@ class StatusLine(Static):
             self._redraw()
 
     watch_stage = watch_round = watch_best = watch_tokens = watch_cost = watch_mode = _watch_any
-    watch_cost_unknown = _watch_any
+    watch_cost_unknown = watch_timing = _watch_any
 
     def set_cost(self, costs: list[float | None]) -> None:
         """The total of these calls' or iterations' costs; any None makes it unknown."""
@@ -126,6 +129,8 @@ class StatusLine(Static):
         # 80-column terminal cuts from the right, so the least needed comes last
         parts = [stage, *([self.mode] if self.mode else [])]
         parts += [f"round {self.round}", f"best {format_speedup(self.best)}", f"{self.tokens} tok", self.cost_text()]
+        if self.timing:
+            parts.append(self.timing)
         return " │ ".join(parts)
 
     def _redraw(self) -> None:

@@ -23,14 +23,17 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
 from engine.eval import faults
+from engine.eval.build.objects import ObjectCache, build_with_objects
 from engine.eval.build.pch import HeaderStore, first_include, header_key
+from engine.eval.build.prebuild import Prebuilt, prebuilding
 from engine.eval.build.split.rewrite import CPP_FILE, CUDA_FILE, SplitSkipped, host_flags, split_sources
 from engine.eval.result import ExtensionBuild
 
@@ -43,6 +46,7 @@ _TORCH_HEADER = re.compile(r"#\s*include\s*[<\"](torch/|ATen/|c10/)")
 SPLIT_ENV = (
     "CUDAFORGE_BUILD_SPLIT"  # "0" builds stock-layout candidates the stock way (benchmarks compare both)
 )
+OBJECTS_ENV = "CUDAFORGE_OBJECT_CACHE"  # "0" compiles every unit of every build (benchmarks compare both)
 
 
 def default_cache_root() -> Path:
@@ -123,12 +127,19 @@ class BuildRecorder:
         # The first failure of cudaforge's own code in the hook: kept even if the candidate catches it
         self.fault: faults.HarnessFault | None = None
         self._original: Callable[..., Any] | None = None
+        # Compiled units shared across builds (engine.eval.build.objects); None: every unit is compiled
+        self.objects: ObjectCache | None = ObjectCache(cache_root) if os.environ.get(OBJECTS_ENV, "1") != "0" else None
+        # Builds finished by the prebuild thread (engine.eval.build.prebuild), by build directory: its
+        # recorder fills this, the import's recorder reads it. A recorder that never falls back to the
+        # stock build when a split build fails (the prebuild's: the import does that where it is reported).
+        self.prebuilt: dict[str, ExtensionBuild] = {}
+        self.fallback = True
 
     def install(self) -> None:
         """Replace ``torch.utils.cpp_extension.load_inline`` before the candidate is imported."""
         import torch.utils.cpp_extension as cpp_extension
 
-        self._original = cpp_extension.load_inline
+        self.attach()
         recorder = self
 
         def load_inline(
@@ -136,8 +147,30 @@ class BuildRecorder:
         ) -> Any:
             return recorder._build(name, cpp_sources, cuda_sources, args, kwargs)
 
-        load_inline.__doc__ = self._original.__doc__
+        load_inline.__doc__ = cpp_extension.load_inline.__doc__
         cpp_extension.load_inline = load_inline
+
+    def attach(self) -> None:
+        """Build through torch's own ``load_inline`` (never replacing it: the prebuild thread's recorder),
+        with torch's ninja runs routed through the object cache of the recorder building in each thread."""
+        import torch.utils.cpp_extension as cpp_extension
+
+        self._original = cpp_extension.load_inline
+        _patch_torch_once()
+
+    def _run_ninja(self, run: Callable[[], None], build_dir: Path, record: ExtensionBuild | None) -> None:
+        """torch's ninja run, with the units an earlier build compiled put in place first."""
+        if self.objects is None:
+            run()
+            return
+        plan = None
+        try:
+            plan = build_with_objects(
+                self.objects, build_dir, run, lambda text: print(f"[cudaforge] {text}", flush=True)
+            )
+        finally:
+            if record is not None and plan is not None:
+                record.units = plan.units()
 
     def _build(
         self, name: str, cpp_sources: Any, cuda_sources: Any, args: tuple, kwargs: dict[str, Any]
@@ -169,6 +202,8 @@ class BuildRecorder:
         try:
             return self._build_once(name, split.cpp, split.cuda, args, _split_kwargs(kwargs), "split")
         except Exception as error:  # noqa: BLE001 - any failure of the rewrite falls back to the stock build
+            if not self.fallback:
+                raise
             self.builds.pop()
             reason = f"the split build failed ({type(error).__name__}); built the stock way"
             print(f"[cudaforge] {reason}", flush=True)
@@ -199,17 +234,32 @@ class BuildRecorder:
         with prepared.lock:
             note = ", precompiled header" if record.pch else ""
             print(f"[cudaforge] building extension {name!r} ({path} path{note}) in {build_dir}", flush=True)
-            module = self._original(
-                name, cpp_sources, cuda_sources, *args, build_directory=str(build_dir), **prepared.kwargs
-            )
-            record.seconds = time.monotonic() - prepared.started
-            record.ok = True
-            record.cached = bool(prepared.before) and _library_mtimes(build_dir) == prepared.before
+            _ACTIVE.build = (self, record)
+            try:
+                module = self._original(
+                    name, cpp_sources, cuda_sources, *args, build_directory=str(build_dir), **prepared.kwargs
+                )
+            except Prebuilt:  # the prebuild thread stops where torch would load the library
+                self._finish(record, prepared)
+                self.prebuilt[str(build_dir)] = record
+                raise
+            finally:
+                _ACTIVE.build = None
+            self._finish(record, prepared)
+            done = self.prebuilt.get(str(build_dir))
+            if done is not None and record.cached and not done.cached:  # built by this evaluation's prebuild
+                self.builds[self.builds.index(record)] = record = replace(done, cached=False, prebuilt=True)
         self.modules.append(module)
         self.module_paths.append(path)
-        if prepared.header and not record.pch and self.headers.queue(prepared.header, build_dir):
-            record.pch = "queued"
         return module
+
+    def _finish(self, record: ExtensionBuild, prepared: _Prepared) -> None:
+        """A build that ninja finished: its time, whether it was a cache hit, the header it may queue."""
+        record.seconds = time.monotonic() - prepared.started
+        record.ok = True
+        record.cached = bool(prepared.before) and _library_mtimes(prepared.build_dir) == prepared.before
+        if prepared.header and not record.pch and self.headers.queue(prepared.header, prepared.build_dir):
+            record.pch = "queued"
 
     def _prepare(
         self,
@@ -304,3 +354,37 @@ def _built_with_pch(build_dir: Path) -> bool:
 def _library_mtimes(build_dir: Path) -> dict[str, int]:
     """Modification times of the built libraries: unchanged after a build means ninja had nothing to do."""
     return {p.name: p.stat().st_mtime_ns for p in build_dir.glob("*.so")}
+
+
+# The recorder and record whose build runs in this thread (the prebuild thread and the import may build
+# at once, each through torch's one module).
+_ACTIVE = threading.local()
+_PATCH_LOCK = threading.Lock()
+
+
+def _patch_torch_once() -> None:
+    """Route torch's ninja runs through the object cache of the recorder building in the calling thread,
+    and stop the prebuild thread where torch would import the library it built."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    with _PATCH_LOCK:
+        if getattr(cpp_extension._run_ninja_build, "_cudaforge", False):
+            return
+        run_ninja, import_library = cpp_extension._run_ninja_build, cpp_extension._import_module_from_library
+
+        def run_ninja_build(build_directory: str, verbose: bool, error_prefix: str) -> None:
+            active = getattr(_ACTIVE, "build", None)
+            run = lambda: run_ninja(build_directory, verbose, error_prefix)  # noqa: E731
+            if active is None:
+                run()
+            else:
+                active[0]._run_ninja(run, Path(build_directory), active[1])
+
+        def import_module_from_library(module_name: str, path: str, is_python_module: bool) -> Any:
+            if prebuilding():
+                raise Prebuilt(path)
+            return import_library(module_name, path, is_python_module)
+
+        run_ninja_build._cudaforge = True  # type: ignore[attr-defined]
+        cpp_extension._run_ninja_build = run_ninja_build
+        cpp_extension._import_module_from_library = import_module_from_library

@@ -19,7 +19,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -141,7 +140,9 @@ class HeaderStore:
         return removed
 
     def queue(self, key: str, build_dir: Path) -> bool:
-        """Start making the header for ``key`` in the background from ``build_dir``'s compile command."""
+        """Ask for the header of ``key``, made from ``build_dir``'s compile command: the command is written
+        beside a ``queued`` marker, and the evaluating process makes it once the verdict is in
+        (engine.eval.build.makers). The worker never waits for it."""
         if self.ready(key) or _making_recently(self.folder(key) / "making"):
             return False
         self.prune_dead()
@@ -154,47 +155,43 @@ class HeaderStore:
         folder = self.folder(key)
         (folder / "torch").mkdir(parents=True, exist_ok=True)
         (folder / FORMAT_MARKER).touch()
-        (folder / "making").write_text(str(os.getpid()))
-        tmp = folder / "torch" / f"extension.h.gch.tmp{os.getpid()}"
-        target = folder / "torch" / "extension.h.gch"
-        script = f"{command} -o {shlex.quote(str(tmp))} && mv {shlex.quote(str(tmp))} {shlex.quote(str(target))}; rm -f {shlex.quote(str(tmp))} {shlex.quote(str(folder / 'making'))}"
-        MAKERS.append(
-            subprocess.Popen(
-                ["sh", "-c", script],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=open(folder / "make.log", "w"),  # noqa: SIM115 - handed to the child
-                start_new_session=True,  # outlives the worker and its process group
-            )
-        )
+        tmp, target = (shlex.quote(str(folder / "torch" / n)) for n in ("extension.h.gch.tmp", "extension.h.gch"))
+        done = " ".join(shlex.quote(str(folder / n)) for n in ("making", CLAIM))
+        script = f"{command} -o {tmp} && mv {tmp} {target}\nstatus=$?\nrm -f {tmp} {done}\nexit $status\n"
+        (folder / MAKE_SCRIPT).write_text(script)
+        (folder / "making").write_text(QUEUED)
         return True
 
+    def queued(self) -> list[str]:
+        """Keys whose header is asked for and not being made by anyone yet."""
+        found = []
+        for marker in self.root.glob("*/making"):
+            try:
+                if marker.read_text().startswith(QUEUED) and not (marker.parent / CLAIM).exists():
+                    found.append(marker.parent.name)
+            except OSError:
+                continue
+        return found
 
-# Header makers started by this process. Inside a sandbox nothing outlives the worker, so the worker
-# waits for these before it exits (``wait_for_makers``); without one they run on in the background.
-MAKERS: list[subprocess.Popen] = []
 
-
-def wait_for_makers(timeout_s: float = 600.0) -> None:
-    """Let this process's header makers finish (bounded), so a sandbox's teardown does not kill them."""
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    for maker in MAKERS:
-        try:
-            maker.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            maker.kill()
+# A header asked for by a worker (``queue``) and not yet started; the process that starts it claims it
+# with CLAIM (created exclusively), so two cudaforge processes sharing a cache make it once.
+QUEUED = "queued"
+CLAIM = "maker.claim"
+MAKE_SCRIPT = "make.sh"
+QUEUED_STALE_S = 900.0  # asked for and never started this long: its evaluating process is gone
 
 
 def _making_recently(marker: Path) -> bool:
-    """True while a header is being made; a marker left by a killed maker goes stale."""
+    """True while a header is being made or asked for; a marker left by a killed maker goes stale."""
     import time
 
     try:
-        return time.time() - marker.stat().st_mtime < STALE_MAKING_S
+        age = time.time() - marker.stat().st_mtime
+        queued = marker.read_text().startswith(QUEUED) and not (marker.parent / CLAIM).exists()
     except OSError:
         return False
+    return age < (QUEUED_STALE_S if queued else STALE_MAKING_S)
 
 
 def _header_command(build_dir: Path, folder: Path) -> str | None:

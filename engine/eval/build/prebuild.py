@@ -1,0 +1,225 @@
+"""Build a candidate's extensions while the reference is checked, before its import asks for them.
+
+Why: the worker checks the task's reference before any candidate code runs (a broken task is never
+blamed on the kernel), then imports the candidate, whose ``load_inline`` builds. The two do not depend on
+each other, yet one waited for the other (ARCHITECTURE.md §3, "A round's own time").
+
+How: the candidate's ``load_inline`` calls are read from its source without running it. A call is used
+only when every argument is a literal, or a module-level name bound once to a literal (strings joined
+with ``+`` or an f-string without fields included), and the sources include headers only in angle
+brackets with no include folder of their own (the import could otherwise write what they include
+first). Each such call is built in a thread, by the same build hook into the same build directory the
+import will use, up to the point where torch would load the library. The import then takes the
+directory's lock after the thread, finds nothing to build, and loads the library; the result records
+the build as ``prebuilt`` with the thread's compile time. Nothing of the candidate runs in that thread:
+its Python is not executed and its library is not loaded; only the compilers read its source, as in
+the build stage. A build that fails there is not followed by the stock fallback: the import builds it
+again in the build stage, where its errors belong, and falls back as usual.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+LOAD_INLINE = "load_inline"
+MAX_CALLS = 4  # a candidate with more extensions than this builds the rest at its import
+POSITIONAL = ("name", "cpp_sources", "cuda_sources")
+# Keywords that change where or how the import builds in ways a read of the source cannot follow
+UNREADABLE_KEYWORDS = ("extra_include_paths", "build_directory", "sources")
+_QUOTED_INCLUDE = re.compile(r"^\s*#\s*include\s*[^<\s]", re.M)
+
+
+class Unreadable(Exception):
+    """A call whose arguments are not known without running the candidate."""
+
+
+@dataclass
+class StaticCall:
+    """One ``load_inline`` call as the candidate's import will make it."""
+
+    name: str
+    cpp_sources: Any
+    cuda_sources: Any
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def read_calls(source: str) -> list[StaticCall]:
+    """The candidate's ``load_inline`` calls whose arguments the source alone decides."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    constants = _module_constants(tree)
+    calls: list[StaticCall] = []
+    for node in ast.walk(tree):
+        if len(calls) >= MAX_CALLS:
+            break
+        if isinstance(node, ast.Call) and _called_name(node.func) == LOAD_INLINE:
+            try:
+                calls.append(_read_call(node, constants))
+            except Unreadable:
+                continue
+    return calls
+
+
+def _called_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
+    """Names bound exactly once in the whole source, by a plain module-level assignment."""
+    bound: dict[str, int] = {}
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension)):
+            targets = [node.target]
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                bound[name] = bound.get(name, 0) + 2
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound[node.name] = bound.get(node.name, 0) + 1
+        elif isinstance(node, ast.arg):
+            bound[node.arg] = bound.get(node.arg, 0) + 2
+        for target in targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    bound[name.id] = bound.get(name.id, 0) + 1
+    constants: dict[str, ast.expr] = {}
+    for statement in tree.body:
+        if (
+            isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)
+            and bound.get(statement.targets[0].id) == 1
+        ):
+            constants[statement.targets[0].id] = statement.value
+    return constants
+
+
+def _value(node: ast.expr | None, constants: dict[str, ast.expr], depth: int = 0) -> Any:
+    if node is None or depth > 20:
+        raise Unreadable
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in constants:
+        return _value(constants[node.id], constants, depth + 1)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_value(item, constants, depth + 1) for item in node.elts]
+    if isinstance(node, ast.Dict):
+        pairs = zip(node.keys, node.values, strict=True)
+        return {_value(k, constants, depth + 1): _value(v, constants, depth + 1) for k, v in pairs}
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _value(node.left, constants, depth + 1), _value(node.right, constants, depth + 1)
+        if isinstance(left, str) and isinstance(right, str):
+            return left + right
+    if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in node.values):
+        return "".join(str(v.value) for v in node.values)  # type: ignore[union-attr]
+    raise Unreadable
+
+
+def _read_call(node: ast.Call, constants: dict[str, ast.expr]) -> StaticCall:
+    if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+        raise Unreadable
+    values: dict[str, Any] = {}
+    if len(node.args) > len(POSITIONAL):
+        raise Unreadable
+    for name, arg in zip(POSITIONAL, node.args, strict=False):
+        values[name] = _value(arg, constants)
+    for keyword in node.keywords:
+        if keyword.arg in UNREADABLE_KEYWORDS:
+            raise Unreadable
+        values[keyword.arg] = _value(keyword.value, constants)
+    name = values.pop("name", None)
+    cpp, cuda = values.pop("cpp_sources", None), values.pop("cuda_sources", None)
+    if not isinstance(name, str) or cpp is None:
+        raise Unreadable
+    for text in (*_texts(cpp), *_texts(cuda)):
+        if _QUOTED_INCLUDE.search(text):
+            raise Unreadable  # may include a file the import writes first
+    return StaticCall(name=name, cpp_sources=cpp, cuda_sources=cuda, kwargs=values)
+
+
+def _texts(sources: Any) -> list[str]:
+    if sources is None:
+        return []
+    if isinstance(sources, str):
+        return [sources]
+    if isinstance(sources, list) and all(isinstance(s, str) for s in sources):
+        return sources
+    raise Unreadable
+
+
+class Prebuilt(BaseException):  # noqa: N818 - not an error: the signal that the build is done
+    """Raised where torch would load a prebuilt library: the thread stops there, nothing is loaded."""
+
+
+_IN_PREBUILD = threading.local()
+
+
+def prebuilding() -> bool:
+    """True in the prebuild thread (torch's library import must not run there)."""
+    return bool(getattr(_IN_PREBUILD, "active", False))
+
+
+class Prebuild:
+    """The thread that builds ``calls`` with ``recorder`` (a BuildRecorder that never falls back to a
+    stock build), recording each finished build by its directory."""
+
+    def __init__(self, recorder: Any, calls: list[StaticCall], prepare: Any = None) -> None:
+        self.recorder = recorder
+        self.calls = calls
+        self.prepare = prepare  # run first in the thread (e.g. the target architecture, which starts CUDA)
+        self.done: dict[str, Any] = {}  # build directory -> its ExtensionBuild, once built
+        self.seconds: float | None = None
+        self.error: str | None = None
+        self._thread = threading.Thread(target=self._run, name="cudaforge-prebuild", daemon=True)
+
+    def start(self) -> Prebuild:
+        self._thread.start()
+        return self
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        _IN_PREBUILD.active = True
+        try:
+            if self.prepare is not None:
+                self.prepare()
+            for call in self.calls:
+                try:
+                    self.recorder._build(call.name, call.cpp_sources, call.cuda_sources, (), dict(call.kwargs))
+                except Prebuilt:
+                    continue
+                except Exception as error:  # noqa: BLE001 - the import builds it again and reports it
+                    self.error = f"{type(error).__name__}: {str(error)[:300]}"
+                finally:
+                    _forget_version(call.name)
+        except Exception as error:  # noqa: BLE001 - a prebuild is only ever a head start
+            self.error = f"{type(error).__name__}: {str(error)[:300]}"
+        finally:
+            _IN_PREBUILD.active = False
+            self.seconds = time.monotonic() - started
+
+
+def _forget_version(name: str) -> None:
+    """torch skips the build of a name it already built in this process: let the import build (and
+    find nothing to do, or report a failure itself) rather than load what may not exist."""
+    try:
+        import torch.utils.cpp_extension as cpp_extension
+
+        cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(name, None)
+    except Exception:  # noqa: BLE001 - torch's private bookkeeping; without it the build simply runs
+        pass

@@ -1,0 +1,110 @@
+"""A worker started before its evaluation: Python, torch and cudaforge imported, waiting for its job.
+
+Why (ARCHITECTURE.md §3, "A round's own time"): a fresh worker spends seconds before its first stage,
+most of it importing torch. The loop knows an evaluation will follow while the Coder is still
+writing, so it asks for a spare then (``prestart``); the evaluation that follows takes it (``take``),
+writes its job into the spare's folder and sends the word to go.
+
+What stays as it was: each spare serves exactly one evaluation (every candidate still gets a fresh
+process), and it is started exactly as that evaluation's own worker would be: the same sandbox, the
+same allow-listed environment, the same GPU, its own job folder. It imports what the stages need but
+never starts CUDA before its job arrives (an idle CUDA context would hold GPU memory, and GPU work
+here could disturb another evaluation's timing). A spare for other settings is given up; a spare
+whose evaluating process goes away sees its stdin close and exits, and one left at exit is killed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.eval.options import EvalOptions, EvaluationError
+from engine.eval.supervisor import StartedWorker, start_worker
+
+JOB_FILE = "job.json"
+
+
+@dataclass
+class Spare:
+    key: tuple[object, ...]
+    job_dir: Path
+    worker: StartedWorker
+
+    def alive(self) -> bool:
+        return self.worker.process.poll() is None
+
+    def discard(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.worker.process.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            if self.worker.go_fd is not None:
+                os.close(self.worker.go_fd)
+        with contextlib.suppress(OSError):
+            os.close(self.worker.read_fd)
+        self.worker.process.wait()
+        self.worker.output.join(timeout=2.0)
+        shutil.rmtree(self.job_dir, ignore_errors=True)
+
+
+_LOCK = threading.Lock()
+_SPARES: dict[tuple[object, ...], Spare] = {}
+
+
+def spare_key(device: str, options: EvalOptions, cache_root: Path) -> tuple[object, ...]:
+    """What a spare's start depends on: an evaluation takes only a spare started the way it would start."""
+    return (device, options.gpu_index, options.sandbox, str(cache_root), sys.executable, os.environ.get("PATH"))
+
+
+def prestart(device: str, options: EvalOptions, cache_root: Path) -> None:
+    """Start a spare for evaluations with these settings, unless one is waiting already (at most one
+    spare at a time: one of other settings is given up)."""
+    key = spare_key(device, options, cache_root)
+    with _LOCK:
+        current = _SPARES.get(key)
+        if current is not None and current.alive():
+            return
+        stale = list(_SPARES.values())
+        _SPARES.clear()
+    for spare in stale:
+        spare.discard()
+    job_dir = Path(tempfile.mkdtemp(prefix="cudaforge-eval-"))
+    try:
+        worker = start_worker(job_dir, device, options, cache_root, job_dir / JOB_FILE, spare=True)
+    except (EvaluationError, OSError):
+        shutil.rmtree(job_dir, ignore_errors=True)
+        return  # the evaluation starts its own worker, and reports the problem there
+    spare = Spare(key, job_dir, worker)
+    with _LOCK:
+        if key not in _SPARES:
+            _SPARES[key] = spare
+            return
+    spare.discard()  # another thread started one meanwhile
+
+
+def take(device: str, options: EvalOptions, cache_root: Path) -> Spare | None:
+    """The waiting spare for these settings, now the caller's (None: start a worker the usual way)."""
+    with _LOCK:
+        spare = _SPARES.pop(spare_key(device, options, cache_root), None)
+    if spare is None:
+        return None
+    if spare.alive():
+        return spare
+    spare.discard()
+    return None
+
+
+@atexit.register
+def discard_all() -> None:
+    with _LOCK:
+        spares = list(_SPARES.values())
+        _SPARES.clear()
+    for spare in spares:
+        spare.discard()
