@@ -38,6 +38,32 @@ def test_correct_kernel_exits_0_and_json_is_the_eval_result(ext_cache: Path) -> 
     readable = cudaforge("eval", str(TASK), str(KERNEL), "--device", "cpu", "--no-timing", cache=ext_cache)
     assert readable.returncode == 0
     assert "CORRECT" in readable.stdout and "5/5 trials passed" in readable.stdout
+    # where the time went: the worker's stages, and what the evaluating process spent around them
+    durations = result["durations"]
+    stages = sum(durations.get(k, 0.0) for k in ("process_start", "setup", "reference", "build", "check", "time"))
+    assert durations["evaluate"] >= stages > 0
+    [line] = [x for x in readable.stdout.splitlines() if x.strip().startswith("stages ")]
+    assert "start" in line and "check" in line and line.rstrip().endswith(" s")
+
+
+@pytest.mark.slow
+def test_the_eval_command_never_imports_torch_itself_and_the_worker_reports_a_broken_task(
+    ext_cache: Path, tmp_path: Path
+) -> None:
+    """Importing torch took 2-3 s of every one-shot evaluation in the parent; the worker does it anyway."""
+    code = (
+        "import sys; from tui import cli; code = cli.main(sys.argv[1:]); "
+        "print('TORCH', 'torch' in sys.modules, file=sys.stderr); sys.exit(code)"
+    )
+    env = {**os.environ, "PYTHONPATH": python_path(), "CUDAFORGE_CACHE_DIR": str(ext_cache)}
+    run = lambda *a: subprocess.run([sys.executable, "-c", code, *a], capture_output=True, text=True, env=env, timeout=600)  # noqa: E731
+    done = run("eval", str(TASK), str(KERNEL), "--no-timing")  # device from the config: auto
+    assert done.returncode == 0 and "TORCH False" in done.stderr, done.stderr
+    broken = tmp_path / "task.py"  # statically sound, fails only when run
+    broken.write_text(TASK.read_text().replace("import torch\n", "import torch\nimport no_such_module_here\n", 1))
+    done = run("eval", str(broken), str(KERNEL), "--device", "cpu")
+    assert done.returncode == 2 and "TORCH False" in done.stderr
+    assert "REFERENCE failed" in done.stdout and "no_such_module_here" in done.stdout
 
 
 @pytest.mark.slow

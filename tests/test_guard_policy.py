@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.config import ConfigError, load_config
+from engine.eval import stagetimes
 from engine.eval.result import EvalResult
 from engine.guard.findings import summarize
 from engine.guard.policy import GuardPolicyError, GuardSettings, severity_table
@@ -243,6 +244,16 @@ def test_headless_run_records_the_guard_in_session_toml_header_and_table(
         result = EvalResult.from_dict(session.history()[-1].read_json("eval.json"))
         assert result.guard_policy == "strict" and result.guard_refuse == ["timing-access"]
         assert "state-in-forward" in result.relaxed_rules
+        # where each round's evaluation time went, read from the same eval.json the table reads
+        lines = done.stdout.splitlines()
+        at = lines.index("where each evaluation's time went (seconds; outside: around the worker):")
+        header, *rows = lines[at + 1 : at + 1 + 1 + len(session.history())]
+        assert header.split() == ["iter", "start", "reference", "build", "check", "time", "late", "outside", "profile", "total"]
+        for row, item in zip(rows, session.history(), strict=True):
+            cells = row.split()
+            parts = stagetimes.breakdown(item.read_json("eval.json")["durations"])
+            assert cells[0] == str(item.number) and float(cells[-1]) == round(stagetimes.total(item.read_json("eval.json")["durations"]), 1)
+            assert f"{parts['outside']:.1f}" in cells and f"{parts['check']:.1f}" in cells
     finally:
         session.close()
 

@@ -79,7 +79,6 @@ class Evaluation:
         self.pin: Any = None  # the numeric-mode flags as before any candidate code (engine.eval.precision)
         self.output_sizes: list[int] = []  # the reference's last output storage sizes (the CPU NaN fill)
         self.prebuild: Any = None  # the thread building the candidate's extensions ahead (engine.eval.build.prebuild)
-        self.profiler_warmup: Any = None  # the thread starting the profiler while the candidate builds
 
     def stage(self, name: str) -> None:
         sys.stdout.flush()
@@ -195,7 +194,6 @@ class Evaluation:
             return self.result
         if self.job.reference_only:  # the loop's task check: nothing of a candidate runs
             return self.finish(CORRECT)
-        self.warm_profiler()
         candidate = self.build()
         if candidate is None or self.precision_changed("its import"):
             return self.result
@@ -328,6 +326,7 @@ class Evaluation:
         from engine.tasks import import_module_from_source
 
         self.stage("build")
+        self.warm_profiler()  # while the prebuild thread compiles
         self.target_arch()
         recorder = BuildRecorder(
             Path(self.job.cache_root),
@@ -647,25 +646,23 @@ class Evaluation:
         return Path(self.job.cache_root) / "launch-checks-v2" / f"{key}.json"
 
     def warm_profiler(self) -> None:
-        """Start the PyTorch profiler once in a thread while the candidate builds, when the launch check
-        will need it (engine.guard.share.warm_profiler); it joins the thread before its own session."""
-        import threading
-
+        """Start the PyTorch profiler once, at the start of the build stage, when the launch check will
+        need it (engine.guard.share.warm_profiler): with the extensions prebuilt in a thread meanwhile, its
+        start-up (CUPTI) overlaps their compile instead of adding to the check. In this thread: kineto
+        refuses a client registered from another one."""
         if self.device.type != "cuda" or not self.job.kernel_names or not self.job.guards:
             return
         if self.launch_memo().is_file():
             return
+        from engine.guard import share
 
-        def warm() -> None:
-            import contextlib
-
-            from engine.guard import share
-
-            with contextlib.suppress(Exception):  # a cold start is only slower; the check reports its own failure
-                share.warm_profiler()
-
-        self.profiler_warmup = threading.Thread(target=warm, name="cudaforge-profiler-warmup", daemon=True)
-        self.profiler_warmup.start()
+        started = time.monotonic()
+        try:
+            share.warm_profiler()
+        except Exception:  # noqa: BLE001 - a cold start is only slower; the check reports its own failure
+            return
+        finally:
+            self.add_seconds("profiler_warmup", started)
 
     def launch_guard(self, task: Any, new: Any) -> bool:
         """On CUDA, at least one of the source's own kernels must launch in a forward; True when refused."""
@@ -681,10 +678,6 @@ class Evaluation:
         try:
             times = {name: tuple(v) for name, v in json.loads(memo.read_text()).items()}
         except (OSError, ValueError):
-            if self.profiler_warmup is not None:
-                started = time.monotonic()
-                self.profiler_warmup.join()  # one profiler session at a time
-                self.add_seconds("profiler_warmup_wait", started)
             inputs = self.make_inputs(task, self.job.seed)
             try:
                 with torch.no_grad():

@@ -76,6 +76,7 @@ class Edge:
     key: str = ""
     why_not: str = ""  # why this unit is not cached ("" when it is cacheable)
     reused: bool = False
+    toolchains: list[Path] = field(default_factory=list)  # the compilers' install folders (their own headers)
 
     def path(self, build_dir: Path) -> Path:
         """The object file (torch names objects relative to the build directory, ninja's cwd)."""
@@ -154,7 +155,10 @@ class ObjectCache:
         command = edge.command.replace(edge.source, "$SRC")
         command = re.sub(rf"(?<![\w./]){re.escape(edge.output)}(?!\w)", "$OBJ", command)
         command = command.replace(str(build_dir), "$BUILD")
-        outside = self._outside_include(command)
+        compilers = _compilers(edge.command)
+        # a compiler's own folder (g++'s headers, nvcc's -ccbin) is identified by the compiler's identity
+        edge.toolchains = [Path(c).parent.parent for c in compilers]
+        outside = self._outside_include(command, edge.toolchains)
         if outside:
             return "", f"names an include folder outside torch, CUDA and the system: {outside}"
         # The precompiled header stands in for the header it was made from (-Winvalid-pch falls back
@@ -167,13 +171,13 @@ class ObjectCache:
             "rule": edge.rule,
             "command": command,
             "source": hashlib.sha256(source).hexdigest(),
-            "tools": _tool_identities(edge.command),
+            "tools": _tool_identities(compilers),
             "torch": _torch_identity(),
             "env": {k: os.environ.get(k) for k in COMPILER_ENV if os.environ.get(k)},
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32], ""
 
-    def _outside_include(self, command: str) -> str:
+    def _outside_include(self, command: str, toolchains: list[Path]) -> str:
         """The first include folder the command names outside the trusted ones ("" when none)."""
         try:
             words = shlex.split(command)
@@ -189,8 +193,10 @@ class ObjectCache:
                     continue
                 if ".." in value or not (value.startswith("/") or value.startswith("$BUILD")):
                     return value
+                if value.startswith("/") and not self._is_trusted(value, toolchains):
+                    return value
         for path in _ABS_PATH.findall(command):
-            if not self._is_trusted(path):
+            if not self._is_trusted(path, toolchains):
                 return path
         return ""
 
@@ -199,9 +205,10 @@ class ObjectCache:
             self._trusted = trusted_roots(self.header_store)
         return self._trusted
 
-    def _is_trusted(self, path: str) -> bool:
+    def _is_trusted(self, path: str, toolchains: list[Path] = ()) -> bool:  # type: ignore[assignment]
         resolved = Path(os.path.realpath(path))
-        return any(resolved == root or root in resolved.parents for root in self._trusted_roots())
+        roots = [*self._trusted_roots(), *toolchains]
+        return any(resolved == root or root in resolved.parents for root in roots)
 
     def _place(self, edge: Edge, build_dir: Path) -> bool:
         """Copy the stored object for ``edge`` into the build directory when its headers still match."""
@@ -264,7 +271,7 @@ class ObjectCache:
         for dep in (str(build_dir / d) for d in found):  # relative ones are the build directory's
             if os.path.abspath(dep) == os.path.abspath(edge.source):
                 continue
-            if self._is_trusted(dep):
+            if self._is_trusted(dep, edge.toolchains):
                 continue  # torch/CUDA/system headers (and the precompiled torch header): identified by the key
             digest = _file_digest(Path(dep))
             if digest is None:
@@ -411,21 +418,32 @@ def _unescape(path: str) -> str:
     return path.replace("$ ", " ").replace("$:", ":").replace("$$", "$")
 
 
-def _tool_identities(command: str) -> list[list[object]]:
-    """Real path, size and modification time of the compiler the command starts with, and of the host
-    compilers nvcc may run (found on PATH like nvcc finds them)."""
+def _compilers(command: str) -> list[str]:
+    """The real paths of the compilers a command runs: its first word, and nvcc's host compiler
+    (``-ccbin``, else the ``c++``/``gcc`` nvcc finds on PATH)."""
     try:
-        first = shlex.split(command)[0]
-    except (ValueError, IndexError):
-        first = ""
-    names = [first, "c++", "g++", "gcc", "cc"]
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    names = words[:1]
+    for index, word in enumerate(words):
+        if word in ("-ccbin", "--compiler-bindir") and index + 1 < len(words):
+            names.append(words[index + 1])
+        elif word.startswith(("-ccbin=", "--compiler-bindir=")):
+            names.append(word.split("=", 1)[1])
+    if names and Path(names[0]).name.startswith("nvcc") and len(names) == 1:
+        names += ["c++", "gcc"]
+    found = [shutil.which(n) for n in names]
+    return list(dict.fromkeys(os.path.realpath(f) for f in found if f))
+
+
+def _tool_identities(compilers: list[str]) -> list[list[object]]:
+    """Real path, size and modification time of each compiler (a different compiler is another key)."""
     out: list[list[object]] = []
-    for name in names:
-        found = shutil.which(name) if name else None
-        if found:
-            real = os.path.realpath(found)
+    for real in compilers:
+        with contextlib.suppress(OSError):
             stat = os.stat(real)
-            out.append([name, real, stat.st_size, stat.st_mtime_ns])
+            out.append([real, stat.st_size, stat.st_mtime_ns])
     return out
 
 

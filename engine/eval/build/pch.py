@@ -162,6 +162,10 @@ class HeaderStore:
         (folder / "making").write_text(QUEUED)
         return True
 
+    def pending(self, key: str) -> bool:
+        """A header for ``key`` is asked for or being made (by this evaluation or another)."""
+        return not self.ready(key) and _making_recently(self.folder(key) / "making")
+
     def queued(self) -> list[str]:
         """Keys whose header is asked for and not being made by anyone yet."""
         found = []

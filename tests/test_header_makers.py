@@ -1,0 +1,71 @@
+"""Precompiled headers asked for by the worker and made by the evaluating process (engine/eval/build/makers.py).
+
+The real header (a minute of g++ on torch's headers) is made in tests/test_build_pch.py; here the
+make script is a stand-in, so the orchestration is tested in seconds: the worker's request starts
+nothing, the evaluating process starts one maker per request in the sandbox, and a maker that does not
+finish leaves the request to be made again.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from engine import sandbox
+from engine.eval.build import makers
+from engine.eval.build.pch import CLAIM, MAKE_SCRIPT, QUEUED, QUEUED_STALE_S, HeaderStore, _making_recently
+
+
+def _asked_for(cache: Path, key: str, script: str) -> Path:
+    """A header request as ``HeaderStore.queue`` leaves it, with ``script`` as its command."""
+    folder = HeaderStore(cache).folder(key)
+    (folder / "torch").mkdir(parents=True)
+    (folder / MAKE_SCRIPT).write_text(script)
+    (folder / "making").write_text(QUEUED)
+    return folder
+
+
+def test_the_worker_asks_for_a_header_and_starts_nothing(tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "build.ninja").write_text("cxx = c++\ncflags = -DTORCH_EXTENSION_NAME=e -fPIC\npost_cflags = -std=c++17\n")
+    store = HeaderStore(tmp_path / "cache")
+    assert store.queue("k1", build) is True
+    folder = store.folder("k1")
+    script = (folder / MAKE_SCRIPT).read_text()
+    assert script.startswith("c++ -x c++-header ") and "-DTORCH_EXTENSION_NAME" not in script
+    assert "extension.h.gch.tmp" in script and (folder / "making").read_text() == QUEUED
+    assert store.queued() == ["k1"] and not makers.running()
+    assert store.queue("k1", build) is False  # asked for once
+    old = time.time() - QUEUED_STALE_S - 5
+    os.utime(folder / "making", (old, old))
+    assert not _making_recently(folder / "making")  # a request nobody started goes stale: asked again
+
+
+@pytest.mark.parametrize("mode", ["auto", "off"])
+def test_the_evaluating_process_makes_each_request_once_in_the_sandbox(tmp_path: Path, mode: str) -> None:
+    cache = tmp_path / "cache"
+    folder = _asked_for(
+        cache, "k2",
+        'sleep 1\necho "${CUDAFORGE_SANDBOX:-none}" > torch/extension.h.gch\nrm -f making maker.claim\n',
+    )  # fmt: skip
+    assert makers.start_queued(cache, mode) == ["k2"]
+    assert (folder / "making").read_text().startswith("making ") and (folder / CLAIM).exists()
+    assert makers.start_queued(cache, mode) == []  # claimed: a second evaluation does not start another
+    assert folder in makers.running()
+    assert makers.wait(timeout_s=30)
+    confined = (folder / "torch" / "extension.h.gch").read_text().strip()
+    assert confined == ("none" if mode == "off" else sandbox.resolve_mode("auto"))
+    assert not (folder / "making").exists() and not (folder / CLAIM).exists()
+
+
+def test_a_maker_that_does_not_finish_leaves_the_request_to_be_made_again(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    folder = _asked_for(cache, "k3", "sleep 60\n")
+    assert makers.start_queued(cache, "off") == ["k3"]
+    makers._stop_at_exit()  # what the evaluating process does when it exits first
+    assert not makers.running() and not (folder / CLAIM).exists() and not (folder / "making").exists()
+    assert not HeaderStore(cache).ready("k3")

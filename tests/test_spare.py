@@ -1,0 +1,66 @@
+"""A worker started before its evaluation (engine/eval/spare.py), on CPU with real workers.
+
+It must serve one evaluation exactly as a worker started for it would (same sandbox, same verdict),
+start with torch imported, never be shared, and go away when nobody will use it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from engine.eval import spare
+from engine.eval.evaluate import evaluate, warm_worker
+from engine.eval.options import EvalOptions
+from engine.eval.timing import TimingPlan
+from tests.conftest import EXAMPLES
+
+TASK = (EXAMPLES / "tasks" / "relu.py").read_text()
+PYBIND = (Path(__file__).resolve().parent / "fixtures" / "build" / "relu_pybind_only.py").read_text()
+
+
+def _options(cache: Path, **overrides: object) -> EvalOptions:
+    return EvalOptions(device="cpu", cache_root=cache, timing=TimingPlan(min_trials=5, budget_s=1.0), **overrides)  # type: ignore[arg-type]
+
+
+def test_a_spare_serves_one_evaluation_as_a_fresh_worker_would(ext_cache: Path) -> None:
+    options = _options(ext_cache)
+    cold = evaluate(TASK, PYBIND, options)
+    assert cold.settings["worker"] == "cold"
+    warm_worker(options)
+    time.sleep(4.0)  # the Coder writes; the spare imports torch meanwhile
+    warm = evaluate(TASK, PYBIND, options)
+    assert warm.settings["worker"] == "spare"
+    assert (warm.status, warm.sandbox, warm.stage) == (cold.status, cold.sandbox, cold.stage) == ("correct", cold.sandbox, "done")
+    assert [t.passed for t in warm.trials] == [t.passed for t in cold.trials]
+    # torch was imported before the job came: the worker's start is a small part of the cold one's
+    cold_start = cold.durations["process_start"] + cold.durations["setup"]
+    warm_start = warm.durations["process_start"] + warm.durations["setup"]
+    assert warm_start < cold_start / 2, (warm_start, cold_start)
+    # served once: the next evaluation starts its own
+    assert evaluate(TASK, PYBIND, options).settings["worker"] == "cold"
+
+
+def test_a_spare_for_other_settings_is_not_taken_and_is_given_up(ext_cache: Path, tmp_path: Path) -> None:
+    options = _options(ext_cache)
+    warm_worker(options)
+    [waiting] = list(spare._SPARES.values())
+    other = _options(tmp_path / "elsewhere")  # another build cache: another sandbox
+    warm_worker(other)
+    assert waiting.worker.process.wait(timeout=10) is not None and not waiting.job_dir.exists()
+    assert list(spare._SPARES) == [spare.spare_key("cpu", other, (tmp_path / "elsewhere").resolve())]
+    spare.discard_all()
+    assert spare._SPARES == {}
+
+
+def test_a_spare_whose_evaluating_process_goes_away_exits(ext_cache: Path) -> None:
+    options = _options(ext_cache)
+    warm_worker(options)
+    [waiting] = list(spare._SPARES.values())
+    spare._SPARES.clear()
+    assert waiting.worker.go_fd is not None
+    os.close(waiting.worker.go_fd)  # its stdin closes, as when the process that started it dies
+    waiting.worker.go_fd = None
+    assert waiting.worker.process.wait(timeout=30) == 0
+    waiting.discard()
