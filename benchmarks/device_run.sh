@@ -29,6 +29,8 @@
 #   ncu       re-capture the NCU CSV fixtures of tests/fixtures/ncu
 #   weak      which KernelBench level-1 tasks are weak (a degenerate answer passes): benchmarks/weak_tasks.py
 #   defences  after corpus: what the issue-25 defences added and decided per pair (benchmarks/defence_cost.py)
+#   round     a round's own time on leaderboard kernels: first build, CUDA-side and binding edits, nothing
+#             to build, the profile stage; stock builds beside (benchmarks/round_time.py, issue 26)
 set -uo pipefail
 RESULTS=${RESULTS:-/tmp/cf-results}
 CORPUS=${CORPUS:-$PWD/.corpus}
@@ -113,6 +115,13 @@ section_corpus() {
   tar -C /tmp/lb/out -czf "$1/results.tgz" results checks 2>/dev/null
   [ "${COMPARE_N:-0}" -gt 0 ] && timeout 200 python3 benchmarks/evalset_leaderboard.py compare /tmp/lb/out --n "$COMPARE_N" \
     && cp /tmp/lb/out/compare_alone.json "$1/"
+}
+
+section_round() {
+  timeout "${ROUND_TIMEOUT:-540}" python3 benchmarks/round_time.py "$CORPUS/lb" --out "$1" --per-level "${ROUND_PER_LEVEL:-4}" \
+    --limit "${ROUND_LIMIT:-10}" --stock-jobs "${ROUND_STOCK_JOBS:-4}" --llm-seconds "${ROUND_LLM_S:-2.5}" 2>&1 | tail -45
+  [ -n "${OUT:-}" ] && cp "$1/rows.jsonl" "$1/report.md" "$OUT/" 2>/dev/null
+  true
 }
 
 section_weak() {

@@ -640,7 +640,12 @@ class Loop:
                 task_name=self.session.task_name,
             )
 
+        prepare = getattr(self.profiler, "prepare", None)
+        if prepare is not None:  # the profile's process starts while the kernel is evaluated
+            prepare(self.reference, self.pending.kernel or "")
         result = run()
+        if not result.ok and self.profiler is not None and hasattr(self.profiler, "cancel"):
+            self.profiler.cancel()  # nothing to profile: the waiting profile goes without touching the GPU
         if result.harness_failed:  # cudaforge's own fault: once more, then stop without a verdict
             self._emit(LoopError(stage="evaluate", message=f"{result.messages[-1]}; evaluating again", recoverable=True))
             result = run()

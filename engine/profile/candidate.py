@@ -7,18 +7,21 @@ says which kind of feedback it is (``ncu``, ``torch-profiler`` or ``none``), and
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine import sandbox
 from engine.eval.build.extension import default_cache_root
+from engine.profile import target
 from engine.profile.availability import ProfileUnavailable
 from engine.profile.fallback import summarize_torch_profiler
 from engine.profile.kernels import kernel_names_from_source
@@ -29,6 +32,7 @@ from engine.profile.specs import GpuSpec, spec_for_device
 from engine.profile.summary import summarize
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+GO_FILE, STOP_FILE = target.GO_FILE, target.STOP_FILE
 
 
 @dataclass
@@ -74,51 +78,94 @@ def profile_candidate(
     options: ProfileOptions | None = None,
 ) -> tuple[ProfileResult, GpuSpec | None]:
     """Profile one forward of the candidate; returns the result and the GPU spec it was read against."""
-    options = options or ProfileOptions()
-    work = Path(tempfile.mkdtemp(prefix="cudaforge-profile-"))
-    cache_root = (options.cache_root or default_cache_root()).resolve()
-    cache_root.mkdir(parents=True, exist_ok=True)
-    try:
-        launch = _launcher(work, cache_root, options.sandbox)
-    except sandbox.SandboxError as error:
-        shutil.rmtree(work, ignore_errors=True)
-        return ProfileResult(kind="none", unavailable=ProfileUnavailable("error", str(error), "")), None
-    try:
-        (work / "task.py").write_text(task_source)
-        (work / "kernel.py").write_text(kernel_source)
-        job = {
-            "task_path": str(work / "task.py"),
-            "kernel_path": str(work / "kernel.py"),
-            "cache_root": str(cache_root),
-            "output": str(work / "report.json"),
+    return ProfileRun(task_source, kernel_source, options).start().result(duration_ms)
+
+
+class ProfileRun:
+    """One profile of one candidate. ``early``: started while its evaluation still runs, so that ncu and
+    the profiled process start (Python, torch, cudaforge: seconds) off the profile stage's clock; the
+    target waits for ``go`` (written once the verdict is correct) before it imports the candidate or
+    starts CUDA, so nothing of it runs on the GPU beside the evaluation, and ``cancel`` ends it unused."""
+
+    def __init__(
+        self, task_source: str, kernel_source: str, options: ProfileOptions | None = None, early: bool = False
+    ) -> None:
+        self.task_source, self.kernel_source = task_source, kernel_source
+        self.options = options or ProfileOptions()
+        self.early = early
+        self.work = Path(tempfile.mkdtemp(prefix="cudaforge-profile-"))
+        self.cache_root = (self.options.cache_root or default_cache_root()).resolve()
+        self.job: dict = {}
+        self._ncu: ProfileResult | None = None
+        self._error: ProfileResult | None = None
+        self._thread: threading.Thread | None = None
+        self._started = time.monotonic()
+
+    def start(self) -> ProfileRun:
+        self.cache_root.mkdir(parents=True, exist_ok=True)
+        try:
+            self._launch = _launcher(self.work, self.cache_root, self.options.sandbox)
+        except sandbox.SandboxError as error:
+            self._error = ProfileResult(kind="none", unavailable=ProfileUnavailable("error", str(error), ""))
+            return self
+        (self.work / "task.py").write_text(self.task_source)
+        (self.work / "kernel.py").write_text(self.kernel_source)
+        self.job = {
+            "task_path": str(self.work / "task.py"),
+            "kernel_path": str(self.work / "kernel.py"),
+            "cache_root": str(self.cache_root),
+            "output": str(self.work / "report.json"),
         }
-        started = time.monotonic()
-        result = None
-        if options.use_ncu:
-            (work / "job.json").write_text(json.dumps({**job, "mode": "ncu"}))
-            result = profile_with_ncu(
-                ["-m", "engine.profile.target", str(work / "job.json")],
-                workdir=work,
-                kernel_names=kernel_names_from_source(kernel_source),
-                metrics=options.metrics,
-                clock_control=options.clock_control,
-                gpu=options.gpu_index,
-                timeout_s=options.timeout_s,
-                duration_ms=duration_ms,
-                env=_env(),
-                sections=options.sections,
-                launcher=launch,
-            )
-        spec = _spec(work / "report.json")
-        if result is not None and result.kind == "ncu":
-            if spec is not None:  # the GPU is known only now: redo the roofline against its peaks
+        if self.options.use_ncu:
+            held = {"go_file": str(self.work / GO_FILE), "stop_file": str(self.work / STOP_FILE)} if self.early else {}
+            (self.work / "job.json").write_text(json.dumps({**self.job, **held, "mode": "ncu"}))
+            self._thread = threading.Thread(target=self._run_ncu, name="cudaforge-profile", daemon=True)
+            self._thread.start()
+        return self
+
+    def _run_ncu(self) -> None:
+        self._ncu = profile_with_ncu(
+            ["-m", "engine.profile.target", str(self.work / "job.json")],
+            workdir=self.work,
+            kernel_names=kernel_names_from_source(self.kernel_source),
+            metrics=self.options.metrics,
+            clock_control=self.options.clock_control,
+            gpu=self.options.gpu_index,
+            timeout_s=self.options.timeout_s + (target.HOLD_LIMIT_S if self.early else 0.0),
+            env=_env(),
+            sections=self.options.sections,
+            launcher=self._launch,
+        )
+
+    def result(self, duration_ms: float | None = None) -> tuple[ProfileResult, GpuSpec | None]:
+        """The profile (the target told to go when it was started early), then the work folder removed."""
+        began = time.monotonic()
+        try:
+            if self._error is not None:
+                return self._error, None
+            (self.work / GO_FILE).touch()
+            if self._thread is not None:
+                self._thread.join()
+            result, spec = self._ncu, _spec(self.work / "report.json")
+            if result is not None and result.kind == "ncu":
+                # the GPU and the kernel's time are known only now: the roofline against its peaks
                 result.summary = summarize(result.metrics, result.rules, spec, duration_ms=duration_ms)
-            return result, spec
-        fallback = _torch_profiler(work, job, options, result.unavailable if result else None, launch)
-        fallback.duration_s = time.monotonic() - started
-        return fallback, _spec(work / "report.json") or spec
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+                if self.early:  # the stage's own time: from go; what ran before it is kept apart
+                    result.phases = {**(result.phases or {}), "before_go": round(began - self._started, 3)}
+                    result.duration_s = time.monotonic() - began
+                return result, spec
+            fallback = _torch_profiler(self.work, self.job, self.options, result.unavailable if result else None, self._launch)
+            fallback.duration_s = time.monotonic() - began
+            return fallback, _spec(self.work / "report.json") or spec
+        finally:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    def cancel(self) -> None:
+        """Not needed (the kernel was not correct): the waiting target exits without touching CUDA."""
+        (self.work / STOP_FILE).touch()
+        if self._thread is not None:
+            self._thread.join(timeout=60.0)
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
 def _spec(report_path: Path) -> GpuSpec | None:
@@ -158,19 +205,41 @@ def _torch_profiler(
 
 def loop_profiler(
     metrics: str | list[str] = "default", cache_root: Path | None = None, sandbox: str = "auto"
-):
-    """The loop's profiler hook: ``(task_source, kernel_source, EvalResult) -> profile.json dict``.
+) -> LoopProfiler:
+    """The loop's profiler hook: ``(task_source, kernel_source, EvalResult) -> profile.json dict``."""
+    return LoopProfiler(ProfileOptions(metrics=metrics, cache_root=cache_root, sandbox=sandbox))
 
-    The dict carries ``judge_block``, the hardware section of the Judge's optimize prompt (which kind of
-    feedback it is, the GPU's spec, the summary).
-    """
 
-    def profile(task_source: str, kernel_source: str, result) -> dict:
+class LoopProfiler:
+    """The loop's profile stage. ``prepare`` starts the next kernel's profile while it is evaluated
+    (``ProfileRun(early=True)``); the call after a correct verdict lets it go, ``cancel`` drops it.
+
+    The dict it returns carries ``judge_block``, the hardware section of the Judge's optimize prompt
+    (which kind of feedback it is, the GPU's spec, the summary)."""
+
+    def __init__(self, options: ProfileOptions) -> None:
+        self.options = options
+        self._pending: tuple[str, str, ProfileRun] | None = None
+        atexit.register(self.cancel)
+
+    def prepare(self, task_source: str, kernel_source: str) -> None:
+        self.cancel()
+        self._pending = (task_source, kernel_source, ProfileRun(task_source, kernel_source, self.options, early=True).start())
+
+    def cancel(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending[2].cancel()
+
+    def __call__(self, task_source: str, kernel_source: str, result) -> dict:  # noqa: ANN001
         duration = result.timing.candidate.median_ms if getattr(result, "timing", None) else None
-        options = ProfileOptions(metrics=metrics, cache_root=cache_root, sandbox=sandbox)
-        profiled, spec = profile_candidate(task_source, kernel_source, duration, options)
+        pending, self._pending = self._pending, None
+        if pending is not None and pending[:2] == (task_source, kernel_source):
+            profiled, spec = pending[2].result(duration)
+        else:
+            if pending is not None:
+                pending[2].cancel()
+            profiled, spec = profile_candidate(task_source, kernel_source, duration, self.options)
         data = profiled.to_dict()
         data["judge_block"] = profiled.judge_block(spec)
         return data
-
-    return profile

@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 NVTX_RANGE = "cudaforge_forward"
 WARMUP_CALLS = 3
+# A target started before its kernel's verdict (engine.profile.candidate.ProfileRun, early) waits for one
+# of these files in its work folder before it imports the candidate or starts CUDA.
+GO_FILE, STOP_FILE = "go", "stop"
+HOLD_LIMIT_S = 1800.0  # a verdict never came: the evaluating process is gone
 
 
 def _device_properties(torch) -> dict:
@@ -34,6 +39,18 @@ def _device_properties(torch) -> dict:
     }
 
 
+def wait_for_go(go: Path, stop: Path, limit_s: float = HOLD_LIMIT_S, poll_s: float = 0.02) -> bool:
+    """True once ``go`` exists; False on ``stop`` or after ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if stop.exists():
+            return False
+        if go.exists():
+            return True
+        time.sleep(poll_s)
+    return False
+
+
 def main(job_path: str) -> int:
     import torch
 
@@ -45,6 +62,8 @@ def main(job_path: str) -> int:
     job = json.loads(Path(job_path).read_text())
     task = import_module_from_source(Path(job["task_path"]).read_text(), job["task_path"])
     BuildRecorder(Path(job["cache_root"])).install()
+    if job.get("go_file") and not wait_for_go(Path(job["go_file"]), Path(job["stop_file"])):
+        return 0  # not needed: nothing of the candidate ran, CUDA never started
     candidate = import_module_from_source(Path(job["kernel_path"]).read_text(), job["kernel_path"])
     torch.manual_seed(int(job.get("seed", 42)))
     init_inputs = list(task.get_init_inputs())

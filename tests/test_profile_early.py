@@ -1,0 +1,36 @@
+"""The profile started while its kernel is evaluated (engine/profile/candidate.py, ProfileRun early).
+
+ncu itself runs on the GPU machine (tests/test_loop_gpu.py, the smoke's loop round); here the part that
+keeps the early start harmless: the profiled process waits for its kernel's verdict before it imports
+the candidate or starts CUDA, and a kernel that failed leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from engine.profile.candidate import LoopProfiler, ProfileOptions
+from engine.profile.target import wait_for_go
+
+
+def test_the_target_waits_for_the_verdict(tmp_path: Path) -> None:
+    go, stop = tmp_path / "go", tmp_path / "stop"
+    threading.Timer(0.3, go.touch).start()
+    started = time.monotonic()
+    assert wait_for_go(go, stop, limit_s=10) is True and time.monotonic() - started >= 0.25
+    go.unlink()
+    stop.touch()
+    assert wait_for_go(go, stop, limit_s=10) is False  # the kernel failed: never touch CUDA
+    stop.unlink()
+    assert wait_for_go(go, stop, limit_s=0.2) is False  # nobody answers: give up
+
+
+def test_a_profile_prepared_for_a_kernel_that_failed_leaves_nothing(tmp_path: Path) -> None:
+    profiler = LoopProfiler(ProfileOptions(cache_root=tmp_path / "cache"))
+    profiler.prepare("task", "kernel")
+    assert profiler._pending is not None
+    work = profiler._pending[2].work
+    profiler.cancel()
+    assert profiler._pending is None and not work.exists()
