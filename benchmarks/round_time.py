@@ -108,6 +108,9 @@ class Run:
         self.out = out
         self.cache = cache
         self.llm_seconds = llm_seconds
+        from engine.profile.candidate import LoopProfiler, ProfileOptions
+
+        self.profiler = LoopProfiler(ProfileOptions(cache_root=cache))
         self.rows = out / "rows.jsonl"
 
     def write(self, row: dict[str, Any]) -> None:
@@ -165,14 +168,16 @@ class Run:
         return row
 
     def profile(self, name: str, task: Path, source: str, kernel_ms: float | None) -> None:
-        from engine.profile.candidate import ProfileOptions, profile_candidate
+        """The loop's profile stage: its process was started when the edited kernel's evaluation began."""
+        from types import SimpleNamespace
 
         started = time.monotonic()
-        result, _ = profile_candidate(task.read_text(), source, kernel_ms, ProfileOptions(cache_root=self.cache))
+        timing = SimpleNamespace(candidate=SimpleNamespace(median_ms=kernel_ms)) if kernel_ms else None
+        data = self.profiler(task.read_text(), source, SimpleNamespace(timing=timing))
         wall = time.monotonic() - started
         self.write({
-            "kernel": name, "step": "profile", "status": result.kind, "wall": round(wall, 3),
-            "phases": result.phases, "why": str(result.unavailable or "")[:200],
+            "kernel": name, "step": "profile", "status": data.get("kind"), "wall": round(wall, 3),
+            "phases": data.get("phases"), "why": str(data.get("unavailable") or "")[:200],
         })  # fmt: skip
 
 
@@ -214,7 +219,10 @@ def measure(args: argparse.Namespace) -> None:
         edited = cuda_edit(source, stamp)
         if edited is None:
             continue
+        run.profiler.prepare(task.read_text(), edited)  # as the loop does: its process starts meanwhile
         row = run.evaluate(name, "cuda_edit", task, edited)
+        if row["status"] != "correct":
+            run.profiler.cancel()
         host = binding_edit(edited, stamp)
         if host is not None:
             run.evaluate(name, "binding_edit", task, host)

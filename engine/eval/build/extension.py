@@ -237,7 +237,7 @@ class BuildRecorder:
             print(f"[cudaforge] building extension {name!r} ({path} path{note}) in {build_dir}", flush=True)
             _ACTIVE.build = (self, record)
             try:
-                with _nvcc_dependencies(_watch_headers(cuda_sources, prepared.kwargs)):
+                with _nvcc_dependencies(_watch_headers(cuda_sources, kwargs)):  # the candidate's own, not our -I
                     module = self._original(
                         name, cpp_sources, cuda_sources, *args, build_directory=str(build_dir), **prepared.kwargs
                     )
