@@ -133,11 +133,10 @@ def test_an_unchanged_binding_is_not_compiled_again_in_a_new_build_directory(tmp
     first, ext1, units1 = evaluated(variant(), cache)
     assert units1["main.o"]["reused"] is False and units1["main.o"]["seconds"] > 0
     # the same binding, another build directory (a link flag differs, as a CUDA-side edit differs)
-    second, ext2, units2 = evaluated(variant(ldflags="-Wl,-O1"), cache)
+    _, ext2, units2 = evaluated(variant(ldflags="-Wl,-O1"), cache)
     assert ext2.build_dir != ext1.build_dir
     assert units2["main.o"]["reused"] is True and units2["main.o"]["seconds"] is None
     assert units2["link"]["seconds"] is not None  # only the link ran
-    assert "reusing main.o" in second.build.log
     # built again as it is: a cache hit of the build directory, nothing linked again
     again, ext3, _ = evaluated(variant(ldflags="-Wl,-O1"), cache)
     assert ext3.cached is True

@@ -8,8 +8,9 @@ them first). ``poison_free_memory`` overwrites what the next allocation can get:
   allocated, filled with 0xFF bytes (NaN in every floating type, -1 in the signed integers) and freed
   again, largest first so that each request lands in the block of its own size (small-pool blocks in
   pieces of at most 1 MiB, the largest request that pool serves);
-- CPU: PyTorch takes host memory from ``malloc``; buffers the size of the last outputs are allocated,
-  filled the same way and freed, which is what glibc hands out next for those sizes. What is not
+- CPU: PyTorch takes host memory from ``malloc``; buffers the size of the last outputs are allocated
+  (four of each size that glibc keeps on its heap), filled the same way and freed, which is what glibc
+  hands out next for those sizes. What is not
   feasible on CPU: memory glibc gave back to the kernel comes back zero-filled from ``mmap``, never
   stale, and a candidate's own ``malloc`` of other sizes may get other chunks. Zeros fail a strong
   task's check and a weak one's spread check (engine.eval.degenerate), so neither hides a stale read.
@@ -23,6 +24,11 @@ FILL_BYTE = 0xFF
 
 
 SMALL_REQUEST = 1 << 20  # PyTorch serves requests up to 1 MiB from its small pool (2 MiB segments)
+# On CPU, one filled chunk of a size was what the next allocation of that size got in only about half of
+# the tries (posix_memalign; measured on the 2-core machine: 1-3 of 5 hits); four of them, 4 of 5 every
+# time. Up to glibc's largest mmap threshold only: bigger chunks go back to the kernel when freed anyway.
+CPU_COPIES = 4
+CPU_HEAP_LIMIT = 32 << 20
 
 
 def _cuda_inactive_blocks(device: Any) -> list[int]:
@@ -63,14 +69,17 @@ def poison_free_memory(device: Any, sizes: list[int] | None = None) -> int:
         device = torch.device("cuda", torch.cuda.current_device()) if device.index is None else device
         sizes = _cuda_inactive_blocks(device)
     held = []
+    filled = 0
     for size in sizes or []:
         if size <= 0:
             continue
+        # on CPU, several chunks of each heap size: the next allocation of that size lands on one of them
+        copies = CPU_COPIES if device.type == "cpu" and size <= CPU_HEAP_LIMIT else 1
         try:
-            held.append(torch.empty(size, dtype=torch.uint8, device=device).fill_(FILL_BYTE))
+            held.extend(torch.empty(size, dtype=torch.uint8, device=device).fill_(FILL_BYTE) for _ in range(copies))
         except RuntimeError:  # out of memory: fill what fits, never fail the evaluation for it
             break
-    filled = sum(t.numel() for t in held)
+        filled += size
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     del held

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine.eval import faults
-from engine.eval.build.objects import ObjectCache, build_with_objects
+from engine.eval.build.objects import ObjectCache, build_with_objects, includes_local_header
 from engine.eval.build.pch import HeaderStore, first_include, header_key
 from engine.eval.build.prebuild import Prebuilt, prebuilding
 from engine.eval.build.split.rewrite import CPP_FILE, CUDA_FILE, SplitSkipped, host_flags, split_sources
@@ -394,13 +394,12 @@ def _patch_torch_once() -> None:
 
 
 NVCC_DEPS_ENV = "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES"  # torch's switch for nvcc's -MD depfile
-_QUOTED_INCLUDE = re.compile(r"^\s*#\s*include\s*[^<\s]", re.M)
 
 
 def _watch_headers(cuda_sources: Any, kwargs: dict[str, Any]) -> bool:
     """Whether ninja must watch the CUDA unit's headers: only when it may include one the candidate can
     change (a quoted include, an include folder of its own). System and CUDA headers are the toolkit's."""
-    return bool(kwargs.get("extra_include_paths")) or bool(_QUOTED_INCLUDE.search(_as_text(cuda_sources)))
+    return bool(kwargs.get("extra_include_paths")) or includes_local_header(_as_text(cuda_sources))
 
 
 @contextlib.contextmanager

@@ -457,11 +457,18 @@ def _only_system_includes(source: Path) -> bool:
     """True when every ``#include`` of the source names a header in angle brackets (found on the
     command's include path, which a cacheable command keeps inside trusted folders)."""
     try:
-        text = source.read_text(errors="replace")
+        return not includes_local_header(source.read_text(errors="replace"))
     except OSError:
         return False
-    includes = re.findall(r"^\s*#\s*include\s*(.)", text, flags=re.M)
-    return all(mark == "<" for mark in includes)
+
+
+_LOCAL_INCLUDE = re.compile(r"^\s*#\s*include\s*[^<\s]", re.M)
+
+
+def includes_local_header(text: str) -> bool:
+    """Whether a source may include a header of its own: a quoted ``#include``, or one named by a macro
+    (angle brackets name toolkit and system headers on the include path)."""
+    return bool(_LOCAL_INCLUDE.search(text))
 
 
 def _dependency_matches(dep: list[str], build_dir: Path) -> bool:

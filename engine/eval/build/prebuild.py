@@ -20,18 +20,17 @@ again in the build stage, where its errors belong, and falls back as usual.
 from __future__ import annotations
 
 import ast
-import re
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from engine.eval.build.objects import includes_local_header
 
 LOAD_INLINE = "load_inline"
 MAX_CALLS = 4  # a candidate with more extensions than this builds the rest at its import
 POSITIONAL = ("name", "cpp_sources", "cuda_sources")
 # Keywords that change where or how the import builds in ways a read of the source cannot follow
 UNREADABLE_KEYWORDS = ("extra_include_paths", "build_directory", "sources")
-_QUOTED_INCLUDE = re.compile(r"^\s*#\s*include\s*[^<\s]", re.M)
 
 
 class Unreadable(Exception):
@@ -145,7 +144,7 @@ def _read_call(node: ast.Call, constants: dict[str, ast.expr]) -> StaticCall:
     if not isinstance(name, str) or cpp is None:
         raise Unreadable
     for text in (*_texts(cpp), *_texts(cuda)):
-        if _QUOTED_INCLUDE.search(text):
+        if includes_local_header(text):
             raise Unreadable  # may include a file the import writes first
     return StaticCall(name=name, cpp_sources=cpp, cuda_sources=cuda, kwargs=values)
 
@@ -180,20 +179,13 @@ class Prebuild:
         self.recorder = recorder
         self.calls = calls
         self.prepare = prepare  # run first in the thread (e.g. the target architecture, which starts CUDA)
-        self.done: dict[str, Any] = {}  # build directory -> its ExtensionBuild, once built
-        self.seconds: float | None = None
-        self.error: str | None = None
         self._thread = threading.Thread(target=self._run, name="cudaforge-prebuild", daemon=True)
 
     def start(self) -> Prebuild:
         self._thread.start()
         return self
 
-    def join(self, timeout: float | None = None) -> None:
-        self._thread.join(timeout)
-
     def _run(self) -> None:
-        started = time.monotonic()
         _IN_PREBUILD.active = True
         try:
             if self.prepare is not None:
@@ -203,15 +195,14 @@ class Prebuild:
                     self.recorder._build(call.name, call.cpp_sources, call.cuda_sources, (), dict(call.kwargs))
                 except Prebuilt:
                     continue
-                except Exception as error:  # noqa: BLE001 - the import builds it again and reports it
-                    self.error = f"{type(error).__name__}: {str(error)[:300]}"
+                except Exception:  # noqa: BLE001, S112 - the import builds it again and reports what failed
+                    continue
                 finally:
                     _forget_version(call.name)
-        except Exception as error:  # noqa: BLE001 - a prebuild is only ever a head start
-            self.error = f"{type(error).__name__}: {str(error)[:300]}"
+        except Exception:  # noqa: BLE001 - a prebuild is only ever a head start
+            return
         finally:
             _IN_PREBUILD.active = False
-            self.seconds = time.monotonic() - started
 
 
 def _forget_version(name: str) -> None:
