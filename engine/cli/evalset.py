@@ -30,6 +30,7 @@ from typing import Any
 
 from engine.batch.ray import RayUnavailable, import_ray
 from engine.cli.args import int_at_least, positive_float
+from engine.cli.eval import finish_headers
 from engine.cli.guard import add_guard_flags
 from engine.config import SANDBOX_MODES, EvalConfig
 
@@ -233,6 +234,7 @@ def evalset_command(args: argparse.Namespace) -> int:
         print(f"plot: {write_plot(rows, out)}", flush=True)
     except ImportError:
         print(f"plot: skipped ({INSTALL_HINT})", flush=True)
+    finish_headers("cudaforge evalset")  # a header the evaluations asked for ends with this process
     return EXIT_PENDING if any(r.status == PENDING for r in rows) else EXIT_OK
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from engine.cli.args import add_loop_flags, loop_config, rounds_target
+from engine.cli.eval import finish_headers
 from engine.cli.guard import add_guard_flags
 from engine.cli.interrupts import Interrupts
 from engine.config import ConfigError, sessions_root
@@ -98,9 +99,12 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         with warnings.catch_warnings():  # a stale lock taken over is printed as a note (loop.notices)
             warnings.simplefilter("ignore", StaleLockWarning)
-            return _run(args, interrupts)
+            code = _run(args, interrupts)
     finally:
         interrupts.restore()
+    if code == 0:  # a header still being made ends with this process: finish it (Ctrl-C skips it)
+        finish_headers("cudaforge run")
+    return code
 
 
 def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
