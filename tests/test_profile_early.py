@@ -7,6 +7,8 @@ the candidate or starts CUDA, and a kernel that failed leaves nothing behind.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -25,6 +27,11 @@ def test_the_target_waits_for_the_verdict(tmp_path: Path) -> None:
     assert wait_for_go(go, stop, limit_s=10) is False  # the kernel failed: never touch CUDA
     stop.unlink()
     assert wait_for_go(go, stop, limit_s=0.2) is False  # nobody answers: give up
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    started = time.monotonic()
+    assert wait_for_go(go, stop, limit_s=10, parent=gone.pid) is False  # the evaluating process was killed
+    assert time.monotonic() - started < 2
 
 
 def test_a_profile_prepared_for_a_kernel_that_failed_leaves_nothing(tmp_path: Path) -> None:

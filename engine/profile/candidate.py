@@ -117,7 +117,7 @@ class ProfileRun:
             "output": str(self.work / "report.json"),
         }
         if self.options.use_ncu:
-            held = {"go_file": str(self.work / GO_FILE), "stop_file": str(self.work / STOP_FILE)} if self.early else {}
+            held = {"go_file": str(self.work / GO_FILE), "stop_file": str(self.work / STOP_FILE), "parent_pid": os.getpid()} if self.early else {}
             (self.work / "job.json").write_text(json.dumps({**self.job, **held, "mode": "ncu"}))
             self._thread = threading.Thread(target=self._run_ncu, name="cudaforge-profile", daemon=True)
             self._thread.start()

@@ -11,6 +11,7 @@ go there too, so the engine can pick the GPU's spec without touching CUDA itself
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -39,16 +40,31 @@ def _device_properties(torch) -> dict:
     }
 
 
-def wait_for_go(go: Path, stop: Path, limit_s: float = HOLD_LIMIT_S, poll_s: float = 0.02) -> bool:
-    """True once ``go`` exists; False on ``stop`` or after ``limit_s``."""
+def wait_for_go(
+    go: Path, stop: Path, limit_s: float = HOLD_LIMIT_S, poll_s: float = 0.02, parent: int | None = None
+) -> bool:
+    """True once ``go`` exists; False on ``stop``, after ``limit_s``, or once the evaluating process
+    ``parent`` is gone (killed: nobody will say go; under bwrap the sandbox ends with it instead)."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if stop.exists():
             return False
         if go.exists():
             return True
+        if parent is not None and not _alive(parent):
+            return False
         time.sleep(poll_s)
     return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def main(job_path: str) -> int:
@@ -62,7 +78,8 @@ def main(job_path: str) -> int:
     job = json.loads(Path(job_path).read_text())
     task = import_module_from_source(Path(job["task_path"]).read_text(), job["task_path"])
     BuildRecorder(Path(job["cache_root"])).install()
-    if job.get("go_file") and not wait_for_go(Path(job["go_file"]), Path(job["stop_file"])):
+    parent = job.get("parent_pid") if os.environ.get("CUDAFORGE_SANDBOX") != "bwrap" else None  # own pid space
+    if job.get("go_file") and not wait_for_go(Path(job["go_file"]), Path(job["stop_file"]), parent=parent):
         return 0  # not needed: nothing of the candidate ran, CUDA never started
     candidate = import_module_from_source(Path(job["kernel_path"]).read_text(), job["kernel_path"])
     torch.manual_seed(int(job.get("seed", 42)))
