@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from sessions.lock import pid_alive
+
 NVTX_RANGE = "cudaforge_forward"
 WARMUP_CALLS = 3
 # A target started before its kernel's verdict (engine.profile.candidate.ProfileRun, early) waits for one
@@ -51,20 +53,11 @@ def wait_for_go(
             return False
         if go.exists():
             return True
-        if parent is not None and not _alive(parent):
+        if parent is not None and not pid_alive(parent):
             return False
         time.sleep(poll_s)
     return False
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def main(job_path: str) -> int:

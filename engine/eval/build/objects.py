@@ -276,7 +276,7 @@ class ObjectCache:
             digest = _file_digest(Path(dep))
             if digest is None:
                 return None
-            if not dep.endswith(".gch") and NAME_MACRO.encode() in Path(dep).read_bytes():
+            if NAME_MACRO.encode() in Path(dep).read_bytes():
                 return None  # a header that reads the extension's name: the key left the name out
             where = dep.replace(str(build_dir), "$BUILD", 1) if _under(dep, build_dir) else dep
             recorded.append([where, digest])
@@ -478,11 +478,8 @@ def _dependency_matches(dep: list[str], build_dir: Path) -> bool:
 
 
 def _file_digest(path: Path) -> str | None:
-    """Content hash of a header; a precompiled header (hundreds of MB) by its size and time instead."""
+    """Content hash of a header (the precompiled header's store is trusted, so never a .gch here)."""
     try:
-        if path.suffix == ".gch":
-            stat = path.stat()
-            return f"stat:{stat.st_size}:{stat.st_mtime_ns}"
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return None
