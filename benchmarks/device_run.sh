@@ -119,7 +119,7 @@ section_corpus() {
 
 section_round() {
   timeout "${ROUND_TIMEOUT:-540}" python3 benchmarks/round_time.py "$CORPUS/lb" --out "$1" --per-level "${ROUND_PER_LEVEL:-4}" \
-    --limit "${ROUND_LIMIT:-10}" --stock-jobs "${ROUND_STOCK_JOBS:-4}" --llm-seconds "${ROUND_LLM_S:-2.5}" 2>&1 | tail -45
+    --limit "${ROUND_LIMIT:-10}" --stock-jobs "${ROUND_STOCK_JOBS:-2}" --llm-seconds "${ROUND_LLM_S:-2.5}" 2>&1 | tail -45
   [ -n "${OUT:-}" ] && cp "$1/rows.jsonl" "$1/report.md" "$OUT/" 2>/dev/null
   true
 }

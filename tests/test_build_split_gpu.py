@@ -113,3 +113,18 @@ def test_a_compile_error_names_the_candidates_own_line(ext_cache: Path) -> None:
     assert f'cuda_sources({line}): error: identifier "undeclared_thing" is undefined' in result.build.log
     ext = result.build.extensions[-1]
     assert ext.path == "stock" and ext.split_skipped and "split build failed" in ext.split_skipped
+
+
+def test_a_host_side_compile_error_names_the_candidates_own_line(ext_cache: Path) -> None:
+    """The C++ unit numbers each piece from 1 (so a growing kernel leaves it unchanged); the log still
+    names the candidate's line of the host function."""
+    source = STOCK_KERNEL.read_text().replace(
+        "    auto out = torch::empty_like(in);", "    auto out = torch::empty_like(undeclared_host_name);"
+    )
+    assert "undeclared_host_name" in source
+    cuda = source.split('cuda_source = r"""')[1]
+    line = cuda.splitlines().index("    auto out = torch::empty_like(undeclared_host_name);") + 1
+    result = run(source, ext_cache)
+    assert result.status == "compile_error"
+    assert f"cuda_sources:{line}:" in result.build.log, result.build.log[-3000:]
+    assert "cuda_sources@" not in result.build.log

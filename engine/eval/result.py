@@ -130,6 +130,10 @@ class ExtensionBuild:
     # Built by the worker's prebuild thread while the reference was checked (engine.eval.build.prebuild):
     # ``seconds`` is that build's; the import then found it done.
     prebuilt: bool = False
+    # A split build's C++ unit names each piece of cuda_sources apart (engine.eval.build.split.rewrite):
+    # "TAG.K" -> the candidate's line where piece K starts. The log and messages are shown with the
+    # candidate's own lines already.
+    host_lines: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

@@ -26,6 +26,7 @@ from typing import Any
 from engine import sandbox
 from engine.eval import faults, pipe
 from engine.eval.build.extension import remove_stale_torch_lock
+from engine.eval.build.split.lines import absolute_lines
 from engine.eval.job import WorkerJob
 from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
 from engine.eval.result import (
@@ -50,6 +51,7 @@ DRAIN_AFTER_EXIT_BYTES = 8 * 1024 * 1024
 KERNEL_FILE = "kernel.py"  # the candidate's file name in the job folder unless the caller names it
 LOG_LIMIT_BYTES = 400_000
 STDERR_TAIL_LINES = 40
+MAX_HOST_PIECES = 10_000  # entries of a split build's piece lines taken from one worker message
 
 
 class WorkerSupervisor:
@@ -81,6 +83,7 @@ class WorkerSupervisor:
         self.stage_marks: dict[str, int] = {}  # log offset at which each stage began
         self.durations: dict[str, float] = {}
         self.build_dirs: list[str] = []
+        self.host_lines: dict[str, int] = {}  # a split build's C++ unit pieces: where each starts in cuda_sources
         self.trials: list[TrialResult] = []
         self.build: dict[str, Any] | None = None
         self.final: dict[str, Any] | None = None
@@ -226,6 +229,7 @@ class WorkerSupervisor:
             self._set_stage(str(message.get("stage")))
         elif kind == pipe.BUILD_DIR:
             self.build_dirs.append(str(message.get("path")))
+            self._learn_lines(message.get("host_lines"))
         elif kind == pipe.BUILD:
             self.build = message.get("build")
         elif kind == pipe.TRIAL:
@@ -236,6 +240,19 @@ class WorkerSupervisor:
             self.provisional = message.get("result")
         elif kind == pipe.RESULT:
             self.final = message.get("result")
+
+    def _learn_lines(self, lines: object) -> None:
+        """Where each piece of a split build's C++ unit starts in cuda_sources (what the worker sent;
+        only well-formed entries are kept, a bounded number)."""
+        if not isinstance(lines, dict):
+            return
+        for name, line in list(lines.items())[:MAX_HOST_PIECES]:
+            if isinstance(name, str) and isinstance(line, int) and not isinstance(line, bool) and line > 0:
+                self.host_lines.setdefault(name, line)
+
+    def _candidate_lines(self, text: str) -> str:
+        """``text`` with a split build's piece-relative lines written as the candidate's own."""
+        return absolute_lines(text, self.host_lines)
 
     def _drain_log(self) -> None:
         """Forward new log lines to the front end (the build log streams as it happens)."""
@@ -251,7 +268,7 @@ class WorkerSupervisor:
         if cut:
             self._log_offset += cut
             for text in data[:cut].decode(errors="replace").splitlines():
-                self._emit(EvalEvent(kind="log", stage=self.stage, text=text))
+                self._emit(EvalEvent(kind="log", stage=self.stage, text=self._candidate_lines(text)))
 
     def _log_text(self, start: int = 0, end: int | None = None) -> str:
         try:
@@ -291,6 +308,7 @@ class WorkerSupervisor:
             )
         lines = self._log_text().splitlines()
         result.stderr_tail = "\n".join(lines[-STDERR_TAIL_LINES:])
+        self._show_candidate_lines(result)
         result.exit_code = returncode
         result.sandbox = self.sandbox_used
         # The sandbox was chosen before anything ran: its warnings come first, so the last message stays
@@ -301,6 +319,19 @@ class WorkerSupervisor:
             **{k: v for k, v in result.durations.items() if k not in self.durations},
         }
         return result
+
+    def _show_candidate_lines(self, result: EvalResult) -> None:
+        """Every text of the result that may quote a split build's C++ unit (compiler messages, c10's
+        "Exception raised from f at FILE:LINE") names the candidate's own cuda_sources lines."""
+        for build in result.build.extensions:
+            self._learn_lines(build.host_lines)
+        if not self.host_lines:
+            return
+        fix = self._candidate_lines
+        result.build.log, result.stderr_tail = fix(result.build.log), fix(result.stderr_tail)
+        result.messages = [fix(m) for m in result.messages]
+        if result.error:
+            result.error = {k: fix(v) if isinstance(v, str) else v for k, v in result.error.items()}
 
     def _death_words(self, returncode: int | None, timed_out: bool) -> str:
         if timed_out:

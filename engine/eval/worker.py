@@ -308,7 +308,7 @@ class Evaluation:
 
         recorder = BuildRecorder(
             Path(self.job.cache_root),
-            on_build_dir=lambda d: self.channel.send(BUILD_DIR, path=d),
+            on_build_dir=lambda d, lines: self.channel.send(BUILD_DIR, path=d, host_lines=lines),
             use_pch=self.job.use_pch,
         )
         recorder.fallback = False  # a failed split build is built again, and falls back, at the import
@@ -330,7 +330,7 @@ class Evaluation:
         self.target_arch()
         recorder = BuildRecorder(
             Path(self.job.cache_root),
-            on_build_dir=lambda d: self.channel.send(BUILD_DIR, path=d),
+            on_build_dir=lambda d, lines: self.channel.send(BUILD_DIR, path=d, host_lines=lines),
             use_pch=self.job.use_pch,
         )
         if self.prebuild is not None:

@@ -35,7 +35,14 @@ from engine.eval import faults
 from engine.eval.build.objects import ObjectCache, build_with_objects, includes_local_header
 from engine.eval.build.pch import HeaderStore, first_include, header_key
 from engine.eval.build.prebuild import Prebuilt, prebuilding
-from engine.eval.build.split.rewrite import CPP_FILE, CUDA_FILE, SplitSkipped, host_flags, split_sources
+from engine.eval.build.split.rewrite import (
+    CPP_FILE,
+    CUDA_FILE,
+    SplitSkipped,
+    host_flags,
+    piece_tag,
+    split_sources,
+)
 from engine.eval.result import ExtensionBuild
 
 TORCH_LOCK_NAME = "lock"
@@ -114,7 +121,7 @@ class BuildRecorder:
     def __init__(
         self,
         cache_root: Path,
-        on_build_dir: Callable[[str], None] | None = None,
+        on_build_dir: Callable[[str, dict[str, int]], None] | None = None,
         use_pch: bool = True,
     ) -> None:
         self.root = extensions_root(cache_root)
@@ -183,7 +190,7 @@ class BuildRecorder:
         if os.environ.get(SPLIT_ENV, "1") == "0":
             return self._build_once(name, cpp_sources, cuda_sources, args, kwargs, path, f"{SPLIT_ENV}=0")
         try:
-            split = split_sources(cpp_text, cuda_text)
+            split = split_sources(cpp_text, cuda_text, piece_tag(name))
         except SplitSkipped as skip:
             print(f"[cudaforge] building {name!r} the stock way: {skip}", flush=True)
             return self._build_once(name, cpp_sources, cuda_sources, args, kwargs, path, str(skip))
@@ -201,7 +208,9 @@ class BuildRecorder:
             flush=True,
         )
         try:
-            return self._build_once(name, split.cpp, split.cuda, args, _split_kwargs(kwargs), "split")
+            return self._build_once(
+                name, split.cpp, split.cuda, args, _split_kwargs(kwargs), "split", host_lines=split.host_lines
+            )
         except Exception as error:  # noqa: BLE001 - any failure of the rewrite falls back to the stock build
             if not self.fallback:
                 raise
@@ -219,10 +228,13 @@ class BuildRecorder:
         kwargs: dict[str, Any],
         path: str,
         split_skipped: str | None = None,
+        host_lines: dict[str, int] | None = None,
     ) -> Any:
         assert self._original is not None
         try:
-            prepared = self._prepare(name, cpp_sources, cuda_sources, args, kwargs, path, split_skipped)
+            prepared = self._prepare(
+                name, cpp_sources, cuda_sources, args, kwargs, path, split_skipped, host_lines or {}
+            )
         except Exception as error:  # noqa: BLE001 - cudaforge's own code failed before any compiler ran
             kind = faults.IMPORT if isinstance(error, ImportError) else faults.INTERNAL
             if isinstance(error, OSError):
@@ -273,6 +285,7 @@ class BuildRecorder:
         kwargs: dict[str, Any],
         path: str,
         split_skipped: str | None,
+        host_lines: dict[str, int],
     ) -> _Prepared:
         """Everything cudaforge does before the compiler runs: the build directory, its lock, the header."""
         kwargs = dict(kwargs)
@@ -285,8 +298,8 @@ class BuildRecorder:
         call = {"name": name, "cpp": cpp_text, "cuda": cuda_text, "args": args, "kwargs": kwargs}
         build_dir = self.root / f"{name}-{build_key(call)}"
         build_dir.mkdir(parents=True, exist_ok=True)
-        if self.on_build_dir:
-            self.on_build_dir(str(build_dir))
+        if self.on_build_dir:  # before any compiler runs: its messages are read with these lines
+            self.on_build_dir(str(build_dir), host_lines)
         header = None
         if (
             self.use_pch
@@ -301,6 +314,7 @@ class BuildRecorder:
             path=path,
             ok=False,
             split_skipped=split_skipped,
+            host_lines=dict(host_lines),
         )
         started = time.monotonic()
         guard = open(build_dir / OUR_LOCK_NAME, "w")  # noqa: SIM115 - closed by the caller after the build

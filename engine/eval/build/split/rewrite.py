@@ -14,7 +14,12 @@ shape into the second, just before the build, without the user or the agents see
   template arguments, or, inside ``AT_DISPATCH_*`` lambdas, for the dispatched types;
 - macros, type definitions and constants go to both units, in their original order;
 - every copied piece is preceded by a ``#line`` directive naming the candidate's ``cuda_sources``
-  string, so compiler messages point at the candidate's own lines.
+  string, so compiler messages point at the candidate's own lines. In the C++ unit each piece is
+  named apart and numbered from 1 (``cuda_sources@TAG.K``, ``SplitSources.host_lines`` says where
+  piece K starts): a kernel that grows or shrinks above the host code then leaves the C++ unit
+  unchanged, so its object is reused (engine.eval.build.objects), where absolute numbers would make
+  every such edit compile the binding again (7-11 s on the H200). ``absolute_lines`` turns those
+  names back into the candidate's lines wherever a message is shown.
 
 Whenever the rewrite is not certain to be right (torch types in device code, a kernel used other
 than by a launch, half-precision dispatch, preprocessor conditionals, ...) it returns the reason
@@ -41,6 +46,7 @@ from engine.eval.build.split.launchers import (
     launch_call,
     launcher,
 )
+from engine.eval.build.split.lines import CUDA_FILE, absolute_lines, piece_tag
 from engine.eval.build.split.parse import (
     TORCH_TEXT,
     Kernel,
@@ -71,11 +77,12 @@ __all__ = [
     "Piece",
     "SplitSkipped",
     "SplitSources",
+    "absolute_lines",
     "host_flags",
+    "piece_tag",
     "split_sources",
 ]
 
-CUDA_FILE = "cuda_sources"  # the name #line directives give the candidate's cuda_sources string
 CPP_FILE = "cpp_sources"
 
 _TORCH_INCLUDE = re.compile(r"^(torch/|ATen/|c10/|pybind11/)")
@@ -127,6 +134,10 @@ class SplitSources:
     cpp: str
     cuda: str
     kernels: list[str]
+    # "TAG.K" -> the line of cuda_sources where the C++ unit's piece K starts (its #line names it apart)
+    host_lines: dict[str, int] = field(default_factory=dict)
+
+
 
 
 @dataclass(frozen=True)
@@ -158,8 +169,10 @@ def _line_directive(line: int, file: str) -> str:
     return f'#line {line} "{file}"\n'
 
 
-def split_sources(cpp_text: str, cuda_text: str) -> SplitSources:
-    """Rewrite a stock-layout candidate into a torch-free CUDA unit and a C++ unit; raises ``SplitSkipped``."""
+def split_sources(cpp_text: str, cuda_text: str, tag: str = "ext") -> SplitSources:
+    """Rewrite a stock-layout candidate into a torch-free CUDA unit and a C++ unit; raises ``SplitSkipped``.
+
+    ``tag`` names this extension's pieces in the C++ unit's #line directives (``piece_tag``)."""
     tree = parser().parse(cuda_text.encode())
     root = tree.root_node
     if has_errors(root):
@@ -168,10 +181,13 @@ def split_sources(cpp_text: str, cuda_text: str) -> SplitSources:
     if not scan.kernels:
         raise SplitSkipped("no __global__ kernel in cuda_sources")
     _check_cpp_sources_apart(cpp_text, root)
-    cpp_parts, cuda_parts = _units(scan, cpp_text, cuda_text)
+    host_lines: dict[str, int] = {}
+    cpp_parts, cuda_parts = _units(scan, cpp_text, cuda_text, tag, host_lines)
     cuda_parts.append(_line_directive(1, "cudaforge_launchers"))
     cuda_parts += instances(scan.kernels)
-    return SplitSources(cpp="".join(cpp_parts), cuda="".join(cuda_parts), kernels=sorted(scan.kernels))
+    return SplitSources(
+        cpp="".join(cpp_parts), cuda="".join(cuda_parts), kernels=sorted(scan.kernels), host_lines=host_lines
+    )
 
 
 def _scan(root) -> _Scan:  # noqa: ANN001
@@ -282,27 +298,36 @@ def _host_declaration_piece(node, template) -> Piece:  # noqa: ANN001
     raise SplitSkipped(f"line {line}: top-level {kind} is not handled")
 
 
-def _units(scan: _Scan, cpp_text: str, cuda_text: str) -> tuple[list[str], list[str]]:
-    """The C++ and CUDA units' parts: prelude, then every piece in source order after its #line."""
+def _units(
+    scan: _Scan, cpp_text: str, cuda_text: str, tag: str, host_lines: dict[str, int]
+) -> tuple[list[str], list[str]]:
+    """The C++ and CUDA units' parts: prelude, then every piece in source order after its #line (in
+    the C++ unit, the piece's own name, numbered from 1; ``host_lines`` gets where each starts)."""
     cpp_parts: list[str] = [CPP_PRELUDE]
     if cpp_text.strip():
         cpp_parts += [_line_directive(1, CPP_FILE), cpp_text.rstrip() + "\n"]
     cuda_parts: list[str] = [CUDA_PRELUDE, ABLATE_STATE]
+
+    def cpp_directive(piece: Piece) -> str:
+        name = f"{tag}.{len(host_lines) + 1}"
+        host_lines[name] = piece.line
+        return _line_directive(1, f"{CUDA_FILE}@{name}")
+
     for piece in scan.pieces:
         directive = _line_directive(piece.line, CUDA_FILE)
         if piece.kernel is not None:
             cuda_parts += [directive, piece.text + "\n", launcher(piece.kernel, body=True)]
-            cpp_parts += [directive, launcher(piece.kernel, body=False)]
+            cpp_parts += [cpp_directive(piece), launcher(piece.kernel, body=False)]
         elif piece.node is not None:
             cpp_parts += [
-                directive,
+                cpp_directive(piece),
                 _rewrite_host(piece.node, scan.kernels, scan.device_names, cuda_text) + "\n",
             ]
         else:
             if piece.unit in ("cuda", "both"):
                 cuda_parts += [directive, piece.text + "\n"]
             if piece.unit in ("cpp", "both"):
-                cpp_parts += [directive, piece.text + "\n"]
+                cpp_parts += [cpp_directive(piece), piece.text + "\n"]
     return cpp_parts, cuda_parts
 
 
