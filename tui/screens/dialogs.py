@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -90,7 +91,11 @@ class HelpScreen(ModalScreen[None]):
 
 
 class DiffScreen(ModalScreen[None]):
-    """A unified diff between any two iterations of a branch: ``[``/``]`` move the old side, ``,``/``.`` the new."""
+    """A unified diff between any two iterations of a branch: ``[``/``]`` move the old side, ``,``/``.`` the new.
+
+    ``m`` switches to what moved between them (engine.profile.diff): the timing with both spreads, the
+    own-kernel share, and every collected metric of each own kernel side by side, largest relative
+    change first. ``evidence`` reads an iteration's EvalResult and profile.json, once each."""
 
     CSS_PATH = "../styles/dialogs.tcss"
 
@@ -99,14 +104,24 @@ class DiffScreen(ModalScreen[None]):
         Binding("right_square_bracket", "move('old', 1)", "Old +1", id="diff.old-next"),
         Binding("comma", "move('new', -1)", "New −1", id="diff.new-prev"),
         Binding("full_stop", "move('new', 1)", "New +1", id="diff.new-next"),
+        Binding("m", "toggle_metrics", "Code / what moved", id="diff.metrics"),
         Binding("escape,q", "close", "Close", id="diff.close"),
     ]
 
-    def __init__(self, sources: dict[int, str], old: int, new: int) -> None:
+    def __init__(
+        self,
+        sources: dict[int, str],
+        old: int,
+        new: int,
+        evidence: Callable[[int], tuple[Mapping[str, Any], Mapping[str, Any] | None]] | None = None,
+    ) -> None:
         super().__init__()
         self.sources = sources
         self.numbers = sorted(sources)
         self.old, self.new = old, new
+        self.evidence = evidence
+        self.metrics_view = False
+        self._evidence: dict[int, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -122,15 +137,39 @@ class DiffScreen(ModalScreen[None]):
             self.sources[self.old], self.sources[self.new], f"iter {self.old}", f"iter {self.new}"
         )
 
+    def moved_text(self) -> str:
+        """What moved from the old iteration to the new one: timing, share, metrics per own kernel."""
+        if self.evidence is None:
+            return "(no evaluation records here)"
+        from engine.profile.diff import diff_lines, iteration_diff
+
+        sides = []
+        for number in (self.old, self.new):
+            if number not in self._evidence:
+                self._evidence[number] = self.evidence(number)
+            sides.append(self._evidence[number])
+        (old_result, old_profile), (new_result, new_profile) = sides
+        diff = iteration_diff(old_result, old_profile, new_result, new_profile)
+        return "\n".join(diff_lines(diff, f"iter {self.old}", f"iter {self.new}"))
+
     def _render_diff(self) -> None:
+        view = "m code" if self.metrics_view else "m what moved"
         self.query_one("#diff-title", Static).update(
-            f"diff iter {self.old} → iter {self.new}   [ ] old   , . new   esc close"
+            f"{'moved' if self.metrics_view else 'diff'} iter {self.old} → iter {self.new}"
+            f"   [ ] old   , . new   {view}   esc close"
         )
+        if self.metrics_view:
+            self.query_one("#diff-body", Static).update(self.moved_text())
+            return
         from rich.syntax import Syntax
 
         text = self.diff_text()
         body = Syntax(text, "diff", theme="ansi_dark") if text else "(identical kernels)"
         self.query_one("#diff-body", Static).update(body)
+
+    def action_toggle_metrics(self) -> None:
+        self.metrics_view = not self.metrics_view
+        self._render_diff()
 
     def action_move(self, side: str, step: int) -> None:
         current = self.old if side == "old" else self.new

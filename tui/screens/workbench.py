@@ -452,9 +452,14 @@ class WorkbenchScreen(Screen[None]):
         from tui.screens.dialogs import DiffScreen
 
         sources = {it.number: it.kernel_source for it in self.history}
+        records = {it.number: it for it in self.history}
         new = self.shown.number
         old = self.history[max(0, self.index - 1)].number
-        self.app.push_screen(DiffScreen(sources, old, new))
+
+        def evidence(number: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+            return records[number].eval_result, records[number].profile
+
+        self.app.push_screen(DiffScreen(sources, old, new, evidence))
 
     def action_toggle_cuda(self) -> None:
         self.query_one(KernelPane).toggle_view()
