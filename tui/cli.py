@@ -58,6 +58,7 @@ HEADLESS_COMMANDS = {
     "sessions": "engine.cli.sessions",
     "branch": "engine.cli.sessions",
     "export": "engine.cli.sessions",
+    "report": "engine.cli.sessions",
 }
 
 

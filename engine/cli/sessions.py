@@ -1,4 +1,4 @@
-"""``cudaforge sessions``, ``cudaforge branch`` and ``cudaforge export``.
+"""``cudaforge sessions``, ``cudaforge branch``, ``cudaforge export`` and ``cudaforge report``.
 
 ``SESSION`` is a path or a name under the sessions root; every command takes ``--sessions-dir``.
 User errors (no such session, iteration or branch, a branch name taken, a session locked by
@@ -46,6 +46,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     export.add_argument("-o", "--output", required=True, metavar="FILE", help="output file, or - for stdout")
     _add_sessions_dir(export)
     export.set_defaults(func=run_export)
+
+    report = subparsers.add_parser(
+        "report", help="write a session as one self-contained HTML page (charts, diff, iterations, metrics)"
+    )
+    report.add_argument("session", metavar="SESSION", help="a session path or a name under the sessions root")
+    report.add_argument("--branch", help="branch (default: the current one)")
+    report.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file to write")
+    _add_sessions_dir(report)
+    report.set_defaults(func=run_report)
 
 
 def _add_sessions_dir(parser: argparse.ArgumentParser) -> None:
@@ -130,4 +139,26 @@ def run_export(args: argparse.Namespace) -> int:
     except OSError as error:
         return _fail(f"cannot write {args.output}: {error.strerror}")
     print(f"wrote iteration {item.number} ({item.status}, {format_speedup(item.speedup)}) to {args.output}")
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from engine.batch.report import CHARTS_HINT, gather, render_html
+
+    try:
+        with SessionRepo.open(args.session, args.sessions_dir) as repo:
+            if args.branch and args.branch not in repo.branches():
+                return _fail(f"session {repo.name} has no branch {args.branch!r}")
+            report = gather(repo, args.branch)
+            page = render_html(report)
+    except SessionError as error:
+        return _fail(str(error))
+    try:
+        Path(args.output).write_text(page, encoding="utf-8")
+    except OSError as error:
+        return _fail(f"cannot write {args.output}: {error.strerror}")
+    best = f"best #{report.best.number} {format_speedup(report.best.speedup)}" if report.best else "no correct kernel"
+    print(f"wrote {args.output}: {report.session}, branch {report.branch}, {len(report.rows)} iterations, {best}")
+    if CHARTS_HINT in page:
+        print(f"cudaforge: notice: {CHARTS_HINT}", file=sys.stderr)
     return 0
