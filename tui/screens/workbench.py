@@ -278,7 +278,12 @@ class WorkbenchScreen(Screen[None]):
             output.append_build(self._live_log)
             for message in self._live_chat:
                 chat.finish_reply(message)
-        output.show_chart([(it.number, it.status, it.speedup) for it in self.history])
+        others = {
+            name: [(it.number, it.status, it.speedup) for it in self.repo.history(name)]
+            for name in self.repo.branches()
+            if name != self.branch
+        }
+        output.show_chart([(it.number, it.status, it.speedup) for it in self.history], others)
         self._fill_timeline()
         self._fill_status()
         if item is not None:

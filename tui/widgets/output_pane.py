@@ -40,6 +40,7 @@ class OutputPane(Vertical):
         self._result: dict[str, Any] | None = None
         self._profile: dict[str, Any] | None = None
         self._points: list[tuple[int, str, float | None]] = []
+        self._others: dict[str, list[tuple[int, str, float | None]]] = {}  # other branches' points
         self._log_lines: list[str] = []  # the build log as plain text (the RichLog keeps rendered strips)
         self._first_error: str | None = None
 
@@ -74,11 +75,16 @@ class OutputPane(Vertical):
             await pane.mount(self._build(pane.id))
             if pane.id == NCU:
                 self._fill_ncu()
+            if pane.id == CHART:
+                self._draw_plot()
 
     def _build(self, tab_id: str) -> Widget:
         """The widget of a tab shown for the first time, filled from what the pane holds."""
         if tab_id == CHART:
-            return Static(self._chart_text(), id="speedup-chart")
+            from textual_plot import PlotWidget  # with numpy: paid when the chart is first shown
+
+            plot = PlotWidget(id="speedup-plot", allow_pan_and_zoom=False)
+            return Vertical(plot, Static(self._chart_text(), id="speedup-chart"), id="speedup-box")
         from textual.widgets import DataTable
 
         if tab_id == CHECKS:
@@ -155,11 +161,56 @@ class OutputPane(Vertical):
         for values, metric, note in data.rows:
             table.add_row(*values, metric, note)
 
-    def show_chart(self, points: Sequence[tuple[int, str, float | None]]) -> None:
+    def show_chart(
+        self,
+        points: Sequence[tuple[int, str, float | None]],
+        others: dict[str, Sequence[tuple[int, str, float | None]]] | None = None,
+    ) -> None:
+        """The branch's (number, status, speedup) per iteration, and the other branches' (drawn faint)."""
         self._points = list(points)
+        self._others = {name: list(p) for name, p in (others or {}).items()}
         chart = self._built("#speedup-chart")
         if chart is not None:
             chart.update(self._chart_text())
+            self._draw_plot()
+
+    def _draw_plot(self) -> None:
+        """The speedup per iteration: the branch's correct kernels as a line with ● markers, the others
+        as ✗ on the axis, the best as ★, other branches faint; 1.0x (eager PyTorch) dotted."""
+        plot = self._built("#speedup-plot")
+        if plot is None:
+            return
+        from textual_plot import HiResMode
+
+        plot.clear()
+        numbers = [n for n, _, _ in self._points] + [n for p in self._others.values() for n, _, _ in p]
+        speedups = [s for _, st, s in self._points if st == "correct" and s is not None]
+        speedups += [s for p in self._others.values() for _, st, s in p if st == "correct" and s is not None]
+        if not numbers:
+            return
+        low, high = min(numbers), max(max(numbers), min(numbers) + 1)
+        plot.plot([low, high], [1.0, 1.0], line_style="grey42", hires_mode=HiResMode.HALFBLOCK)
+        for branch_points in self._others.values():
+            correct = [(n, s) for n, st, s in branch_points if st == "correct" and s is not None]
+            if correct:
+                plot.plot(*zip(*correct, strict=True), line_style="grey35", hires_mode=HiResMode.HALFBLOCK)
+        correct = [(n, s) for n, st, s in self._points if st == "correct" and s is not None]
+        if correct:
+            plot.plot(*zip(*correct, strict=True), line_style="cyan", hires_mode=HiResMode.HALFBLOCK)
+            plot.scatter(*zip(*correct, strict=True), marker="●", marker_style="cyan")
+            best = max(correct, key=lambda p: p[1])
+            plot.scatter([best[0]], [best[1]], marker="★", marker_style="bold yellow")
+        failed = [n for n, st, _ in self._points if st != "correct"]
+        if failed:
+            plot.scatter(failed, [0.0] * len(failed), marker="✗", marker_style="red")
+        plot.set_xlimits(low - 0.5, high + 0.5)
+        plot.set_xticks(list(range(low, high + 1)))  # iterations are whole numbers
+        top = max([1.0, *speedups]) * 1.15
+        plot.set_ylimits(-0.1 * top, top)  # a row under 0, so a kernel that is not correct sits on 0, above the axis
+        step = 0.5 if top < 2.5 else float(max(1, round(top / 5)))
+        plot.set_yticks([step * k for k in range(int(top / step) + 1)])  # 1.0x (eager) always among them
+        plot.set_xlabel("iteration")
+        plot.set_ylabel("speedup")
 
     def _chart_text(self) -> str:
         width = max(8, min(40, self.size.width - 30))  # bar + number + status fit the pane: no wrapping
