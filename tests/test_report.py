@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.batch.report import gather, render_html, roof_percent, roofline_rows
+from engine.batch.report import gather, render_html, roofline_rows
 from engine.loop.history import rows_from_iterations
+from engine.profile.summary import roofline_position
 from sessions.repo import SessionRepo
 from tui.demo import unpack
 
@@ -68,9 +69,11 @@ def test_its_numbers_are_the_records_the_headless_table_prints(demo: Path) -> No
 def test_the_limiting_roof_is_the_lower_one_at_the_kernels_intensity() -> None:
     # H200-like peaks: 4800 GB/s, 60 TFLOP/s; at 10 FLOP/B the memory roof is 48 TFLOP/s
     point = {"arithmetic_intensity": 10.0, "tflops": 24.0, "peak_tflops": 60.0, "peak_bandwidth_gbs": 4800.0}
-    assert roof_percent(point) == pytest.approx(50.0)
+    roof, percent = roofline_position(point)
+    assert roof == "memory" and percent == pytest.approx(50.0)
     point = {**point, "arithmetic_intensity": 100.0, "tflops": 30.0}  # 480 > 60: the compute roof
-    assert roof_percent(point) == pytest.approx(50.0)
+    roof, percent = roofline_position(point)
+    assert roof == "compute" and percent == pytest.approx(50.0)
     profile = {"summary": {"data": {"kernels": [{"name": "gemm(float *)", **point, "bound": "compute-bound"}]}}}
     [row] = roofline_rows(profile)
     assert (row["roof"], row["percent"]) == ("compute", pytest.approx(50.0))

@@ -313,6 +313,39 @@ def ncu_table(profile: Mapping[str, Any] | None) -> NcuTable:
     return NcuTable(kernels=kernels, rows=rows, kind=kind)
 
 
+def roofline_lines(profile: Mapping[str, Any] | None, kernels: Sequence[str] = ()) -> list[str]:
+    """Where each profiled kernel sits under the GPU's roofs, as the Judge reads it
+    (``engine.profile.summary.roofline_position``): the limiting roof, the percentage reached and a bar.
+    ``kernels`` are the NCU table's columns (K1 = its first). Without Nsight Compute, what the fallback
+    estimated and what is missing."""
+    if not profile:
+        return []
+    summary = profile.get("summary") or {}
+    data = summary.get("data") or {}
+    if profile.get("kind") != "ncu":
+        text = [line for line in str(summary.get("text") or "").splitlines() if "roofline" in line.lower()]
+        why = (profile.get("unavailable") or {}).get("reason") or "no counters"
+        return [f"roofline: no Nsight Compute counters ({why}); per-kernel positions are missing"] + text[-1:]
+    from engine.profile.summary import roofline_position
+
+    lines = []
+    for kernel in data.get("kernels") or []:
+        position = roofline_position(kernel)
+        name = str(kernel.get("name", ""))
+        label = f"K{list(kernels).index(name) + 1}" if name in kernels else name.split("(")[0]
+        if position is None:
+            lines.append(f"roofline {label}: not placed (no DRAM bandwidth or FLOPs measured)")
+            continue
+        roof, percent = position
+        filled = max(0, min(20, round(percent / 5)))
+        if roof == "memory" and not kernel.get("tflops"):
+            detail = f"{kernel.get('dram_gbs') or 0:,.0f} of {kernel.get('peak_bandwidth_gbs') or 0:,.0f} GB/s, no FLOPs counted"
+        else:
+            detail = f"{kernel.get('tflops') or 0:.3g} TFLOP/s at {kernel.get('arithmetic_intensity') or 0:.3g} FLOP/B"
+        lines.append(f"roofline {label}: {'█' * filled}{'░' * (20 - filled)} {percent:.0f}% of the {roof} roof ({detail})")
+    return lines
+
+
 def format_speedup(speedup: float | None) -> str:
     return f"{speedup:.2f}x" if isinstance(speedup, (int, float)) else "—"
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 import base64
 import html
 import io
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.loop.history import HistoryRow, rows_from_iterations
 from engine.profile.diff import diff_lines, iteration_diff
+from engine.profile.summary import roofline_position
 
 CHARTS_HINT = "charts need matplotlib: pip install 'cudaforge[plots]'"
 STYLE = """
@@ -151,23 +151,18 @@ def speedup_chart(report: Report) -> str:
 
 def roofline_rows(profile: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Per own kernel of a profile's summary: its intensity and throughput where FLOPs were counted,
-    which roof limits it and the percentage of that roof it reaches. A kernel with no FLOPs (a copy, a
-    ReLU's compares) sits under the memory roof: its share of the peak DRAM bandwidth."""
+    and the roof that limits it with the percentage reached (``engine.profile.summary.roofline_position``,
+    what the Judge reads)."""
     kernels = (((profile or {}).get("summary") or {}).get("data") or {}).get("kernels") or []
     rows = []
     for k in kernels:
-        ai, tflops = k.get("arithmetic_intensity"), k.get("tflops")
-        bandwidth, peak = k.get("peak_bandwidth_gbs"), k.get("peak_tflops")
-        row = {"name": str(k.get("name", "")), "ai": ai, "tflops": tflops, "bound": k.get("bound") or ""}
-        if ai and tflops and bandwidth and peak:
-            memory_roof = bandwidth / 1000.0 * ai
-            row.update(roof="compute" if peak <= memory_roof else "memory", percent=roof_percent(k))
-            row.update(peak_tflops=peak, peak_bandwidth_gbs=bandwidth)
-        elif k.get("dram_pct_of_peak") is not None:
-            row.update(roof="memory", percent=float(k["dram_pct_of_peak"]), dram_gbs=k.get("dram_gbs"))
-            row.update(peak_bandwidth_gbs=bandwidth)
-        else:
+        position = roofline_position(k)
+        if position is None:
             continue
+        row = {"name": str(k.get("name", "")), "ai": k.get("arithmetic_intensity"), "tflops": k.get("tflops")}
+        row.update(bound=k.get("bound") or "", roof=position[0], percent=position[1])
+        if k.get("arithmetic_intensity") and k.get("tflops") and k.get("peak_tflops"):
+            row.update(peak_tflops=k["peak_tflops"], peak_bandwidth_gbs=k["peak_bandwidth_gbs"])
         rows.append(row)
     return rows
 
@@ -205,12 +200,6 @@ def roofline_chart(rows: Sequence[dict[str, Any]]) -> str:
         axes.set_xlim(0, 105)
         axes.set_xlabel("% of the memory roof (DRAM bandwidth / peak); no FLOPs counted")
     return _png(figure)
-
-
-def roof_percent(point: dict[str, Any]) -> float:
-    """Achieved throughput as a percentage of the roof at the kernel's intensity (the limiting one)."""
-    roof = min(point["peak_tflops"], point["peak_bandwidth_gbs"] / 1000.0 * point["arithmetic_intensity"])
-    return 100.0 * point["tflops"] / roof if roof > 0 else math.nan
 
 
 # -- the page ------------------------------------------------------------------------------------------

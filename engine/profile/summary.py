@@ -212,6 +212,24 @@ def kernel_facts(
     }
 
 
+def roofline_position(facts: Mapping[str, Any]) -> tuple[str, float] | None:
+    """(the roof that limits the kernel, the percentage of it reached) from its facts.
+
+    With FLOPs counted: the lower of the compute roof (peak FLOP/s) and the memory roof (peak bandwidth
+    × arithmetic intensity) at the kernel's intensity, and its achieved FLOP/s against that. With no
+    FLOPs (a copy, a ReLU's compares), the memory roof: its DRAM bandwidth against the peak. None when
+    neither can be said. The Judge, the workbench and the report all read it from here."""
+    ai, tflops = facts.get("arithmetic_intensity"), facts.get("tflops")
+    peak_flops, peak_bw = facts.get("peak_tflops"), facts.get("peak_bandwidth_gbs")
+    if ai and tflops and peak_flops and peak_bw:
+        memory_roof = peak_bw / 1000.0 * ai
+        roof = min(peak_flops, memory_roof)
+        return ("compute" if peak_flops <= memory_roof else "memory"), 100.0 * tflops / roof
+    if facts.get("dram_pct_of_peak") is not None:
+        return "memory", float(facts["dram_pct_of_peak"])
+    return None
+
+
 def _dram_bytes(metrics: Mapping[str, tuple[Value, str]]) -> float | None:
     """DRAM bytes moved: the total, or reads plus writes where only those were collected."""
     dram_bytes = _scaled(metrics, "dram__bytes.sum", _BYTES)
@@ -307,6 +325,9 @@ def _kernel_lines(name: str, f: dict[str, Any], launches: int | None) -> list[st
             f" (AI {f['arithmetic_intensity']:.2f} FLOP/B {rel} {f['flop_precision'].upper()} ridge"
             f" {f['ridge_point']:.1f})"
         )
+    position = roofline_position(f)
+    if position is not None:
+        head += f"; roofline: {position[1]:.0f}% of the {position[0]} roof"
     dram = f"DRAM {_fmt(f['dram_gbs'], ',.0f', ' GB/s')}"
     if f["dram_pct_of_peak"] is not None:
         dram += f" = {f['dram_pct_of_peak']:.0f}% of {_short(f['peak_bandwidth_gbs'])}"

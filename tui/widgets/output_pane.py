@@ -23,7 +23,16 @@ from textual.containers import Vertical
 from textual.widget import Widget
 from textual.widgets import RichLog, Static
 
-from tui.model import NcuTable, build_log_lines, check_rows, first_error_line, ncu_table, scrub, speedup_chart
+from tui.model import (
+    NcuTable,
+    build_log_lines,
+    check_rows,
+    first_error_line,
+    ncu_table,
+    roofline_lines,
+    scrub,
+    speedup_chart,
+)
 from tui.widgets.tabs import Pane, PaneTabs
 
 if TYPE_CHECKING:  # imported with the first table shown
@@ -153,10 +162,11 @@ class OutputPane(Vertical):
         data: NcuTable = ncu_table(self._profile)
         table.clear(columns=True)
         legend = self.query_one("#ncu-kernels", Static)
+        roofline = roofline_lines(self._profile, data.kernels)
         if not data.kernels:
-            legend.update(f"not profiled ({data.kind})")
+            legend.update("\n".join([f"not profiled ({data.kind})", *roofline]))
             return
-        legend.update("\n".join(f"K{i} = {name}" for i, name in enumerate(data.kernels, start=1)))
+        legend.update("\n".join([*(f"K{i} = {name}" for i, name in enumerate(data.kernels, start=1)), *roofline]))
         table.add_columns(*(f"K{i}" for i in range(1, len(data.kernels) + 1)), "metric", "note")
         for values, metric, note in data.rows:
             table.add_row(*values, metric, note)
