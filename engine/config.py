@@ -66,6 +66,9 @@ class LoopConfig:
     approval: ApprovalPolicy = "ask"  # ask | auto | ask-if-flagged (engine.approval)
 
 
+COMPILE_MODES = ("default", "max-autotune")  # torch.compile modes a baseline may use (engine.eval.baselines)
+
+
 @dataclass
 class TimeoutsConfig:
     """Seconds per evaluation stage (``engine.eval.options.StageTimeouts`` takes its defaults from here)."""
@@ -89,6 +92,9 @@ class EvalConfig:
     sandbox: SandboxMode = "auto"
     # re-check correctness at perturbed sizes (engine.eval.shapes); evalset and bench do unless --no-shapes
     shapes: bool = False
+    # torch.compile modes timed beside eager for each correct kernel ("default", "max-autotune"):
+    # engine.eval.baselines. Eager stays the headline speedup.
+    compile_baselines: list[str] = field(default_factory=list)
     tolerances: dict[str, float] = field(default_factory=dict)
     timeouts: TimeoutsConfig = field(default_factory=TimeoutsConfig)
 
@@ -313,6 +319,11 @@ def validate(config: Config) -> None:
     for name, value in vars(config.eval.timeouts).items():
         if value <= 0:
             raise ConfigError(f"[eval.timeouts] {name} must be positive")
+    unknown = [m for m in config.eval.compile_baselines if m not in COMPILE_MODES]
+    if unknown:
+        raise ConfigError(
+            f"[eval] compile_baselines has {unknown[0]!r}; use any of {', '.join(COMPILE_MODES)}"
+        )
     _validate_guard(config.guard)
 
 

@@ -141,6 +141,16 @@ def check_rows(result: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
             )
         )
         rows.append(("reference", _ms(ref.get("median_ms")), f"iqr {_ms(ref.get('iqr_ms'))}", ""))
+    for mode, baseline in (result.get("baselines") or {}).items():  # torch.compile beside eager
+        from engine.eval.baselines import speedup_against
+
+        against = speedup_against(result.get("speedup"), baseline)
+        detail = baseline.get("failed") or (
+            f"compiled {_ms(baseline.get('compiled_ms'))} vs eager {_ms(baseline.get('eager_ms'))}"
+            if baseline.get("compiled_matches")
+            else "compiled output differs from eager"
+        )
+        rows.append((f"vs torch.compile ({mode})", format_speedup(against), detail, ""))
     rows.extend(share_rows(result))
     rows.extend(review_rows(result))
     spent = stagetimes.total(result.get("durations"))

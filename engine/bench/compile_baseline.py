@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -69,50 +68,10 @@ def speedup_vs_compile(best_speedup: float | None, baseline: dict[str, Any] | No
 
 
 def _measure(task_path: Path, device_name: str, trials: int, budget_s: float, seed: int) -> dict[str, Any]:
-    import torch
+    """torch.compile's default mode, measured as the evaluator's own baselines are (engine.eval.baselines)."""
+    from engine.eval.baselines import measure
 
-    from engine.eval.compare import compare_outputs
-    from engine.eval.timing import TimingPlan, time_models
-    from engine.eval.values import to_device
-    from engine.tasks import import_module_from_source
-
-    device = torch.device("cuda" if device_name == "cuda" else "cpu")
-    if device.type == "cpu":
-        torch.set_num_threads(1)  # as the evaluator times the reference (EvalOptions.cpu_threads)
-    task = import_module_from_source(task_path.read_text(encoding="utf-8"), str(task_path))
-    torch.manual_seed(seed)
-    init_inputs = list(task.get_init_inputs())
-    torch.manual_seed(seed)
-    with torch.device(device):
-        eager = task.Model(*init_inputs).to(device)
-    torch.manual_seed(seed)
-    with torch.device(device):
-        inputs = list(to_device(list(task.get_inputs()), device))
-    compiled = torch.compile(eager)
-    started = time.monotonic()
-    with torch.no_grad():
-        first = compiled(*inputs)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        compile_s = time.monotonic() - started
-        check = compare_outputs(eager(*inputs), first, {})
-        timing = time_models(
-            lambda: compiled(*inputs), lambda: eager(*inputs), device, TimingPlan(trials, budget_s)
-        )
-    return {
-        "schema": SCHEMA,
-        "task": str(task_path),
-        "device": device.type,
-        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-        "torch": torch.__version__,
-        "compile_seconds": round(compile_s, 3),
-        "compiled_matches": check.passed,
-        "mismatch": None if check.passed else check.message,
-        "eager_ms": timing.reference.median_ms,
-        "compiled_ms": timing.candidate.median_ms,
-        "method": timing.method,
-        "trials": timing.candidate.n,
-    }
+    return measure(task_path, device_name, "default", trials, budget_s, seed)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,8 +15,9 @@ from typing import Any
 
 from engine.cli.args import int_at_least, positive_float
 from engine.cli.guard import add_guard_flags, guard_settings
-from engine.config import SANDBOX_MODES, ConfigError, load_config
+from engine.config import COMPILE_MODES, SANDBOX_MODES, ConfigError, load_config
 from engine.eval import stagetimes
+from engine.eval.baselines import speedup_against
 from engine.eval.evaluate import check_task, evaluate_files
 from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
 from engine.eval.plausibility import summary_line
@@ -59,6 +60,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="also check correctness at perturbed sizes (default [eval] shapes: off)",
     )
     parser.add_argument("--seed", type=int, help="default [eval] seed: 42")
+    parser.add_argument(
+        "--compile-baseline",
+        action="append",
+        choices=COMPILE_MODES,
+        metavar="MODE",
+        help="for a correct kernel, also time torch.compile of the reference in MODE (default, max-autotune;"
+        " repeatable) beside eager and give the speedup against it (default [eval] compile_baselines: none)",
+    )
     parser.add_argument(
         "--atol-fp32", type=positive_float, default=None, help="tolerance for float32 outputs"
     )
@@ -158,7 +167,20 @@ def eval_flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
         out["tolerances"] = {"float32": args.atol_fp32}
     if getattr(args, "shapes", None) is not None:
         out["shapes"] = args.shapes
+    if getattr(args, "compile_baseline", None):
+        out["compile_baselines"] = list(dict.fromkeys(args.compile_baseline))
     return out
+
+
+def baseline_text(speedup: float | None, baseline: dict[str, Any]) -> str:
+    """One torch.compile baseline as a line: the speedup against it, and both times it came from."""
+    if baseline.get("failed"):
+        return f"not measured ({baseline['failed']})"
+    if not baseline.get("compiled_matches"):
+        return f"compiled output differs from eager ({baseline.get('mismatch') or 'mismatch'}); no speedup"
+    against = speedup_against(speedup, baseline)
+    times = f"compiled {baseline['compiled_ms']:.4f} ms vs eager {baseline['eager_ms']:.4f} ms, same process"
+    return (f"speedup {against:.2f}× · " if against is not None else "") + times
 
 
 def _task_error_first(task: Path, options: EvalOptions, refused: EvalResult) -> EvalResult:
@@ -219,6 +241,8 @@ def format_summary(result: EvalResult, kernel_label: str = "kernel") -> str:
         )
     elif shapes:
         lines.append(f"  shapes {shapes}")
+    for mode, baseline in result.baselines.items():
+        lines.append(f"  vs torch.compile ({mode}): {baseline_text(result.speedup, baseline)}")
     if result.hardware_floor:
         lines.append(f"  floor  {summary_line(result.hardware_floor)}")
     stages = stagetimes.line(result.durations)

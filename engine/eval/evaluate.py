@@ -112,6 +112,12 @@ def evaluate(
         )
     plausibility.judge(result, options.flag_below_floor)  # a time below what the GPU allows: flagged too
     mark_failed_side(result)
+    if options.compile_baselines and result.ok and result.timing is not None:
+        from engine.eval.baselines import run_baselines
+
+        started_baselines = time.monotonic()
+        result.baselines = run_baselines(task_source, device, options.compile_baselines)
+        result.durations["baselines"] = time.monotonic() - started_baselines
     result.kernel_sha256 = hashlib.sha256(kernel_source.encode()).hexdigest()
     result.task = task_name
     result.device = device

@@ -58,6 +58,8 @@ class EvalOptions:
     cpu_threads: int = 1
     sandbox: str = EvalConfig.sandbox  # auto | bwrap | landlock | off: what confines the worker (engine.sandbox)
     shapes: bool = EvalConfig.shapes  # re-check correctness at perturbed sizes (engine.eval.shapes)
+    # torch.compile modes timed beside eager for a correct kernel (engine.eval.baselines); none by default
+    compile_baselines: tuple[str, ...] = ()
     # build the extensions the candidate's source names while the reference is checked
     # (engine.eval.build.prebuild); CUDAFORGE_PREBUILD=0 turns it off (benchmarks compare both)
     prebuild: bool = field(default_factory=lambda: os.environ.get("CUDAFORGE_PREBUILD", "1") != "0")
@@ -81,6 +83,7 @@ class EvalOptions:
             refuse=tuple(config.guard.refuse),
             sandbox=e.sandbox,
             shapes=e.shapes,
+            compile_baselines=tuple(e.compile_baselines),
         )
 
     def settings(self) -> dict[str, Any]:
@@ -102,7 +105,9 @@ class EvalOptions:
 
 # Where and how this machine ran it (the result's ``device``/``env``/``build`` say so), not how it was judged;
 # whether it was timed shows in ``timing`` itself (an evalset times in a second pass).
-NOT_RECORDED = frozenset({"device", "cache_root", "gpu_index", "use_pch", "do_timing", "prebuild"})
+NOT_RECORDED = frozenset(
+    {"device", "cache_root", "gpu_index", "use_pch", "do_timing", "prebuild", "compile_baselines"}
+)
 
 
 def _plain(value: Any) -> Any:

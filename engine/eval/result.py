@@ -174,6 +174,9 @@ class EvalResult:
     # The candidate's own kernels' share of its forward's device time (engine.guard.share):
     # {"share", "own_ms", "library_ms", "method", "kernels": [{"name", "own", "ms", "calls"}]}, or None.
     kernel_share: dict[str, Any] | None = None
+    # torch.compile of the reference per mode, timed beside eager in its own process (engine.eval.baselines);
+    # empty unless asked for. ``speedup`` stays against eager.
+    baselines: dict[str, Any] = field(default_factory=dict)
     error: dict[str, str] | None = None  # {"type", "message", "traceback"} of a Python exception
     signal: str | None = None  # e.g. "SIGSEGV" when the worker died of a signal
     exit_code: int | None = None

@@ -1,0 +1,163 @@
+"""``torch.compile`` baselines beside eager: how fast the reference gets without writing a kernel.
+
+Why (ARCHITECTURE.md §3, "Baselines beside eager"): a kernel that beats eager PyTorch may still lose
+to ``torch.compile``, which is what a user would otherwise reach for. KernelBench's maintainers keep
+eager as the level-1 figure, so eager stays the headline; these are shown beside it when asked for
+(``cudaforge eval --compile-baseline MODE``, ``[eval] compile_baselines`` for the loop).
+
+Each mode runs in a fresh process (``python -m engine.eval.baselines``): the task's ``Model`` with the
+same seeded inputs as the evaluator, compiled (``torch.compile(model, mode=...)``), checked against
+eager, and timed against eager with the evaluator's own timing (``engine.eval.timing``). The speedup
+against a baseline is then::
+
+    speedup_vs_mode = speedup_vs_eager × compiled_ms / eager_ms
+
+with compiled ÷ eager from that one process, so each ratio is between two things timed side by side.
+Only the reference (the user's own task) runs there; no candidate code does. A mode that fails, or
+whose output differs from eager, is recorded as such and gives no speedup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from engine.config import COMPILE_MODES as MODES  # torch.compile's modes offered (KernelBench's use both)
+
+SCHEMA = 1
+TIMEOUT_S = 900.0  # one mode's compile and timing; max-autotune tries many configurations
+
+
+def speedup_against(speedup: float | None, baseline: dict[str, Any] | None) -> float | None:
+    """The kernel's speedup over the compiled reference; None when either side is missing or the compiled
+    output did not match eager."""
+    if speedup is None or not baseline or not baseline.get("compiled_matches"):
+        return None
+    eager, compiled = baseline.get("eager_ms"), baseline.get("compiled_ms")
+    return speedup * compiled / eager if eager and compiled else None
+
+
+def measure(
+    task_path: Path, device_name: str, mode: str, trials: int, budget_s: float, seed: int
+) -> dict[str, Any]:
+    """Compile the task's reference in ``mode``, check it against eager, time both (one process)."""
+    import torch
+
+    from engine.eval.compare import compare_outputs
+    from engine.eval.timing import TimingPlan, time_models
+    from engine.eval.values import to_device
+    from engine.tasks import import_module_from_source
+
+    device = torch.device("cuda" if device_name == "cuda" else "cpu")
+    if device.type == "cpu":
+        torch.set_num_threads(1)  # as the evaluator times the reference (EvalOptions.cpu_threads)
+    task = import_module_from_source(task_path.read_text(encoding="utf-8"), str(task_path))
+    torch.manual_seed(seed)
+    init_inputs = list(task.get_init_inputs())
+    torch.manual_seed(seed)
+    with torch.device(device):
+        eager = task.Model(*init_inputs).to(device)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        inputs = list(to_device(list(task.get_inputs()), device))
+    compiled = torch.compile(eager, mode=None if mode == "default" else mode)
+    started = time.monotonic()
+    with torch.no_grad():
+        first = compiled(*inputs)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        compile_s = time.monotonic() - started
+        check = compare_outputs(eager(*inputs), first, {})
+        timing = time_models(
+            lambda: compiled(*inputs), lambda: eager(*inputs), device, TimingPlan(trials, budget_s)
+        )
+    return {
+        "schema": SCHEMA,
+        "mode": mode,
+        "task": str(task_path),
+        "device": device.type,
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "torch": torch.__version__,
+        "compile_seconds": round(compile_s, 3),
+        "compiled_matches": check.passed,
+        "mismatch": None if check.passed else check.message,
+        "eager_ms": timing.reference.median_ms,
+        "eager_iqr_ms": timing.reference.iqr_ms,
+        "compiled_ms": timing.candidate.median_ms,
+        "compiled_iqr_ms": timing.candidate.iqr_ms,
+        "method": timing.method,
+        "trials": timing.candidate.n,
+    }
+
+
+def command(task_path: Path, device: str, mode: str, out: Path, python: str = sys.executable) -> list[str]:
+    return [python, "-m", "engine.eval.baselines", str(task_path), "--device", device, "--mode", mode,
+            "--json", str(out)]  # fmt: skip
+
+
+def run_baselines(
+    task_source: str, device: str, modes: list[str] | tuple[str, ...], timeout_s: float = TIMEOUT_S
+) -> dict[str, dict[str, Any]]:
+    """Each mode's baseline, measured one after the other (each in its own process); a failed mode is
+    ``{"mode", "failed": why}``."""
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="cudaforge-baseline-") as folder:
+        task_path = Path(folder) / "task.py"
+        task_path.write_text(task_source, encoding="utf-8")
+        for mode in modes:
+            out = Path(folder) / f"{mode}.json"
+            try:
+                done = subprocess.run(
+                    command(task_path, device, mode, out), capture_output=True, text=True,
+                    timeout=timeout_s, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                )  # fmt: skip
+            except subprocess.TimeoutExpired:
+                results[mode] = {"mode": mode, "failed": f"ran over {timeout_s:g} s"}
+                continue
+            try:
+                results[mode] = json.loads(out.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                tail = (done.stderr or "").strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+                results[mode] = {"mode": mode, "failed": tail[0][:300]}
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.eval.baselines")
+    parser.add_argument("task", type=Path)
+    parser.add_argument("--device", choices=("cpu", "cuda"), required=True)
+    parser.add_argument("--mode", choices=MODES, default="default")
+    parser.add_argument("--json", type=Path, required=True, help="where the result goes")
+    args = parser.parse_args(argv)
+    from engine.config import ConfigError, load_config
+
+    try:
+        config = load_config()  # the project's cudaforge.toml: the same timing budget as the sessions
+    except ConfigError as error:
+        print(f"compile baseline: {error}", file=sys.stderr)
+        return 1
+    try:
+        data = measure(
+            args.task, args.device, args.mode, config.eval.timing_trials, config.eval.timing_budget_s, config.eval.seed
+        )
+    except Exception as error:  # torch.compile can fail on any task; the evaluation goes on without it
+        traceback.print_exc()
+        print(f"compile baseline failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.json.with_name(args.json.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
