@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -67,38 +66,17 @@ def speedup_vs_compile(best_speedup: float | None, baseline: dict[str, Any] | No
     return None if best_speedup is None or ratio is None else best_speedup / ratio
 
 
-def _measure(task_path: Path, device_name: str, trials: int, budget_s: float, seed: int) -> dict[str, Any]:
-    """torch.compile's default mode, measured as the evaluator's own baselines are (engine.eval.baselines)."""
-    from engine.eval.baselines import measure
-
-    return measure(task_path, device_name, "default", trials, budget_s, seed)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench.compile_baseline")
     parser.add_argument("task", type=Path)
     parser.add_argument("--device", choices=("cpu", "cuda"), required=True)
     parser.add_argument("--json", type=Path, required=True, help="where the result goes")
     args = parser.parse_args(argv)
-    from engine.config import ConfigError, load_config
+    from engine.eval.baselines import measure_into  # torch.compile's default mode, as eval measures it
 
-    try:
-        config = load_config()  # the project's cudaforge.toml: the same timing budget as the sessions
-    except ConfigError as error:
-        print(f"compile baseline: {error}", file=sys.stderr)
+    data = measure_into(args.task, args.device, "default", args.json)
+    if data is None:
         return 1
-    try:
-        data = _measure(
-            args.task, args.device, config.eval.timing_trials, config.eval.timing_budget_s, config.eval.seed
-        )
-    except Exception as error:  # torch.compile can fail on any task; the bench goes on without it
-        traceback.print_exc()
-        print(f"compile baseline failed: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.json.with_name(args.json.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(args.json)
     verdict = "matches eager" if data["compiled_matches"] else "DIFFERS from eager"
     print(
         f"compile baseline: eager {data['eager_ms']:.4f} ms · compiled {data['compiled_ms']:.4f} ms "

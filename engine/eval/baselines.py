@@ -130,6 +130,30 @@ def run_baselines(
     return results
 
 
+def measure_into(task: Path, device: str, mode: str, out: Path) -> dict[str, Any] | None:
+    """Measure one mode with the project's timing settings and write the JSON to ``out`` atomically;
+    None, after saying why on stderr, when it could not be measured. Both workers use it (this module's
+    and the bench's ``engine.bench.compile_baseline``)."""
+    from engine.config import ConfigError, load_config
+
+    try:
+        config = load_config()  # the project's cudaforge.toml: the same timing budget as the sessions
+    except ConfigError as error:
+        print(f"compile baseline: {error}", file=sys.stderr)
+        return None
+    try:
+        data = measure(task, device, mode, config.eval.timing_trials, config.eval.timing_budget_s, config.eval.seed)
+    except Exception as error:  # torch.compile can fail on any task; the evaluation goes on without it
+        traceback.print_exc()
+        print(f"compile baseline failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(out)
+    return data
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.eval.baselines")
     parser.add_argument("task", type=Path)
@@ -137,26 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=MODES, default="default")
     parser.add_argument("--json", type=Path, required=True, help="where the result goes")
     args = parser.parse_args(argv)
-    from engine.config import ConfigError, load_config
-
-    try:
-        config = load_config()  # the project's cudaforge.toml: the same timing budget as the sessions
-    except ConfigError as error:
-        print(f"compile baseline: {error}", file=sys.stderr)
-        return 1
-    try:
-        data = measure(
-            args.task, args.device, args.mode, config.eval.timing_trials, config.eval.timing_budget_s, config.eval.seed
-        )
-    except Exception as error:  # torch.compile can fail on any task; the evaluation goes on without it
-        traceback.print_exc()
-        print(f"compile baseline failed: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.json.with_name(args.json.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(args.json)
-    return 0
+    return 0 if measure_into(args.task, args.device, args.mode, args.json) is not None else 1
 
 
 if __name__ == "__main__":
