@@ -63,3 +63,45 @@ def test_the_summary_and_the_checks_table_show_the_speedup_against_each_mode() -
         "compiled 1.0000 ms vs eager 2.0000 ms",
         "",
     ) in check_rows(result)
+
+
+BASELINES = {  # eager 2 ms; compiled 1.6 ms (default) and 1.25 ms (max-autotune), both matching eager
+    "default": {"mode": "default", "compiled_matches": True, "eager_ms": 2.0, "compiled_ms": 1.6},
+    "max-autotune": {"mode": "max-autotune", "compiled_matches": True, "eager_ms": 2.0, "compiled_ms": 1.25},
+}
+
+
+@pytest.mark.asyncio
+async def test_the_workbench_and_the_report_show_the_best_against_each_mode(tmp_path: Path) -> None:
+    from engine.batch.report import gather, render_html
+    from engine.eval.result import EvalResult, Timing, TimingStats
+    from sessions.repo import SessionRepo
+    from tests.test_tui_fixtures import TASK, kernel
+    from tui.app import CudaforgeApp
+    from tui.widgets.output_pane import OutputPane
+    from tui.widgets.status_line import StatusLine
+
+    def result(speedup: float, baselines: dict | None) -> dict:
+        timing = Timing("cuda-events", TimingStats.from_samples([2.0 / speedup]), TimingStats.from_samples([2.0]))
+        data = EvalResult(status="correct", timing=timing, speedup=speedup).to_dict()
+        data["baselines"] = baselines or {}
+        return data
+
+    with SessionRepo.create(tmp_path, task_source=TASK, task_name="relu", name="vs") as repo:
+        repo.record_iteration(kernel_source=kernel(0), eval_result=result(1.2, None), phase="seed")
+        repo.record_iteration(kernel_source=kernel(1), eval_result=result(2.0, BASELINES), phase="optimize")
+    repo = SessionRepo.open(tmp_path / "vs")
+    app = CudaforgeApp(sessions_root=tmp_path, session=repo, mode="replay")
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.press("n")
+        await pilot.pause()
+        status = app.screen.query_one(StatusLine)
+        assert "best 2.00x (vs compile 1.60x · max-autotune 1.25x)" in status.text()
+        output = app.screen.query_one(OutputPane)
+        output.active = "tab-chart"
+        await pilot.pause()
+        lines = [(list(d.x), list(d.y)) for d in output.query_one("#speedup-plot")._datasets]
+        assert ([0.0, 1.0], [1.25, 1.25]) in lines and ([0.0, 1.0], [1.6, 1.6]) in lines  # eager ÷ compiled
+    page = render_html(gather(repo))
+    repo.close()
+    assert "vs compile 1.60x · max-autotune 1.25x" in page

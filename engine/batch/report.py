@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.eval.baselines import against_text
 from engine.loop.history import HistoryRow, rows_from_iterations
 from engine.profile.diff import diff_lines, iteration_diff
 from engine.profile.summary import roofline_position
@@ -51,6 +52,7 @@ class IterationRow:
     kernel_iqr_ms: float | None
     share: float | None
     flags: list[str]
+    versus: str  # the speedup against each torch.compile baseline measured ("" when none)
     decisions: list[HistoryRow] = field(default_factory=list)
 
 
@@ -91,7 +93,8 @@ def gather(repo: Any, branch: str | None = None) -> Report:
         rows.append(
             IterationRow(
                 item.number, item.phase, item.status, item.speedup, median, iqr, share,
-                list(result.get("flags") or []), decisions.get(item.number, []),
+                list(result.get("flags") or []), against_text(item.speedup, result.get("baselines")),
+                decisions.get(item.number, []),
             )
         )  # fmt: skip
     best = repo.best(branch)
@@ -231,8 +234,9 @@ def _iteration_table(report: Report) -> str:
             + ("" if d.iteration is not None else f" — <i>{_e(d.suggestion)}</i>")
             for d in r.decisions
         )  # fmt: skip
-        rows.append([str(r.number), _e(r.phase), status, _x(r.speedup), time, share, _e(", ".join(r.flags)) or "—", decided or "—"])
-    header = ("iter", "phase", "status", "speedup", "kernel time (spread)", "own-kernel share", "flags", "human decision and note")
+        speedup = _x(r.speedup) + (f"<br><small>{_e(r.versus)}</small>" if r.versus else "")
+        rows.append([str(r.number), _e(r.phase), status, speedup, time, share, _e(", ".join(r.flags)) or "—", decided or "—"])
+    header = ("iter", "phase", "status", "speedup (eager; vs torch.compile)", "kernel time (spread)", "own-kernel share", "flags", "human decision and note")
     return _table(header, rows, numeric={0, 3, 4, 5})
 
 

@@ -45,6 +45,24 @@ def speedup_against(speedup: float | None, baseline: dict[str, Any] | None) -> f
     return speedup * compiled / eager if eager and compiled else None
 
 
+def compile_ratio(baseline: dict[str, Any] | None) -> float | None:
+    """eager ÷ compiled: where torch.compile itself sits on the eager speedup scale (None: not usable)."""
+    if not baseline or not baseline.get("compiled_matches"):
+        return None
+    eager, compiled = baseline.get("eager_ms"), baseline.get("compiled_ms")
+    return eager / compiled if eager and compiled else None
+
+
+def against_text(speedup: float | None, baselines: dict[str, Any] | None) -> str:
+    """``vs compile 1.20x · max-autotune 0.95x``: the speedup against each measured mode ("" when none)."""
+    parts = []
+    for mode, baseline in (baselines or {}).items():
+        value = speedup_against(speedup, baseline)
+        if value is not None:
+            parts.append(f"{'compile' if mode == 'default' else mode} {value:.2f}x")
+    return ("vs " + " · ".join(parts)) if parts else ""
+
+
 def measure(
     task_path: Path, device_name: str, mode: str, trials: int, budget_s: float, seed: int
 ) -> dict[str, Any]:

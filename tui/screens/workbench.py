@@ -37,6 +37,7 @@ from textual.widget import AwaitMount
 from textual.widgets import Tree
 
 from engine import events as ev
+from engine.eval.baselines import against_text, compile_ratio
 from sessions.errors import SessionError
 from tui import loop_status
 from tui.live import LoopAdapter, LoopFactory, default_loop_factory
@@ -283,7 +284,14 @@ class WorkbenchScreen(Screen[None]):
             for name in self.repo.branches()
             if name != self.branch
         }
-        output.show_chart([(it.number, it.status, it.speedup) for it in self.history], others)
+        with_baselines = [it for it in self.history if it.correct and it.eval_result.get("baselines")]
+        compiled = {}
+        if with_baselines:  # where torch.compile sits on the chart's scale, from the latest measurement
+            for mode, baseline in with_baselines[-1].eval_result["baselines"].items():
+                ratio = compile_ratio(baseline)
+                if ratio is not None:
+                    compiled[mode] = ratio
+        output.show_chart([(it.number, it.status, it.speedup) for it in self.history], others, compiled)
         self._fill_timeline()
         self._fill_status()
         if item is not None:
@@ -304,8 +312,10 @@ class WorkbenchScreen(Screen[None]):
     def _fill_status(self) -> None:
         status = self.query_one(StatusLine)
         upto = self.history[: self.index + 1] if self.mode != LIVE else self.history
-        correct = [it.speedup for it in upto if it.correct and it.speedup is not None]
-        status.best = max(correct) if correct else None
+        correct = [it for it in upto if it.correct and it.speedup is not None]
+        best = max(correct, key=lambda it: it.speedup) if correct else None
+        status.best = best.speedup if best else None
+        status.versus = against_text(best.speedup, best.eval_result.get("baselines")) if best else ""
         status.tokens = sum(it.tokens for it in upto)
         status.set_cost([it.cost_usd for it in upto])
         status.round = self.shown.number if self.shown is not None else 0

@@ -50,6 +50,7 @@ class OutputPane(Vertical):
         self._profile: dict[str, Any] | None = None
         self._points: list[tuple[int, str, float | None]] = []
         self._others: dict[str, list[tuple[int, str, float | None]]] = {}  # other branches' points
+        self._compiled: dict[str, float] = {}  # torch.compile's speedup over eager, per mode
         self._log_lines: list[str] = []  # the build log as plain text (the RichLog keeps rendered strips)
         self._first_error: str | None = None
 
@@ -175,10 +176,13 @@ class OutputPane(Vertical):
         self,
         points: Sequence[tuple[int, str, float | None]],
         others: dict[str, Sequence[tuple[int, str, float | None]]] | None = None,
+        compiled: dict[str, float] | None = None,
     ) -> None:
-        """The branch's (number, status, speedup) per iteration, and the other branches' (drawn faint)."""
+        """The branch's (number, status, speedup) per iteration, the other branches' (drawn faint), and
+        where torch.compile of the reference sits on the same scale (eager ÷ compiled, per mode)."""
         self._points = list(points)
         self._others = {name: list(p) for name, p in (others or {}).items()}
+        self._compiled = dict(compiled or {})
         chart = self._built("#speedup-chart")
         if chart is not None:
             chart.update(self._chart_text())
@@ -200,6 +204,9 @@ class OutputPane(Vertical):
             return
         low, high = min(numbers), max(max(numbers), min(numbers) + 1)
         plot.plot([low, high], [1.0, 1.0], line_style="grey42", hires_mode=HiResMode.HALFBLOCK)
+        for ratio in self._compiled.values():  # a kernel above this line beats torch.compile too
+            plot.plot([low, high], [ratio, ratio], line_style="magenta", hires_mode=HiResMode.HALFBLOCK)
+        speedups += list(self._compiled.values())
         for branch_points in self._others.values():
             correct = [(n, s) for n, st, s in branch_points if st == "correct" and s is not None]
             if correct:
@@ -224,4 +231,7 @@ class OutputPane(Vertical):
 
     def _chart_text(self) -> str:
         width = max(8, min(40, self.size.width - 30))  # bar + number + status fit the pane: no wrapping
-        return speedup_chart(self._points, width=width)
+        lines = [speedup_chart(self._points, width=width)]
+        for mode, ratio in self._compiled.items():
+            lines.append(f"torch.compile ({mode}): {ratio:.2f}x eager — the magenta line")
+        return "\n".join(lines)

@@ -26,6 +26,7 @@ class StatusLine(Static):
     stage: reactive[str] = reactive("idle")
     round: reactive[int] = reactive(0)
     best: reactive[float | None] = reactive(None)
+    versus: reactive[str] = reactive("")  # the best kernel against torch.compile, when measured
     tokens: reactive[int] = reactive(0)
     cost: reactive[float] = reactive(0.0)  # the priced calls' sum
     cost_unknown: reactive[bool] = reactive(False)  # True once any call had no price
@@ -101,7 +102,7 @@ class StatusLine(Static):
         if self.is_mounted:
             self._redraw()
 
-    watch_stage = watch_round = watch_best = watch_tokens = watch_cost = watch_mode = _watch_any
+    watch_stage = watch_round = watch_best = watch_versus = watch_tokens = watch_cost = watch_mode = _watch_any
     watch_cost_unknown = watch_timing = _watch_any
 
     def set_cost(self, costs: list[float | None]) -> None:
@@ -128,7 +129,8 @@ class StatusLine(Static):
         # what the loop does, then where you are (mode, position, branch), then the figures: an
         # 80-column terminal cuts from the right, so the least needed comes last
         parts = [stage, *([self.mode] if self.mode else [])]
-        parts += [f"round {self.round}", f"best {format_speedup(self.best)}", f"{self.tokens} tok", self.cost_text()]
+        best = f"best {format_speedup(self.best)}" + (f" ({self.versus})" if self.versus else "")
+        parts += [f"round {self.round}", best, f"{self.tokens} tok", self.cost_text()]
         if self.timing:
             parts.append(self.timing)
         return " │ ".join(parts)
