@@ -108,3 +108,16 @@ def test_headless_chromium_renders_the_page_with_its_headings(page: Path, tmp_pa
     assert pixels.std() > 0.05  # not a blank page: text, the diff's colours, the charts
     dark = (pixels.mean(axis=2) < 0.5).mean()
     assert 0.005 < dark < 0.5
+
+
+def test_a_session_without_a_correct_kernel_or_without_iterations_still_reports(tmp_path: Path) -> None:
+    from tests.test_tui_fixtures import TASK, eval_dict, kernel
+
+    with SessionRepo.create(tmp_path, task_source=TASK, task_name="relu", name="failed") as repo:
+        repo.record_iteration(kernel_source=kernel(0), eval_result=eval_dict("compile_error", None), phase="seed")
+        page = render_html(gather(repo))
+    assert "No correct kernel." in page and "Nothing to compare" in page and "compile_error" in page
+    with SessionRepo.create(tmp_path, task_source=TASK, task_name="relu", name="empty") as repo:
+        page = render_html(gather(repo))
+    assert "0 iterations" in page and "No iterations yet: nothing to chart." in page
+    assert "def get_inputs():" in page  # the task, from the session's first commit

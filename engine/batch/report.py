@@ -107,8 +107,7 @@ def gather(repo: Any, branch: str | None = None) -> Report:
         for name in repo.branches()
         if name != branch
     }
-    task_source = history[0].read_text("task.py") if history else ""
-    return Report(repo.name, branch, repo.task_name, task_source, rows, best, seed, compared, others)
+    return Report(repo.name, branch, repo.task_name, repo.task_source, rows, best, seed, compared, others)
 
 
 # -- charts ------------------------------------------------------------------------------------------
@@ -273,6 +272,8 @@ def _charts(report: Report) -> str:
         import matplotlib  # noqa: F401
     except ImportError:
         return f"<p class=note>{_e(CHARTS_HINT)}</p>"
+    if not report.rows:
+        return "<p>No iterations yet: nothing to chart.</p>"
     parts = [f'<h3>Speedup per iteration</h3><img alt="speedup per iteration" src="{speedup_chart(report)}">']
     rows = roofline_rows(report.best.profile if report.best is not None else None)
     if rows:
