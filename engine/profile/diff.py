@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.profile.metric_table import format_value, metric_rows, requested_metrics
+from engine.profile.metric_table import _pair, format_value, metric_rows, requested_metrics
 
 _BASE_NAME = re.compile(r"^[^(<]*")
 VALUE_COLUMN = 13  # characters of a value column in ``diff_lines`` ("2.541 Tbyte/s")
@@ -97,12 +97,6 @@ def compact_value(value: Any, unit: str = "") -> str:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _pair(entry: Any) -> tuple[Any, str]:
-    if isinstance(entry, (list, tuple)):
-        return (entry[0] if entry else None), (str(entry[1]) if len(entry) > 1 and entry[1] else "")
-    return entry, ""
 
 
 def _metrics(profile: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:

@@ -124,6 +124,7 @@ class WorkbenchScreen(Screen[None]):
         self.running = False  # True after `r`: an approval or rejection continues the rounds
         self.adapter = LoopAdapter(self)
         self.history: list[Any] = []
+        self._compiled: dict[str, float] = {}  # torch.compile on the chart's scale (_compile_ratios)
         self.index = 0
         self._start_iteration = iteration
         self._narrow: bool | None = None
@@ -239,6 +240,17 @@ class WorkbenchScreen(Screen[None]):
     def _load_history(self) -> None:
         self.history = self.repo.history(self.branch)
         self.index = min(self.index, max(0, len(self.history) - 1))
+        self._compiled = self._compile_ratios()
+
+    def _compile_ratios(self) -> dict[str, float]:
+        """Where torch.compile sits on the chart's scale (eager ÷ compiled, per mode), from the branch's
+        latest correct iteration that measured it: read once per history, not on every step."""
+        for item in reversed(self.history):
+            baselines = item.eval_result.get("baselines") if item.correct else None
+            if baselines:
+                ratios = {mode: compile_ratio(b) for mode, b in baselines.items()}
+                return {mode: r for mode, r in ratios.items() if r is not None}
+        return {}
 
     @property
     def shown(self) -> Any | None:
@@ -284,14 +296,7 @@ class WorkbenchScreen(Screen[None]):
             for name in self.repo.branches()
             if name != self.branch
         }
-        with_baselines = [it for it in self.history if it.correct and it.eval_result.get("baselines")]
-        compiled = {}
-        if with_baselines:  # where torch.compile sits on the chart's scale, from the latest measurement
-            for mode, baseline in with_baselines[-1].eval_result["baselines"].items():
-                ratio = compile_ratio(baseline)
-                if ratio is not None:
-                    compiled[mode] = ratio
-        output.show_chart([(it.number, it.status, it.speedup) for it in self.history], others, compiled)
+        output.show_chart([(it.number, it.status, it.speedup) for it in self.history], others, self._compiled)
         self._fill_timeline()
         self._fill_status()
         if item is not None:
