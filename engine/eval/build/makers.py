@@ -95,6 +95,9 @@ def _stop_at_exit() -> None:
         if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
+            # reaped before this returns: a killed maker is gone, not a zombie still counted as running
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(5.0)
             for name in (CLAIM, "making", "torch/extension.h.gch.tmp"):
                 with contextlib.suppress(OSError):
                     os.unlink(folder / name)
