@@ -30,7 +30,9 @@
 #   weak      which KernelBench level-1 tasks are weak (a degenerate answer passes): benchmarks/weak_tasks.py
 #   defences  after corpus: what the issue-25 defences added and decided per pair (benchmarks/defence_cost.py)
 #   round     a round's own time on leaderboard kernels: first build, CUDA-side and binding edits, nothing
-#             to build, the profile stage; stock builds beside (benchmarks/round_time.py, issue 26)
+#             to build, the profile stage; stock builds first (benchmarks/round_time.py, issue 26)
+#   visual    a real scripted session's roofline against ncu's speed-of-light figures, and its torch.compile
+#             baselines (benchmarks/visual_evidence.py, issue 29)
 set -uo pipefail
 RESULTS=${RESULTS:-/tmp/cf-results}
 CORPUS=${CORPUS:-$PWD/.corpus}
@@ -119,9 +121,13 @@ section_corpus() {
 
 section_round() {
   timeout "${ROUND_TIMEOUT:-540}" python3 benchmarks/round_time.py "$CORPUS/lb" --out "$1" --per-level "${ROUND_PER_LEVEL:-4}" \
-    --limit "${ROUND_LIMIT:-10}" --stock-jobs "${ROUND_STOCK_JOBS:-2}" --llm-seconds "${ROUND_LLM_S:-2.5}" 2>&1 | tail -45
+    --limit "${ROUND_LIMIT:-10}" --stock-jobs "${ROUND_STOCK_JOBS:-10}" --llm-seconds "${ROUND_LLM_S:-1.5}" 2>&1 | tail -45
   [ -n "${OUT:-}" ] && cp "$1/rows.jsonl" "$1/report.md" "$OUT/" 2>/dev/null
   true
+}
+
+section_visual() {
+  timeout "${VISUAL_TIMEOUT:-420}" python3 benchmarks/visual_evidence.py --out "$1" --assets "$CORPUS/lb" 2>&1 | tail -40
 }
 
 section_weak() {

@@ -20,9 +20,9 @@ reply time in the loop; not counted), as the loop does.
 - ``profile``: the loop's profile stage (``engine.profile.candidate.profile_candidate``) on the edited
   kernel, when it is correct.
 
-Beside these, the same kernels as written are evaluated the stock way (``CUDAFORGE_BUILD_SPLIT=0``, no
-object cache, no prebuild), ``--stock-jobs`` at a time through the command line, untimed: the figure
-the split path and the object cache are compared with. Each measurement is one JSON line in ``DIR/rows.jsonl`` the moment
+Before these, beside the header warm-up, the same kernels as written are evaluated the stock way
+(``CUDAFORGE_BUILD_SPLIT=0``, no object cache, no prebuild), ``--stock-jobs`` at a time through the
+command line, untimed: the figure the split path and the object cache are compared with. Each measurement is one JSON line in ``DIR/rows.jsonl`` the moment
 it is known; ``--report`` prints the medians and p90s per stage and the ratios.
 """
 
@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,9 @@ def pick(assets: Path, per_level: int, offset: int) -> list[tuple[str, Path, Pat
         for entry in usable[offset : offset + per_level]:
             name = f"l{level}_p{problem_number(entry)}_{entry['file'][:8]}"
             chosen.append((name, problem_file(assets, entry), assets / "solutions" / f"{entry['file']}.py"))
-    return chosen
+    # the levels taken in turn (l1, l2, l3, l1, ...): a run cut short still covers all three
+    by_level = [[c for c in chosen if c[0].startswith(f"l{level}_")] for level in (1, 2, 3)]
+    return [c for turn in zip_longest(*by_level) for c in turn if c is not None]
 
 
 def cuda_edit(source: str, n: int) -> str | None:
@@ -210,16 +213,17 @@ def warm(run: Run, kernels: list[tuple[str, Path, Path]]) -> None:
 def measure(args: argparse.Namespace) -> None:
     kernels = pick(args.assets, args.per_level, args.offset)[: args.limit or None]
     run = Run(args.out, args.cache, args.llm_seconds)
-    if args.warm:
-        warm(run, kernels)
-    # The stock builds run beside the measurements, at the lowest CPU priority and --stock-jobs at a time
-    # (each is one nvcc and one g++; the machine has 16 cores): their figure is the comparison, not a stage
-    # measured here. Four at a time at normal priority slowed the measured builds (call 2 of RESULTS.md).
+    # The stock builds of the same kernels (the comparison, not a stage measured here) run first, --stock-jobs
+    # at a time beside the header warm-up, and are done before the first measured kernel: builds beside the
+    # measurements, even at the lowest priority, doubled g++'s time in them (call B of RESULTS.md).
     stock = {"CUDAFORGE_BUILD_SPLIT": "0", "CUDAFORGE_OBJECT_CACHE": "0", "CUDAFORGE_PREBUILD": "0"}
     pool = concurrent.futures.ThreadPoolExecutor(max(1, args.stock_jobs))
     if args.stock_jobs:
         for name, task, kernel in kernels:
-            pool.submit(run.cli, name, "stock", task, kernel, stock, ["--no-timing"], nice=19)
+            pool.submit(run.cli, name, "stock", task, kernel, stock, ["--no-timing"])
+    if args.warm:
+        warm(run, kernels)
+    pool.shutdown(wait=True)
     stamp = int(time.time()) % 100000
     levels_seen: set[str] = set()
     command_line: list[tuple[str, Path, Path]] = []
@@ -245,9 +249,8 @@ def measure(args: argparse.Namespace) -> None:
             command_line.append((name, task, path))
         if row["status"] == "correct":
             run.profile(name, task, edited, row["kernel_ms"])
-    pool.shutdown(wait=True)
-    # `cudaforge eval` with nothing to build, once the stock builds are done: as a person runs it, on a
-    # machine not busy with other builds (its cold worker's start is what it measures).
+    # `cudaforge eval` with nothing to build: as a person runs it, on a machine not busy with other builds
+    # (its cold worker's start is what it measures).
     for name, task, path in command_line:
         run.cli(name, "cli_cached", task, path, {}, [])
 
@@ -327,7 +330,7 @@ def main() -> int:
     parser.add_argument("--per-level", type=int, default=4)
     parser.add_argument("--offset", type=int, default=0)
     parser.add_argument("--limit", type=int, default=0, help="at most this many kernels in all (0: no limit)")
-    parser.add_argument("--stock-jobs", type=int, default=2)
+    parser.add_argument("--stock-jobs", type=int, default=10, help="stock builds at a time, before the measured kernels")
     parser.add_argument(
         "--llm-seconds", type=float, default=3.0,
         help="the Coder's time before each in-process evaluation, while its worker starts (0: a cold worker)",
