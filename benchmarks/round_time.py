@@ -216,7 +216,12 @@ def measure(args: argparse.Namespace) -> None:
     # The stock builds of the same kernels (the comparison, not a stage measured here) run first, --stock-jobs
     # at a time beside the header warm-up, and are done before the first measured kernel: builds beside the
     # measurements, even at the lowest priority, doubled g++'s time in them (call B of RESULTS.md).
-    stock = {"CUDAFORGE_BUILD_SPLIT": "0", "CUDAFORGE_OBJECT_CACHE": "0", "CUDAFORGE_PREBUILD": "0"}
+    # Their own cache: in call 2 of the third session they shared the measured path's, and the flag-less
+    # header was never ready for the measured kernels (each build asked for it again: ``queued``).
+    stock = {
+        "CUDAFORGE_BUILD_SPLIT": "0", "CUDAFORGE_OBJECT_CACHE": "0", "CUDAFORGE_PREBUILD": "0",
+        "CUDAFORGE_CACHE_DIR": str(args.cache / "stock-cache"),
+    }  # fmt: skip
     pool = concurrent.futures.ThreadPoolExecutor(max(1, args.stock_jobs))
     if args.stock_jobs:
         for name, task, kernel in kernels:
@@ -224,6 +229,7 @@ def measure(args: argparse.Namespace) -> None:
     if args.warm:
         warm(run, kernels)
     pool.shutdown(wait=True)
+    run.write({"kernel": "warm", "step": "headers", "wall": 0.0, "status": "", "headers": header_state(args.cache)})
     stamp = int(time.time()) % 100000
     levels_seen: set[str] = set()
     command_line: list[tuple[str, Path, Path]] = []
@@ -253,6 +259,24 @@ def measure(args: argparse.Namespace) -> None:
     # (its cold worker's start is what it measures).
     for name, task, path in command_line:
         run.cli(name, "cli_cached", task, path, {}, [])
+    run.write({"kernel": "end", "step": "headers", "wall": 0.0, "status": "", "headers": header_state(args.cache)})
+
+
+def header_state(cache: Path) -> dict[str, dict[str, Any]]:
+    """Each precompiled-header set in the cache: made or not, its marker, its maker's last words."""
+    from engine.eval.build.pch import HeaderStore
+
+    def tail(path: Path) -> str:
+        try:
+            return path.read_text(errors="replace")[-400:]
+        except OSError:
+            return ""
+
+    store = HeaderStore(cache)
+    return {
+        f.name: {"ready": store.ready(f.name), "making": tail(f / "making"), "log": tail(f / "make.log")}
+        for f in sorted(p for p in store.root.glob("*") if p.is_dir())
+    }
 
 
 def _quantile(values: list[float], q: float) -> float:

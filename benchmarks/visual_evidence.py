@@ -52,27 +52,27 @@ SOL_METRICS = [
 ]
 
 
-def cli(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "tui.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
-
-
-def run_session(work: Path, name: str, task: Path, coder: Path, rounds: int, toml: str, timeout: float) -> Path:
+def run_session(
+    work: Path, log_dir: Path, name: str, task: Path, coder: Path, rounds: int, toml: str, timeout: float
+) -> Path:
     """One headless session; its repository's path."""
     cwd = work / f"cwd-{name}"
     cwd.mkdir(parents=True, exist_ok=True)
     (cwd / "cudaforge.toml").write_text(toml)
     sessions = work / "sessions"
     started = time.monotonic()
-    done = cli(
-        ["run", str(task), "--headless", "--auto-approve", "--device", "cuda", "--rounds", str(rounds),
-         "--coder", f"scripted/{coder}", "--judge", f"scripted/{DEMO / 'judge'}", "--sessions-dir", str(sessions),
-         "--name", name],
-        cwd, timeout,
-    )  # fmt: skip
-    (work / f"{name}.log").write_text(done.stdout + done.stderr)
-    print(f"session {name}: exit {done.returncode} in {time.monotonic() - started:.0f} s", flush=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    with (log_dir / f"{name}.log").open("w") as log:  # written as it runs: a cut-off call still brings it back
+        try:
+            code: int | str = subprocess.run(
+                [sys.executable, "-m", "tui.cli", "run", str(task), "--headless", "--auto-approve", "--device", "cuda",
+                 "--rounds", str(rounds), "--coder", f"scripted/{coder}", "--judge", f"scripted/{DEMO / 'judge'}",
+                 "--sessions-dir", str(sessions), "--name", name],
+                cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout,
+            ).returncode  # fmt: skip
+        except subprocess.TimeoutExpired:
+            code = "timeout"
+    print(f"session {name}: exit {code} in {time.monotonic() - started:.0f} s", flush=True)
     made = sorted(p for p in sessions.iterdir() if p.is_dir() and p.name.startswith(name)) if sessions.is_dir() else []
     return made[0] if made else sessions / name
 
@@ -115,7 +115,9 @@ def compare(out: Path, session: Path, task: Path) -> list[dict[str, Any]]:
     from engine.profile.summary import roofline_position
     from sessions.repo import SessionRepo
 
-    rows = []
+    rows: list[dict[str, Any]] = []
+    if not session.is_dir():
+        return rows
     for it in SessionRepo.open(str(session)).history():
         profile = it.profile or {}
         kernels = ((profile.get("summary") or {}).get("data") or {}).get("kernels") or []
@@ -145,7 +147,9 @@ def compare(out: Path, session: Path, task: Path) -> list[dict[str, Any]]:
 def baselines(session: Path) -> list[str]:
     from sessions.repo import SessionRepo
 
-    lines = []
+    lines: list[str] = []
+    if not session.is_dir():
+        return [f"- no session at {session}"]
     for it in SessionRepo.open(str(session)).history():
         got = it.eval_result.get("baselines") or {}
         modes = {m: (b or {}).get("median_ms") if isinstance(b, dict) else b for m, b in got.items()}
@@ -162,10 +166,12 @@ def main() -> int:
     (args.out / "roofline.jsonl").unlink(missing_ok=True)
     work = Path(tempfile.mkdtemp(prefix="cudaforge-visual-"))
     started = time.monotonic()
-    demo = run_session(work, "relu-demo", TASK, DEMO / "coder", 3,
+    demo = run_session(work, args.out, "relu-demo", TASK, DEMO / "coder", 3,
                        '[eval]\ndevice = "cuda"\ncompile_baselines = ["default", "max-autotune"]\n', 300)  # fmt: skip
-    rows = compare(args.out, demo, TASK)
     summary = ["# Issue 29 on the GPU", "", "## torch.compile baselines of the demo session", *baselines(demo), ""]
+    (args.out / "summary.md").write_text("\n".join(summary) + "\n")
+    print("\n".join(summary), flush=True)
+    rows = compare(args.out, demo, TASK)
     if args.assets:
         entry = next(e for e in json.loads((args.assets / "raw_data.json").read_text()) if e["file"] == MATMUL_FILE)
         from leaderboard import problem_file
@@ -174,7 +180,7 @@ def main() -> int:
         coder.mkdir()
         (coder / "01_seed.md").write_text("A tiled shared-memory SGEMM.\n\n```python\n" + entry["code"] + "\n```\n")
         task = problem_file(args.assets, entry)
-        matmul = run_session(work, "matmul-l1p2", task, coder, 0, '[eval]\ndevice = "cuda"\n', 240)
+        matmul = run_session(work, args.out, "matmul-l1p2", task, coder, 0, '[eval]\ndevice = "cuda"\n', 240)
         rows += compare(args.out, matmul, task)
     summary += ["## Roofline: ours against ncu", "",
                 "| session | iter | kernel | roof | ours % | ncu % | delta |", "|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -189,10 +195,6 @@ def main() -> int:
     print("\n".join(summary), flush=True)
     if (work / "sessions").is_dir():  # the sessions themselves, for the report and a look
         shutil.make_archive(str(args.out / "sessions"), "gztar", work, "sessions")
-    for name in ("relu-demo", "matmul-l1p2"):
-        log = work / f"{name}.log"
-        if log.is_file():
-            shutil.copy(log, args.out / log.name)
     return 0 if deltas and max(deltas) <= 5.0 else 1
 
 

@@ -4,30 +4,65 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import time
 from pathlib import Path
 
 import pytest
 
 from engine.config import ConfigError, load_config
-from engine.eval.baselines import speedup_against
+from engine.eval.baselines import REUSE_S, SCHEMA, TimingSettings, _kept, reuse_key, speedup_against
 from tests.test_cli_eval import KERNEL, TASK, cudaforge
 
 
 @pytest.mark.slow
 def test_a_correct_kernel_is_also_compared_with_torch_compile(ext_cache: Path) -> None:
-    done = cudaforge(
-        "eval", str(TASK), str(KERNEL), "--device", "cpu", "--timing-trials", "10", "--json",
-        "--compile-baseline", "default", cache=ext_cache,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    """Measured once, in its own process with the evaluation's timing settings; the next evaluation of
+    the same reference reuses it (a minute of max-autotune per round otherwise), other settings do not."""
+    shutil.rmtree(ext_cache / "baselines", ignore_errors=True)
+
+    def evaluate(trials: str) -> dict:
+        done = cudaforge(
+            "eval", str(TASK), str(KERNEL), "--device", "cpu", "--timing-trials", trials, "--json",
+            "--compile-baseline", "default", cache=ext_cache,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    result = evaluate("10")
     [(mode, baseline)] = result["baselines"].items()
     assert mode == "default" and baseline["compiled_matches"] is True and baseline["device"] == "cpu"
     assert baseline["eager_ms"] > 0 and baseline["compiled_ms"] > 0 and baseline["compile_seconds"] > 0
+    assert baseline["trials"] >= 10 and "reused" not in baseline
     assert result["durations"]["baselines"] > 0
     assert "compile_baselines" not in result["settings"]  # how it ran, not how it was judged
     expected = result["speedup"] * baseline["compiled_ms"] / baseline["eager_ms"]
     assert speedup_against(result["speedup"], baseline) == pytest.approx(expected)
+
+    again = evaluate("10")["baselines"]["default"]
+    assert again["reused"] >= 0 and {k: v for k, v in again.items() if k != "reused"} == baseline
+    other = evaluate("12")["baselines"]["default"]  # other timing settings: measured afresh
+    assert "reused" not in other and other["trials"] >= 12
+
+
+def test_a_kept_baseline_is_measured_again_after_a_day_and_keys_name_what_it_depends_on(tmp_path: Path) -> None:
+    plan = TimingSettings(10, 5.0, 42)
+    key = reuse_key("task A", "cuda", "default", plan, None)
+    assert len({
+        key, reuse_key("task B", "cuda", "default", plan, None), reuse_key("task A", "cpu", "default", plan, None),
+        reuse_key("task A", "cuda", "max-autotune", plan, None), reuse_key("task A", "cuda", "default", None, None),
+        reuse_key("task A", "cuda", "default", TimingSettings(10, 5.0, 7), None),
+        reuse_key("task A", "cuda", "default", plan, 1),
+    }) == 7  # fmt: skip
+    kept = tmp_path / f"{key}.json"
+    kept.write_text(json.dumps({"schema": SCHEMA, "mode": "default", "compiled_ms": 1.0}))
+    assert _kept(kept)["compiled_ms"] == 1.0 and _kept(kept)["reused"] < 60
+    day_old = time.time() - REUSE_S - 1
+    os.utime(kept, (day_old, day_old))
+    assert _kept(kept) is None
+    kept.write_text("{not json")
+    assert _kept(kept) is None
 
 
 def test_the_speedup_against_a_baseline_needs_a_matching_compiled_output() -> None:

@@ -15,11 +15,21 @@ against a baseline is then::
 with compiled ÷ eager from that one process, so each ratio is between two things timed side by side.
 Only the reference (the user's own task) runs there; no candidate code does. A mode that fails, or
 whose output differs from eager, is recorded as such and gives no speedup.
+
+A measured baseline is kept in the build cache (``<cache>/baselines/<key>.json``) and reused for a day
+by every later evaluation of the same reference, mode, device, GPU, torch and timing settings: it is a
+property of the reference, not of the candidate, and max-autotune's compile takes a minute or more, so
+measuring it again in every round of a session would add that minute to each round (seen on the H200:
+a three-round demo session with both modes ran past four minutes). A reused baseline says so
+(``reused``: the age in seconds); failures are never kept, so a failed mode is tried again.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -27,6 +37,7 @@ import sys
 import tempfile
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +45,7 @@ from engine.config import COMPILE_MODES as MODES  # torch.compile's modes offere
 
 SCHEMA = 1
 TIMEOUT_S = 900.0  # one mode's compile and timing; max-autotune tries many configurations
+REUSE_S = 24 * 3600.0  # a kept baseline is measured again after this long (drivers, clocks, a new day)
 
 
 def speedup_against(speedup: float | None, baseline: dict[str, Any] | None) -> float | None:
@@ -116,26 +128,94 @@ def measure(
     }
 
 
-def command(task_path: Path, device: str, mode: str, out: Path, python: str = sys.executable) -> list[str]:
+@dataclass(frozen=True)
+class TimingSettings:
+    """How a baseline is timed: the evaluation's own trials, budget and seed."""
+
+    trials: int
+    budget_s: float
+    seed: int
+
+
+def command(
+    task_path: Path,
+    device: str,
+    mode: str,
+    out: Path,
+    python: str = sys.executable,
+    plan: TimingSettings | None = None,
+) -> list[str]:
+    timing = (
+        ["--trials", str(plan.trials), "--budget", str(plan.budget_s), "--seed", str(plan.seed)]
+        if plan
+        else []
+    )
     return [python, "-m", "engine.eval.baselines", str(task_path), "--device", device, "--mode", mode,
-            "--json", str(out)]  # fmt: skip
+            "--json", str(out), *timing]  # fmt: skip
+
+
+def reuse_key(
+    task_source: str, device: str, mode: str, plan: TimingSettings | None, gpu_index: int | None
+) -> str:
+    """Everything a baseline's figure depends on but the moment it was taken."""
+    try:
+        torch_version = importlib.metadata.version("torch")  # without importing torch in the parent
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = ""
+    payload = {
+        "schema": SCHEMA, "task": task_source, "device": device, "mode": mode,
+        "plan": None if plan is None else [plan.trials, plan.budget_s, plan.seed],
+        "gpu_index": gpu_index, "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "torch": torch_version, "python": sys.executable,
+    }  # fmt: skip
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def _kept(path: Path) -> dict[str, Any] | None:
+    """A kept baseline younger than REUSE_S, marked with its age; None when there is none."""
+    try:
+        age = time.time() - path.stat().st_mtime
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if age > REUSE_S or not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        return None
+    return {**data, "reused": round(age, 1)}
 
 
 def run_baselines(
-    task_source: str, device: str, modes: list[str] | tuple[str, ...], timeout_s: float = TIMEOUT_S
+    task_source: str,
+    device: str,
+    modes: list[str] | tuple[str, ...],
+    timeout_s: float = TIMEOUT_S,
+    cache_root: Path | None = None,
+    plan: TimingSettings | None = None,
+    gpu_index: int | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Each mode's baseline, measured one after the other (each in its own process); a failed mode is
-    ``{"mode", "failed": why}``."""
+    """Each mode's baseline: kept from an earlier evaluation of the same reference (under ``cache_root``),
+    else measured one after the other, each in its own process, on ``gpu_index`` where given; a failed
+    mode is ``{"mode", "failed": why}``."""
     results: dict[str, dict[str, Any]] = {}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if gpu_index is not None:  # the same GPU the candidate was timed on
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
     with tempfile.TemporaryDirectory(prefix="cudaforge-baseline-") as folder:
         task_path = Path(folder) / "task.py"
         task_path.write_text(task_source, encoding="utf-8")
         for mode in modes:
+            kept_at = (
+                cache_root / "baselines" / f"{reuse_key(task_source, device, mode, plan, gpu_index)}.json"
+                if cache_root is not None
+                else None
+            )
+            if kept_at is not None and (kept := _kept(kept_at)) is not None:
+                results[mode] = kept
+                continue
             out = Path(folder) / f"{mode}.json"
             try:
                 done = subprocess.run(
-                    command(task_path, device, mode, out), capture_output=True, text=True,
-                    timeout=timeout_s, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                    command(task_path, device, mode, out, plan=plan), capture_output=True, text=True,
+                    timeout=timeout_s, env=env,
                 )  # fmt: skip
             except subprocess.TimeoutExpired:
                 results[mode] = {"mode": mode, "failed": f"ran over {timeout_s:g} s"}
@@ -145,22 +225,33 @@ def run_baselines(
             except (OSError, ValueError):
                 tail = (done.stderr or "").strip().splitlines()[-1:] or [f"exit {done.returncode}"]
                 results[mode] = {"mode": mode, "failed": tail[0][:300]}
+                continue
+            if kept_at is not None:
+                with contextlib.suppress(OSError):  # a read-only cache: measured again next time
+                    kept_at.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = kept_at.with_name(f"{kept_at.name}.{os.getpid()}.tmp")
+                    tmp.write_text(json.dumps(results[mode], indent=2) + "\n", encoding="utf-8")
+                    tmp.replace(kept_at)
     return results
 
 
-def measure_into(task: Path, device: str, mode: str, out: Path) -> dict[str, Any] | None:
-    """Measure one mode with the project's timing settings and write the JSON to ``out`` atomically;
-    None, after saying why on stderr, when it could not be measured. Both workers use it (this module's
-    and the bench's ``engine.bench.compile_baseline``)."""
+def measure_into(
+    task: Path, device: str, mode: str, out: Path, plan: TimingSettings | None = None
+) -> dict[str, Any] | None:
+    """Measure one mode with ``plan`` (default: the project's timing settings) and write the JSON to
+    ``out`` atomically; None, after saying why on stderr, when it could not be measured. Both workers use
+    it (this module's and the bench's ``engine.bench.compile_baseline``)."""
     from engine.config import ConfigError, load_config
 
+    if plan is None:
+        try:
+            config = load_config()  # the project's cudaforge.toml: the same timing budget as the sessions
+        except ConfigError as error:
+            print(f"compile baseline: {error}", file=sys.stderr)
+            return None
+        plan = TimingSettings(config.eval.timing_trials, config.eval.timing_budget_s, config.eval.seed)
     try:
-        config = load_config()  # the project's cudaforge.toml: the same timing budget as the sessions
-    except ConfigError as error:
-        print(f"compile baseline: {error}", file=sys.stderr)
-        return None
-    try:
-        data = measure(task, device, mode, config.eval.timing_trials, config.eval.timing_budget_s, config.eval.seed)
+        data = measure(task, device, mode, plan.trials, plan.budget_s, plan.seed)
     except Exception as error:  # torch.compile can fail on any task; the evaluation goes on without it
         traceback.print_exc()
         print(f"compile baseline failed: {type(error).__name__}: {error}", file=sys.stderr)
@@ -178,8 +269,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("cpu", "cuda"), required=True)
     parser.add_argument("--mode", choices=MODES, default="default")
     parser.add_argument("--json", type=Path, required=True, help="where the result goes")
+    parser.add_argument("--trials", type=int, default=None, help="timing trials (default: the config's)")
+    parser.add_argument("--budget", type=float, default=None, help="timing budget in seconds")
+    parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)
-    return 0 if measure_into(args.task, args.device, args.mode, args.json) is not None else 1
+    plan = None
+    if args.trials is not None and args.budget is not None and args.seed is not None:
+        plan = TimingSettings(args.trials, args.budget, args.seed)
+    return 0 if measure_into(args.task, args.device, args.mode, args.json, plan) is not None else 1
 
 
 if __name__ == "__main__":

@@ -113,17 +113,23 @@ def evaluate(
     plausibility.judge(result, options.flag_below_floor)  # a time below what the GPU allows: flagged too
     mark_failed_side(result)
     if options.compile_baselines and result.ok and result.timing is not None:
-        from engine.eval.baselines import run_baselines
+        from engine.eval.baselines import TimingSettings, run_baselines
 
         started_baselines = time.monotonic()
-        result.baselines = run_baselines(task_source, device, options.compile_baselines)
+        plan = TimingSettings(options.timing.min_trials, options.timing.budget_s, options.seed)
+        result.baselines = run_baselines(
+            task_source, device, options.compile_baselines, cache_root=_cache_root(options), plan=plan,
+            gpu_index=options.gpu_index,
+        )  # fmt: skip
         result.durations["baselines"] = time.monotonic() - started_baselines
     result.kernel_sha256 = hashlib.sha256(kernel_source.encode()).hexdigest()
     result.task = task_name
     result.device = device
     result.settings = {**options.settings(), **result.settings}
     result.durations.setdefault("total", time.monotonic() - started)
-    result.durations[stagetimes.WALL] = time.monotonic() - started  # what no stage explains shows (stagetimes)
+    result.durations[stagetimes.WALL] = (
+        time.monotonic() - started
+    )  # what no stage explains shows (stagetimes)
     return result
 
 
@@ -178,7 +184,9 @@ def check_task(task_source: str, options: EvalOptions | None = None, task_name: 
     finally:
         shutil.rmtree(job_dir, ignore_errors=True)
     mark_failed_side(result)
-    if not result.ok and not result.harness_failed:  # any other failure before a candidate exists is the task's
+    if (
+        not result.ok and not result.harness_failed
+    ):  # any other failure before a candidate exists is the task's
         result.failed_side, result.task_error = REFERENCE_SIDE, True
     result.task, result.device = task_name, device
     return result
