@@ -28,6 +28,17 @@ def test_the_stages_and_what_no_stage_explains() -> None:
     assert text == "start 1.0 · reference 0.4 · build 1.8 · check 0.6 · time 0.4 · late 0.4 · profile 6.1 · outside 0.4 s"
 
 
+def test_torch_compile_baselines_are_their_own_stage_not_the_harnesss_time() -> None:
+    """Measured by the evaluating process after the verdict (a minute of max-autotune on the H200's first
+    correct round): counted as ``outside`` it read as the harness's own cost."""
+    durations = {**DURATIONS, "baselines": 47.5, "evaluate": 52.5}
+    parts = stagetimes.breakdown(durations)
+    assert list(parts) == ["start", "reference", "build", "check", "time", "late", "baselines", "outside"]
+    assert parts["baselines"] == 47.5 and round(parts["outside"], 3) == round(5.0 - 4.6, 3)
+    assert stagetimes.total(durations) == 52.5
+    assert stagetimes.line(durations).endswith("late 0.4 · baselines 47.5 · outside 0.4 s")
+
+
 def test_a_refused_or_unmeasured_evaluation_has_no_stages() -> None:
     assert stagetimes.breakdown({"guard": 0.003, "evaluate": 0.01}) == {"outside": 0.01}
     assert stagetimes.breakdown(None) == {} and stagetimes.line(None) == "" and stagetimes.total({}) is None
@@ -64,3 +75,26 @@ def test_auto_resolves_without_importing_torch_on_a_cpu_build() -> None:
     if torch.version.cuda is None:  # a CPU build of torch: the build file alone decides
         assert done.stdout.split("\n")[:2] == ["cpu False", "False False"], done.stderr
     assert done.stdout.split("\n")[2] == "True", done.stderr
+
+
+def test_the_headless_round_table_gives_baselines_a_column_only_where_they_were_measured(tmp_path) -> None:
+    """The table after `cudaforge run`, read from a real session repository's eval.json records."""
+    from engine.cli.run import stage_table
+    from sessions.records import IterationRecord
+    from sessions.repo import SessionRepo
+
+    session = SessionRepo.create(tmp_path / "sessions", REPO / "examples" / "tasks" / "relu.py", name="t")
+    try:
+        kernel = (REPO / "examples" / "kernels" / "relu_cpu.py").read_text()
+        result = {"status": "correct", "speedup": 1.0, "durations": DURATIONS}
+        session.record_iteration(IterationRecord(kernel, result, phase="seed"))
+        assert stage_table(session, "main")[0] == [
+            "iter", "start", "reference", "build", "check", "time", "late", "outside", "profile", "total"
+        ]  # fmt: skip
+        measured = {**result, "durations": {**DURATIONS, "baselines": 47.5, "evaluate": 52.5}}
+        session.record_iteration(IterationRecord(kernel, measured))
+        header, first, second = stage_table(session, "main")
+        assert header[7:9] == ["baselines", "outside"]
+        assert first[7] == "" and second[7] == "47.5" and second[8] == "0.4" and second[-1] == "52.5"
+    finally:
+        session.close()

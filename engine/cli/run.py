@@ -442,12 +442,16 @@ def stage_table(session: SessionRepo, branch: str) -> list[list[str]]:
     """Header and one row per evaluated iteration: the evaluation's stages (engine.eval.stagetimes),
     the profile, and the whole evaluation plus profile."""
     names = [name for name, _ in stagetimes.STAGES] + ["outside"]
-    table = [["iter", *names, "profile", "total"]]
+    rows: list[tuple[Any, dict[str, float], dict[str, float]]] = []
     for item in session.history(branch):
         durations = (item.read_json("eval.json") or {}).get("durations") or {}
         parts = stagetimes.breakdown(durations)
-        if not parts:
-            continue
+        if parts:
+            rows.append((item, durations, parts))
+    if any(stagetimes.AFTER in parts for _, _, parts in rows):  # a column only where baselines were measured
+        names.insert(-1, stagetimes.AFTER)
+    table = [["iter", *names, "profile", "total"]]
+    for item, durations, parts in rows:
         profile = None
         if "loop.json" in item.files():
             profile = (item.read_json("loop.json").get("stage_seconds") or {}).get("profile")
