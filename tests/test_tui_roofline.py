@@ -14,7 +14,7 @@ from sessions.repo import SessionRepo
 from tests.test_tui_snapshots import SIZES
 from tui.app import CudaforgeApp
 from tui.demo import unpack
-from tui.model import roofline_lines
+from tui.model import roofline_lines, roofline_plot
 from tui.widgets.output_pane import OutputPane
 
 
@@ -61,3 +61,65 @@ def test_without_counters_it_says_what_is_missing() -> None:
     lines = roofline_lines(fallback)
     assert lines[0] == "roofline: no Nsight Compute counters (permission); per-kernel positions are missing"
     assert roofline_lines(None) == []
+
+
+def _flop_counting_profile() -> dict[str, Any]:
+    """An Nsight Compute profile whose kernels count FLOPs (the synthetic raw-page fixture: a tiled SGEMM
+    under the compute roof, an element-wise add under the memory roof), as the loop records it."""
+    from engine.profile.ncu_csv import parse_raw_csv
+    from engine.profile.specs import lookup
+    from engine.profile.summary import summarize
+
+    table = parse_raw_csv((Path(__file__).parent / "fixtures" / "ncu" / "synthetic_raw_default_set.csv").read_text())
+    summary = summarize(table, [], lookup("NVIDIA H200", (9, 0)))
+    metrics = {k: {m: list(v) for m, v in row.items()} for k, row in table.items()}
+    return {"kind": "ncu", "metrics": metrics, "summary": {"text": summary.text, "data": summary.data}}
+
+
+def test_kernels_that_count_flops_are_placed_on_the_roofline_plot() -> None:
+    """Both axes from the Judge's own facts; a kernel without FLOPs (the demo's ReLU) is not drawn."""
+    profile = _flop_counting_profile()
+    kernels = [k["name"] for k in profile["summary"]["data"]["kernels"]]
+    placed = roofline_plot(profile, kernels)
+    assert placed is not None and placed.peak_bandwidth_gbs == 4800 and placed.peak_tflops == 67
+    assert placed.ridge == pytest.approx(67 / 4.8)
+    by_label = {label: (ai, tflops) for label, ai, tflops in placed.points}
+    for i, kernel in enumerate(profile["summary"]["data"]["kernels"], start=1):
+        assert by_label[f"K{i}"] == (kernel["arithmetic_intensity"], kernel["tflops"])
+    relu = {"kind": "ncu", "summary": {"data": {"kernels": [{"name": "relu", "arithmetic_intensity": 0.0,
+                                                               "tflops": 0.0, "peak_tflops": 67, "peak_bandwidth_gbs": 4800}]}}}  # fmt: skip
+    assert roofline_plot(relu) is None and roofline_plot(None) is None
+    assert roofline_plot({**profile, "kind": "torch-profiler"}) is None
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_roofline_tab_plots_the_kernels(snap_compare: Any, demo_app: CudaforgeApp, size: tuple[int, int]) -> None:
+    """The Roofline tab: the SGEMM (1) under the compute roof and the add (2) on the memory roof, on
+    log-log axes, below the same lines the NCU tab gives."""
+
+    async def show(pilot: Any) -> None:
+        await pilot.press("n", "n", "n")  # the replay's last step, then the profile shown in its place
+        _show_ncu(pilot)
+        pilot.app.screen.query_one(OutputPane).active = "tab-roofline"
+        await pilot.pause()
+        pilot.app.screen.query_one(OutputPane).show_profile(_flop_counting_profile())
+        await pilot.pause()
+
+    assert snap_compare(demo_app, run_before=show, terminal_size=size)
+
+
+@pytest.mark.asyncio
+async def test_the_roofline_tab_says_why_a_kernel_without_flops_has_no_plot(demo_app: CudaforgeApp) -> None:
+    """The demo's ReLU counts no FLOPs: its bar against the memory roof, and no empty plot."""
+    async with demo_app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("n", "n", "n")
+        _show_ncu(pilot)
+        output = pilot.app.screen.query_one(OutputPane)
+        output.active = "tab-roofline"
+        await pilot.pause()
+        text = str(output.query_one("#roofline-text").render())
+        assert "% of the memory roof" in text and "no kernel counted FLOPs" in text
+        assert output.query_one("#roofline-plot").display is False
+        output.show_profile(_flop_counting_profile())
+        await pilot.pause()
+        assert output.query_one("#roofline-plot").display is True

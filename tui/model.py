@@ -356,6 +356,39 @@ def roofline_lines(profile: Mapping[str, Any] | None, kernels: Sequence[str] = (
     return lines
 
 
+@dataclass(frozen=True)
+class RooflinePlot:
+    """What the NCU tab draws on log-log axes: the GPU's two roofs and each placeable kernel."""
+
+    peak_bandwidth_gbs: float
+    peak_tflops: float
+    points: list[tuple[str, float, float]]  # (K1…, FLOP per DRAM byte, TFLOP/s)
+
+    @property
+    def ridge(self) -> float:
+        """The intensity where the memory roof meets the compute roof (FLOP/B)."""
+        return self.peak_tflops / (self.peak_bandwidth_gbs / 1000.0)
+
+
+def roofline_plot(profile: Mapping[str, Any] | None, kernels: Sequence[str] = ()) -> RooflinePlot | None:
+    """The kernels a roofline can place (FLOPs counted and DRAM bytes moved, so both axes have a value),
+    from the same facts as ``roofline_lines``; None when none can be (a copy or a ReLU counts no FLOPs:
+    its bar against the memory roof is all there is to show)."""
+    if not profile or profile.get("kind") != "ncu":
+        return None
+    placed, roofs = [], None
+    for kernel in ((profile.get("summary") or {}).get("data") or {}).get("kernels") or []:
+        ai, tflops = kernel.get("arithmetic_intensity"), kernel.get("tflops")
+        peak_flops, peak_bw = kernel.get("peak_tflops"), kernel.get("peak_bandwidth_gbs")
+        if not (ai and tflops and peak_flops and peak_bw and ai > 0 and tflops > 0):
+            continue
+        name = str(kernel.get("name", ""))
+        label = f"K{list(kernels).index(name) + 1}" if name in kernels else name.split("(")[0]
+        placed.append((label, float(ai), float(tflops)))
+        roofs = roofs or (float(peak_bw), float(peak_flops))
+    return RooflinePlot(roofs[0], roofs[1], placed) if roofs else None
+
+
 def format_speedup(speedup: float | None) -> str:
     return f"{speedup:.2f}x" if isinstance(speedup, (int, float)) else "—"
 

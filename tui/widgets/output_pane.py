@@ -13,6 +13,7 @@ frame, and many sessions are browsed without ever opening those tabs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,11 +26,13 @@ from textual.widgets import RichLog, Static
 
 from tui.model import (
     NcuTable,
+    RooflinePlot,
     build_log_lines,
     check_rows,
     first_error_line,
     ncu_table,
     roofline_lines,
+    roofline_plot,
     scrub,
     speedup_chart,
 )
@@ -39,7 +42,7 @@ if TYPE_CHECKING:  # imported with the first table shown
     from textual.widgets import DataTable
 
 BUILD_LOG_MAX_LINES = 5000
-BUILD, CHECKS, NCU, CHART = "tab-build", "tab-checks", "tab-ncu", "tab-chart"
+BUILD, CHECKS, NCU, CHART, ROOF = "tab-build", "tab-checks", "tab-ncu", "tab-chart", "tab-roofline"
 
 
 class OutputPane(Vertical):
@@ -77,14 +80,17 @@ class OutputPane(Vertical):
             yield Pane("Checks", id=CHECKS)
             yield Pane("NCU", id=NCU)
             yield Pane("Chart", id=CHART)
+            yield Pane("Roofline", id=ROOF)
 
     @on(PaneTabs.TabActivated)
     async def _tab_shown(self, event: PaneTabs.TabActivated) -> None:
         pane = event.pane
-        if pane.id in (CHECKS, NCU, CHART) and not pane.children:
+        if pane.id in (CHECKS, NCU, CHART, ROOF) and not pane.children:
             await pane.mount(self._build(pane.id))
             if pane.id == NCU:
                 self._fill_ncu()
+            if pane.id == ROOF:
+                self._fill_roofline()
             if pane.id == CHART:
                 self._draw_plot()
 
@@ -95,6 +101,11 @@ class OutputPane(Vertical):
 
             plot = PlotWidget(id="speedup-plot", allow_pan_and_zoom=False)
             return Vertical(plot, Static(self._chart_text(), id="speedup-chart"), id="speedup-box")
+        if tab_id == ROOF:
+            from textual_plot import PlotWidget
+
+            roof = PlotWidget(id="roofline-plot", allow_pan_and_zoom=False)
+            return Vertical(Static("", id="roofline-text", markup=False), roof, id="roofline-box")
         from textual.widgets import DataTable
 
         if tab_id == CHECKS:
@@ -155,6 +166,19 @@ class OutputPane(Vertical):
         self._profile = profile
         if self._built("#ncu-table") is not None:
             self._fill_ncu()
+        if self._built("#roofline-plot") is not None:
+            self._fill_roofline()
+
+    def _fill_roofline(self) -> None:
+        """The Roofline tab: the same lines as the NCU tab's legend, then the plot of the kernels it can
+        place (FLOPs counted), or why there is none."""
+        kernels = ncu_table(self._profile).kernels
+        lines = roofline_lines(self._profile, kernels) or ["not profiled: no roofline for this iteration"]
+        placed = roofline_plot(self._profile, kernels)
+        if placed is None and self._profile:
+            lines.append("no kernel counted FLOPs: nothing to place on the intensity axis (the bar above is its position)")
+        self.query_one("#roofline-text", Static).update("\n".join(lines))
+        self._draw_roofline(placed)
 
     def _fill_ncu(self) -> None:
         table = self._built("#ncu-table")
@@ -171,6 +195,36 @@ class OutputPane(Vertical):
         table.add_columns(*(f"K{i}" for i in range(1, len(data.kernels) + 1)), "metric", "note")
         for values, metric, note in data.rows:
             table.add_row(*values, metric, note)
+
+    def _draw_roofline(self, placed: RooflinePlot | None) -> None:
+        """The roofline on log-log axes (log10 of FLOP/B and of TFLOP/s): the memory roof rising to the
+        ridge, the compute roof flat after it, each placeable kernel marked by its number (K1 → 1)."""
+        plot = self._built("#roofline-plot")
+        if plot is None:
+            return
+        plot.display = placed is not None
+        if placed is None:
+            return
+        from textual_plot import HiResMode
+
+        plot.clear()
+        intensities = [ai for _, ai, _ in placed.points] + [placed.ridge]
+        lo, hi = math.floor(math.log10(min(intensities))) - 1, math.ceil(math.log10(max(intensities))) + 1
+        ridge = math.log10(placed.ridge)
+        top = math.log10(placed.peak_tflops)
+        bandwidth_tbs = placed.peak_bandwidth_gbs / 1000.0
+        plot.plot([lo, ridge], [math.log10(bandwidth_tbs) + lo, top], line_style="cyan", hires_mode=HiResMode.BRAILLE)
+        plot.plot([ridge, hi], [top, top], line_style="magenta", hires_mode=HiResMode.BRAILLE)
+        for label, ai, tflops in placed.points:
+            plot.scatter([math.log10(ai)], [math.log10(tflops)], marker=label.removeprefix("K")[:1] or "●",
+                         marker_style="bold yellow")  # fmt: skip
+        low = min([math.log10(t) for _, _, t in placed.points] + [math.log10(bandwidth_tbs) + lo])
+        plot.set_xlimits(lo, hi)
+        plot.set_ylimits(math.floor(low) - 0.5, math.ceil(top) + 0.5)
+        plot.set_xticks(list(range(lo, hi + 1)))
+        plot.set_yticks(list(range(math.floor(low), math.ceil(top) + 1)))
+        plot.set_xlabel("log10 FLOP/B")
+        plot.set_ylabel("log10 TFLOP/s")
 
     def show_chart(
         self,
