@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "engine.cli.guard",
     "engine.cli.doctor",
     "engine.cli.run",
+    "engine.cli.explore",
     "engine.cli.bench",
     "engine.cli.evalset",
     "tui.commands",
@@ -59,6 +60,7 @@ HEADLESS_COMMANDS = {
     "branch": "engine.cli.sessions",
     "export": "engine.cli.sessions",
     "report": "engine.cli.sessions",
+    "explore": "engine.cli.explore",
 }
 
 

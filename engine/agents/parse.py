@@ -307,8 +307,13 @@ def parse_suggestion(reply_text: str, mode: Mode) -> Suggestion:
         return Suggestion(mode=mode, text=text, raw=raw, parsed=False, note=note)
     # best match; then the fuller object (a wrapper keeps its extras); then the later one
     _, _, best = max(scored, key=lambda t: (t[0], len(t[2]), t[1]))
+    return _from_object(best, mode, text, raw)
+
+
+def _from_object(obj: dict[str, Any], mode: Mode, text: str, raw: str) -> Suggestion:
+    """One Judge JSON object as a Suggestion: known fields (by any alias) set, the rest kept as extras."""
     suggestion = Suggestion(mode=mode, text=text, raw=raw, parsed=True)
-    for key, value in best.items():
+    for key, value in obj.items():
         name = _norm_key(key)
         if name == "key_metrics":
             suggestion.key_metrics = _metric_list(value)
@@ -321,3 +326,106 @@ def parse_suggestion(reply_text: str, mode: Mode) -> Suggestion:
     if missing:
         suggestion.note = "missing: " + ", ".join(missing)
     return suggestion
+
+
+# ---------------------------------------------------------------------------------------------- ideas
+
+_IDEA_LISTS = ("ideas", "suggestions", "options", "proposals", "candidates", "plans")
+
+
+def _arrays(text: str) -> list[tuple[int, list[Any]]]:
+    """Every JSON array in the text (strict, then without trailing commas, then a Python literal)."""
+    found: list[tuple[int, list[Any]]] = []
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"\[", text):
+        try:
+            value, _ = decoder.raw_decode(text, m.start())
+        except ValueError:
+            continue
+        if isinstance(value, list):
+            found.append((m.start(), value))
+    for block in fenced_blocks(text):
+        code = block.code.strip()
+        if block.lang in ("json", "", "jsonc", "javascript", "js", "python") and code.startswith("["):
+            for attempt in (json.loads, lambda c: json.loads(re.sub(r",\s*([}\]])", r"\1", c)), ast.literal_eval):
+                try:
+                    value = attempt(code)
+                except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                    continue
+                if isinstance(value, list):
+                    found.append((max(text.find(code), 0), value))
+                    break
+    return found
+
+
+def _idea_key(s: Suggestion) -> str:
+    """What makes two ideas the same idea: the issue or bottleneck and the method, words only."""
+    head = s.critical_issue if s.mode == "repair" else s.bottleneck
+    words = f"{head or ''} {s.optimization_method or s.minimal_fix_hint or ''}".lower()
+    return " ".join(re.findall(r"[a-z0-9]+", words)) or " ".join(re.findall(r"[a-z0-9]+", s.text.lower()))
+
+
+def parse_ideas(reply_text: str, mode: Mode, k: int) -> list[Suggestion]:
+    """Up to ``k`` distinct Judge suggestions from one reply, best first; never raises.
+
+    Read, in order of preference: a JSON array of suggestion objects (or an object holding one under
+    ``ideas``, ``suggestions``, ``options`` …), else every suggestion object in the reply in the order
+    written. A ``rank`` field orders them where given. Repeats of an idea (same issue or bottleneck and
+    method) are dropped. A reply with no JSON at all is one free-text idea, as ``parse_suggestion`` makes
+    it. Each idea's ``note`` says its place (``idea 2 of 3``).
+    """
+    raw = reply_text or ""
+    text = strip_thinking(raw)
+    lists: list[tuple[int, int, list[dict[str, Any]]]] = []
+    for pos, array in _arrays(text):
+        objects = [_unwrap(o) for o in array if isinstance(o, dict)]
+        scored = [o for o in objects if _score(o, mode) > 0]
+        if scored:
+            lists.append((len(scored), pos, scored))
+    for pos, obj in _candidates(text):
+        for key, value in obj.items():
+            if _norm_key(key) in _IDEA_LISTS and isinstance(value, list):
+                scored = [_unwrap(o) for o in value if isinstance(o, dict) and _score(_unwrap(o), mode) > 0]
+                if scored:
+                    lists.append((len(scored), pos, scored))
+    if lists:
+        _, _, chosen = max(lists, key=lambda t: (t[0], t[1]))  # the fullest list; the later of equals
+    else:
+        seen: set[str] = set()
+        chosen = []
+        for _, obj in sorted(_candidates(text), key=lambda t: t[0]):
+            obj = _unwrap(obj)
+            marker = json.dumps(obj, sort_keys=True, default=str)
+            if _score(obj, mode) > 0 and marker not in seen:
+                seen.add(marker)
+                chosen.append(obj)
+        # an object nested inside another one found too (a wrapper and its inner fields): keep the outer
+        chosen = [o for o in chosen if not any(o is not p and _nested_in(o, p) for p in chosen)]
+    if not chosen:
+        return [parse_suggestion(raw, mode)]
+
+    def rank(obj: dict[str, Any]) -> float:
+        value = next((v for k2, v in obj.items() if _norm_key(k2) == "rank"), None)
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return float("inf")
+
+    ordered = sorted(enumerate(chosen), key=lambda t: (rank(t[1]), t[0]))
+    ideas: list[Suggestion] = []
+    keys: set[str] = set()
+    for _, obj in ordered:
+        idea = _from_object(obj, mode, json.dumps(obj, ensure_ascii=False), raw)
+        key = _idea_key(idea)
+        if key in keys:
+            continue
+        keys.add(key)
+        ideas.append(idea)
+    ideas = ideas[: max(1, k)]
+    for i, idea in enumerate(ideas, start=1):
+        idea.note = "; ".join(n for n in (f"idea {i} of {len(ideas)}", idea.note) if n)
+    return ideas
+
+
+def _nested_in(inner: dict[str, Any], outer: dict[str, Any]) -> bool:
+    return any(v == inner or (isinstance(v, dict) and _nested_in(inner, v)) for v in outer.values())

@@ -13,6 +13,7 @@ never dropped silently (ARCHITECTURE.md, "What each agent receives at each step"
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import Mapping
@@ -312,3 +313,23 @@ def judge_optimize(
         share_section=share_section,
     )
     return Prompt("judge", "optimize", judge_system(backend), [Message("user", user)])
+
+
+def ask_for_ideas(prompt: Prompt, k: int) -> Prompt:
+    """The round's Judge prompt (repair or optimize) turned into a request for ``k`` different ideas in
+    one reply, ranked, each in the same JSON fields, so an exploration can give each idea its own branch
+    (engine.agents.parse.parse_ideas reads the reply)."""
+    if k < 1:
+        raise ValueError(f"k must be at least 1, not {k}")
+    what = "issues to fix" if prompt.kind == "repair" else "optimizations"
+    ask = (
+        f"\n\nThis time, give {k} different {what} instead of one, each of which could be tried on its own "
+        "branch of the search. Different means another bottleneck or issue, or another technique for it; the "
+        "same change with other numbers is not a different idea. Put the most promising first.\n"
+        f"Reply with a JSON array of {k} objects, each with exactly the fields asked for above and a "
+        '"rank" field (1 = most promising).'
+    )
+    messages = list(prompt.messages)
+    last = messages[-1]
+    messages[-1] = Message(last.role, last.content + ask)
+    return dataclasses.replace(prompt, messages=messages)

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from engine.agents import prompts
 from engine.agents.context import PromptContext
-from engine.agents.parse import KernelExtraction, extract_kernel, parse_suggestion
+from engine.agents.parse import KernelExtraction, extract_kernel, parse_ideas, parse_suggestion
 from engine.agents.prompts import Backend, FeedbackKind, Prompt
 from engine.agents.suggestion import Suggestion
 from engine.agents.transcript import transcript_record, utc_now
@@ -39,6 +39,16 @@ class CoderTurn:
 class JudgeTurn:
     prompt: Prompt
     suggestion: Suggestion
+    reply: LLMReply
+    record: dict[str, Any]
+
+
+@dataclass
+class IdeasTurn:
+    """One Judge call that returned several ranked ideas (``Judge.ideas``)."""
+
+    prompt: Prompt
+    ideas: list[Suggestion]
     reply: LLMReply
     record: dict[str, Any]
 
@@ -200,10 +210,26 @@ class Judge(_Agent):
         cancel: threading.Event | None = None,
     ) -> JudgeTurn:
         """One critical issue; ``rejections`` are this round's suggestions the human turned down."""
+        prompt = self.repair_prompt(
+            reference, kernel, error_log, guard_policy=guard_policy, context=context, rejections=rejections
+        )
+        return self.ask(prompt, on_token, cancel)
+
+    def repair_prompt(
+        self,
+        reference: str,
+        kernel: str,
+        error_log: str,
+        *,
+        guard_policy: str = "default",
+        context: PromptContext | None = None,
+        rejections: Sequence[Mapping[str, Any]] = (),
+    ) -> Prompt:
+        """The prompt ``repair`` sends (``ideas`` asks the same for several issues at once)."""
         prompt = prompts.judge_repair(
             reference, kernel, error_log, self.backend, guard_policy=guard_policy, context=context
         )
-        return self.ask(follow_up(prompt, rejection_exchanges(rejections)), on_token, cancel)
+        return follow_up(prompt, rejection_exchanges(rejections))
 
     def optimize(
         self,
@@ -222,6 +248,27 @@ class Judge(_Agent):
         cancel: threading.Event | None = None,
     ) -> JudgeTurn:
         """One bottleneck and plan; ``rejections`` are this round's suggestions the human turned down."""
+        prompt = self.optimize_prompt(
+            reference, kernel, gpu_spec=gpu_spec, metrics=metrics, feedback_kind=feedback_kind, timing=timing,
+            share=share, guard_policy=guard_policy, context=context, rejections=rejections,
+        )  # fmt: skip
+        return self.ask(prompt, on_token, cancel)
+
+    def optimize_prompt(
+        self,
+        reference: str,
+        kernel: str,
+        *,
+        gpu_spec: str,
+        metrics: str | Mapping[str, Any] | list[Any] | None,
+        feedback_kind: FeedbackKind = "ncu",
+        timing: str | None = None,
+        share: str = "",
+        guard_policy: str = "default",
+        context: PromptContext | None = None,
+        rejections: Sequence[Mapping[str, Any]] = (),
+    ) -> Prompt:
+        """The prompt ``optimize`` sends (``ideas`` asks the same for several plans at once)."""
         prompt = prompts.judge_optimize(
             reference,
             kernel,
@@ -234,7 +281,27 @@ class Judge(_Agent):
             guard_policy=guard_policy,
             context=context,
         )
-        return self.ask(follow_up(prompt, rejection_exchanges(rejections)), on_token, cancel)
+        return follow_up(prompt, rejection_exchanges(rejections))
+
+    def ideas(
+        self,
+        prompt: Prompt,
+        k: int,
+        on_token: TokenCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> IdeasTurn:
+        """``k`` distinct suggestions from one call (an exploration's branches): ``prompt`` is the round's
+        usual Judge prompt (``prompts.judge_repair`` or ``judge_optimize``); fewer come back when the
+        reply holds fewer different ideas."""
+        asked = prompts.ask_for_ideas(prompt, k)
+        reply, started = self._call(asked, on_token, cancel)
+        ideas = parse_ideas(reply.text, cast(Any, prompt.kind), k)
+        outcome = "json" if any(i.parsed for i in ideas) else "text"
+        record = transcript_record(
+            asked, model=self.provider.name, provider=self.provider.provider, started_at=started,
+            reply=reply, outcome=outcome,
+        )  # fmt: skip
+        return IdeasTurn(asked, ideas, reply, record)
 
     def ask(
         self, prompt: Prompt, on_token: TokenCallback | None, cancel: threading.Event | None

@@ -74,3 +74,15 @@ class ScriptedProvider(Provider):
             stop_reason="end_turn",
             served_model=path.name,
         )
+
+
+def branch_model(model: str, k: int) -> str:
+    """The model for an exploration's branch ``k`` (1-based): ``scripted/DIR/branch-k`` when ``DIR`` has
+    that folder, so each branch reads replies of its own (its Coder writes another kernel for another
+    idea); ``scripted/DIR`` itself for the call that asks for the ideas (k = 0) and for a DIR without
+    branch folders; any other model unchanged (a real model answers each branch's own prompt)."""
+    provider, _, directory = model.partition("/")
+    if provider != "scripted" or k < 1:
+        return model
+    folder = Path(directory).expanduser() / f"branch-{k}"
+    return f"scripted/{folder}" if folder.is_dir() else model

@@ -29,6 +29,19 @@ def check_models(config: Config) -> None:
         make_provider(name, config.provider_settings(name), prices)
 
 
+def make_agents(config: Config, device: str) -> tuple[Coder, Judge]:
+    """The Coder and Judge ``config`` names, for the backend of ``device`` (cpu or cuda)."""
+    backend = "cuda" if resolve_device(device) == "cuda" else "cpu"
+    prices = config.prices or None
+    coder = Coder(
+        make_provider(config.models.coder, config.provider_settings(config.models.coder), prices), backend
+    )
+    judge = Judge(
+        make_provider(config.models.judge, config.provider_settings(config.models.judge), prices), backend
+    )
+    return coder, judge
+
+
 def make_loop(
     session: SessionRepo,
     config: Config,
@@ -38,17 +51,13 @@ def make_loop(
     profiler: Profiler | None = None,
     hardware: str = "",
     cache_root: Path | None = None,
+    agents: tuple[Coder, Judge] | None = None,
 ) -> Loop:
-    """A loop for ``session`` as ``config`` says; ``device`` (cpu/cuda/auto) defaults to ``[eval] device``."""
+    """A loop for ``session`` as ``config`` says; ``device`` (cpu/cuda/auto) defaults to ``[eval] device``.
+    ``agents``: the Coder and Judge to use instead of new ones (an exploration keeps one pair per branch
+    over its rounds, so a scripted branch goes on through its replies)."""
     device = resolve_device(device or config.eval.device)
-    backend = "cuda" if device == "cuda" else "cpu"
-    prices = config.prices or None
-    coder = Coder(
-        make_provider(config.models.coder, config.provider_settings(config.models.coder), prices), backend
-    )
-    judge = Judge(
-        make_provider(config.models.judge, config.provider_settings(config.models.judge), prices), backend
-    )
+    coder, judge = agents or make_agents(config, device)
     options = LoopOptions(
         rounds=config.loop.rounds,
         approval=config.loop.approval,

@@ -44,7 +44,8 @@ from typing import Any
 from engine import approval as approvals
 from engine.activity import TASK_CHECK, Activity
 from engine.agents.context import PromptContext
-from engine.agents.roles import Coder, CoderTurn, Judge
+from engine.agents.prompts import Prompt
+from engine.agents.roles import Coder, CoderTurn, IdeasTurn, Judge
 from engine.agents.suggestion import Suggestion
 from engine.eval.evaluate import check_task, evaluate, warm_worker
 from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
@@ -512,9 +513,10 @@ class Loop:
     def _base_iteration(self) -> Iteration:
         return self.session.history(self.branch)[-1]
 
-    def _judge(self) -> None:
-        """Ask the Judge about the branch's tip, through the role's API only (this round's rejected
-        suggestions go with it, so it proposes something else)."""
+    def judge_prompt(self) -> Prompt:
+        """The Judge's prompt about the branch's tip: repair or optimize by this round's phase, with this
+        round's rejected suggestions, so it proposes something else (the Judge stage and an exploration's
+        request for several ideas both send it)."""
         base = self._base_iteration()
         result = base.eval_result
         context, guard = self._context()
@@ -522,23 +524,34 @@ class Loop:
             "guard_policy": guard,
             "context": context,
             "rejections": list(self.pending.rejections),
-            "on_token": self._token("judge"),
-            "cancel": self._cancel,
         }
         if self.pending.phase == "repair":
-            turn = self.judge.repair(self.reference, base.kernel_source, feedback.error_log(result), **common)
-        else:
-            metrics, kind = feedback.optimize_feedback(base.profile)
-            turn = self.judge.optimize(
-                self.reference,
-                base.kernel_source,
-                gpu_spec=context.target,
-                metrics=metrics,
-                feedback_kind=kind,
-                timing=feedback.timing_text(result),
-                share=feedback.share_text(result),
-                **common,
-            )
+            return self.judge.repair_prompt(self.reference, base.kernel_source, feedback.error_log(result), **common)
+        metrics, kind = feedback.optimize_feedback(base.profile)
+        return self.judge.optimize_prompt(
+            self.reference,
+            base.kernel_source,
+            gpu_spec=context.target,
+            metrics=metrics,
+            feedback_kind=kind,
+            timing=feedback.timing_text(result),
+            share=feedback.share_text(result),
+            **common,
+        )
+
+    def judge_ideas(self, k: int) -> IdeasTurn:
+        """``k`` distinct suggestions about the branch's tip in one Judge call (an exploration's start); the
+        round stays where it was, and the caller decides where the call's record is committed."""
+        with self._drive("ask the Judge for ideas"):
+            if self.pending.stage != JUDGE:
+                raise LoopStateError(f"the Judge is asked at the judge stage, not at {self.pending.stage}")
+            turn = self.judge.ideas(self.judge_prompt(), k, self._token("judge"), self._cancel)
+            self._reply_event("judge", turn.record)
+            return turn
+
+    def _judge(self) -> None:
+        """Ask the Judge about the branch's tip, through the role's API only."""
+        turn = self.judge.ask(self.judge_prompt(), self._token("judge"), self._cancel)
         self._reply_event("judge", turn.record)
         self.pending.transcript.append(turn.record)
         self.pending.suggestion = turn.suggestion.to_dict()

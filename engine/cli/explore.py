@@ -1,0 +1,222 @@
+"""``cudaforge explore SESSION``: K ideas from one iteration, each on its own branch for R rounds.
+
+The engine is ``engine.explore.runner``; this module wires it to the config, the agents, the terminal
+and signals, as ``cudaforge run --headless`` does for one branch. Ctrl-C stops at the next stage
+boundary, so the evaluation in flight is committed first. The same command again resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import warnings
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from engine.cli.args import int_at_least, loop_config, model_name
+from engine.cli.guard import add_guard_flags
+from engine.cli.interrupts import Interrupts
+from engine.config import ConfigError, sessions_root
+from engine.eval.options import EvaluationError
+from engine.events import Event
+from engine.llm.errors import LLMError
+from sessions.errors import SessionError, StaleLockWarning
+from sessions.repo import SessionRepo
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "explore",
+        help="explore K ideas from one iteration, each on its own branch",
+        description=(
+            "Ask the Judge for K different ideas about one iteration and pursue each on its own branch "
+            "(explore/N-k) for R auto-approved rounds; --beam keeps only the best correct branches after "
+            "every round. The same command resumes an interrupted exploration."
+        ),
+    )
+    parser.add_argument("session", help="a session path or a name under the sessions root")
+    parser.add_argument("--from", dest="start", type=int_at_least(0), help="the iteration to explore from (default: the best correct one, else the tip)")  # fmt: skip
+    parser.add_argument("--branch", help="the branch that iteration is on (default: the current one)")
+    parser.add_argument("--width", type=int_at_least(1), required=True, help="ideas asked of the Judge, one branch each")
+    parser.add_argument("--rounds", type=int_at_least(1), required=True, help="rounds per branch")
+    parser.add_argument("--beam", type=int_at_least(1), help="after every round, only this many best correct branches go on")
+    parser.add_argument("--max-cost", type=float, help="stop once this many US dollars are spent (all branches)")
+    parser.add_argument("--max-tokens", type=int_at_least(1), help="stop once this many tokens are spent")
+    parser.add_argument("--coder", type=model_name, help="provider/model of the Coder (scripted/DIR: DIR/branch-k per branch when present)")  # fmt: skip
+    parser.add_argument("--judge", type=model_name, help="provider/model of the Judge")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), help="where kernels run")
+    parser.add_argument("--sessions-dir", type=Path, help="where sessions live")
+    parser.add_argument("--json", type=Path, help="also write the summary as JSON to this file")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print every stage of every branch")
+    add_guard_flags(parser)
+    parser.set_defaults(func=explore_command)
+
+
+def _usage(message: str) -> int:
+    print(f"cudaforge explore: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def explore_command(args: argparse.Namespace) -> int:
+    interrupts = Interrupts().install()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StaleLockWarning)
+            return _explore(args, interrupts)
+    finally:
+        interrupts.restore()
+
+
+def _explore(args: argparse.Namespace, interrupts: Interrupts) -> int:
+    from engine.explore.plan import ExploreSpec
+    from engine.explore.runner import ExploreError, Explorer
+
+    if args.max_cost is not None and args.max_cost < 0:
+        return _usage("--max-cost must not be negative")
+    try:
+        root = sessions_root(loop_config(argparse.Namespace()), args.sessions_dir)
+        session = SessionRepo.open(args.session, root)
+    except (ConfigError, SessionError) as error:
+        return _usage(str(error))
+    try:
+        source = args.branch or session.current_branch
+        if source not in session.branches():
+            return _usage(f"the session has no branch {source!r}")
+        config = loop_config(
+            argparse.Namespace(**{**vars(args), "rounds": None}), session.settings(source).get("settings", {})
+        )
+        start = args.start if args.start is not None else _default_start(session, source)
+        spec = ExploreSpec(
+            start=start, source=source, width=args.width, rounds=args.rounds, beam=args.beam,
+            max_cost_usd=args.max_cost, max_tokens=args.max_tokens,
+        )  # fmt: skip
+        printer = _printer(args.verbose)
+        explorer = Explorer(session, spec, _loop_factory(config), on_line=_say, on_event=printer)
+    except (ConfigError, SessionError, ExploreError, LLMError, EvaluationError) as error:
+        session.close()
+        return _usage(str(error))
+    interrupts.attach(explorer.stop, lambda: "\ninterrupted: stopping once the stage in flight is committed (Ctrl-C again to leave now)",
+                      lambda: f"\nleaving now: every committed iteration is kept (cudaforge explore {args.session} ... resumes)\n")  # fmt: skip
+    _say(f"exploring {session.name} from iteration {start} of {source}: {spec.width} ideas × {spec.rounds} round(s)"
+         + (f", beam {spec.beam}" if spec.beam else ""))  # fmt: skip
+    try:
+        summary = _run(explorer)
+    except ExploreError as error:
+        print(f"cudaforge explore: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        session.close()
+    print(format_summary(summary, session.name), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(summary.to_dict(), indent=2) + "\n", encoding="utf-8")
+    if summary.outcome != "finished":
+        return interrupts.exit_code or 130
+    return EXIT_OK
+
+
+def _run(explorer: Any) -> Any:
+    """The exploration in a worker thread, the main thread free for signals."""
+    result: list[Any] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            result.append(explorer.run())
+        except BaseException as error:  # noqa: BLE001 - handed to the main thread
+            errors.append(error)
+
+    thread = threading.Thread(target=work, name="cudaforge-explore", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.1)
+    if errors:
+        raise errors[0]
+    return result[0]
+
+
+def _default_start(session: SessionRepo, branch: str) -> int:
+    best = session.best(branch)
+    if best is not None:
+        return best.number
+    history = session.history(branch)
+    if not history:
+        raise ConfigError(f"branch {branch!r} has no iteration yet: run the seed first (cudaforge run)")
+    return history[-1].number
+
+
+def _loop_factory(config: Any) -> Any:
+    """Loops as ``cudaforge run`` makes them, with each branch's own scripted replies where given."""
+    from engine.eval.options import resolve_device
+    from engine.llm.scripted import branch_model
+    from engine.loop.factory import make_agents, make_loop
+
+    profiler = None
+    if resolve_device(config.eval.device) == "cuda" and config.profile.enabled:
+        from engine.profile.candidate import loop_profiler
+
+        profiler = loop_profiler(config.profile.metrics, sandbox=config.eval.sandbox)
+
+    agents: dict[int, Any] = {}  # one Coder and Judge per branch, kept over its rounds
+
+    def make(session: SessionRepo, k: int, target: int, on_event: Any) -> Any:
+        models = replace(config.models, coder=branch_model(config.models.coder, k), judge=branch_model(config.models.judge, k))
+        branch_config = replace(config, models=models, loop=replace(config.loop, rounds=target, approval="auto"))
+        if k not in agents:
+            agents[k] = make_agents(branch_config, config.eval.device)
+        return make_loop(
+            session, branch_config, device=config.eval.device, on_event=on_event, profiler=profiler, agents=agents[k]
+        )
+
+    return make
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _printer(verbose: bool) -> Any:
+    from engine.cli.run import Printer
+
+    printer = Printer(sys.stdout, verbose=True) if verbose else None
+
+    def on_event(event: Event) -> None:
+        if printer is not None:
+            printer(event)
+
+    return on_event
+
+
+def format_summary(summary: Any, session_name: str) -> str:
+    """The table after an exploration: one row per branch, the best kernel and how to export it."""
+    from sessions.message import format_speedup
+
+    rows = [["branch", "state", "rounds", "best", "tokens", "cost", "idea / why it stopped"]]
+    for b in summary.branches:
+        note = b.idea if not b.why else f"{b.idea} — {b.why}"
+        rows.append([b.name, b.state, str(b.rounds), format_speedup(b.best_speedup), str(b.tokens),
+                     f"${b.cost_usd:.4f}", note[:90]])  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["", *("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)]
+    lines.append(f"total: {summary.tokens} tokens · ${summary.cost_usd:.4f}")
+    if summary.stopped:
+        lines.append(f"stopped early: {summary.stopped}")
+    if summary.outcome != "finished":
+        lines.append("interrupted: run the same command again to resume")
+    best = summary.best
+    start = format_speedup(summary.start_speedup)
+    if best is None:
+        lines.append(f"best: no branch has a correct kernel yet (iteration {summary.spec.start}: {start})")
+    else:
+        lines.append(
+            f"best: {best.name} iteration {best.best_iteration} · {format_speedup(best.best_speedup)} "
+            f"(iteration {summary.spec.start} was {start})"
+        )
+        lines.append(
+            f"export: cudaforge export {session_name} --branch {best.name} --iteration {best.best_iteration} -o kernel.py"
+        )
+    return "\n".join(lines)

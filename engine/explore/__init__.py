@@ -1,0 +1,1 @@
+"""Exploration: many branches from one iteration (engine.explore.runner)."""

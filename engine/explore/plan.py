@@ -1,0 +1,88 @@
+"""An exploration's plan and progress, kept beside the session's loop journal (ARCHITECTURE.md §2, "Explore").
+
+Why a file of its own: an exploration outlives any one round. Its K ideas came from one Judge call
+before any branch had a commit, and which branches the beam pruned, and why, is not in any
+iteration's record. A resumed ``cudaforge explore`` reads all of that from here. The file is
+``cudaforge-explore-<N>.json`` in the session folder. It is not committed, like the journal. It is
+written atomically after every change, so a kill leaves the old plan or the new one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+RUNNING, DONE, PRUNED, STOPPED, FAILED = "running", "done", "pruned", "stopped", "failed"
+
+
+@dataclass(frozen=True)
+class ExploreSpec:
+    """What the person asked for. A resume must ask for the same (rounds and caps may change)."""
+
+    start: int  # the iteration every branch starts from
+    source: str  # the branch that iteration is on
+    width: int  # ideas asked of the Judge, one branch each
+    rounds: int  # rounds per branch
+    beam: int | None = None  # after each round only this many best correct branches go on
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass
+class BranchState:
+    name: str
+    idea: dict[str, Any]  # the Judge's suggestion this branch pursues (a Suggestion dict)
+    state: str = RUNNING
+    why: str = ""  # why it stopped, in words (pruned by the beam, an error)
+
+
+@dataclass
+class ExplorePlan:
+    spec: ExploreSpec
+    branches: list[BranchState] = field(default_factory=list)
+    ideas_record: dict[str, Any] | None = None  # the Judge call that gave the ideas (committed with branch 1)
+    asked: bool = False  # the ideas were asked for and the branches made
+    stopped: str = ""  # why the whole exploration stopped early (a cost or token cap)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExplorePlan:
+        return cls(
+            spec=ExploreSpec(**data["spec"]),
+            branches=[BranchState(**b) for b in data.get("branches") or []],
+            ideas_record=data.get("ideas_record"),
+            asked=bool(data.get("asked")),
+            stopped=str(data.get("stopped") or ""),
+        )
+
+    def running(self) -> list[BranchState]:
+        return [b for b in self.branches if b.state == RUNNING]
+
+
+def plan_path(session_path: Path, start: int) -> Path:
+    return Path(session_path) / f"cudaforge-explore-{start}.json"
+
+
+def branch_name(start: int, k: int) -> str:
+    """``explore/<N>-<k>``: the k-th idea (1-based) from iteration N."""
+    return f"explore/{start}-{k}"
+
+
+def load_plan(session_path: Path, start: int) -> ExplorePlan | None:
+    path = plan_path(session_path, start)
+    try:
+        return ExplorePlan.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        return None
+
+
+def save_plan(session_path: Path, plan: ExplorePlan) -> None:
+    path = plan_path(session_path, plan.spec.start)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temp.write_text(json.dumps(plan.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(temp, path)

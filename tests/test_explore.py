@@ -1,0 +1,198 @@
+"""``cudaforge explore`` (engine/explore): K ideas from one iteration, a branch each, R rounds, beam, caps,
+stop and resume. Real sessions, real CPU evaluations, the real scripted provider: the Judge's first
+reply is three ranked ideas, and each branch's Coder has its own replies (tests/fixtures/scripted/explore)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.explore.plan import DONE, PRUNED, STOPPED, ExploreSpec, load_plan
+from engine.explore.runner import ExploreError, Explorer
+from engine.llm.scripted import branch_model
+from engine.loop.machine import FINISHED, PAUSED, Loop, LoopOptions
+from engine.loop.state import GATE, Pending, read_journal, save_journal
+from sessions.repo import SessionRepo
+from tests.conftest import python_path
+from tests.loop_helpers import SCRIPTED, agents, fast_eval, make_loop, new_session
+
+pytestmark = pytest.mark.slow
+
+EXPLORE = SCRIPTED / "explore"
+
+
+@pytest.fixture(scope="module")
+def seeded_template(tmp_path_factory: pytest.TempPathFactory, ext_cache: Path) -> Path:
+    """One session whose iteration 0 is a correct kernel, on main (evaluated once for the module)."""
+    session = new_session(tmp_path_factory.mktemp("template"))
+    loop = make_loop(session, ext_cache, coder_dir=EXPLORE / "coder", judge_dir=EXPLORE / "judge", rounds=0)
+    assert loop.run() == FINISHED
+    loop.close()
+    assert [(it.number, it.status) for it in session.history()] == [(0, "correct")]
+    session.close()
+    return session.path
+
+
+def seeded(tmp_path: Path, template: Path) -> SessionRepo:
+    """A copy of the seeded session (a whole git repository, copied as a folder)."""
+    target = tmp_path / "sessions" / template.name
+    shutil.copytree(template, target)
+    return SessionRepo.open(str(target))
+
+
+def factory(cache: Path, calls: list[tuple[int, int]] | None = None) -> Any:
+    """Loops as the command line makes them: one Coder and Judge per branch, kept over its rounds."""
+    kept: dict[int, Any] = {}
+
+    def make(session: SessionRepo, k: int, target: int, on_event: Any) -> Loop:
+        if calls is not None:
+            calls.append((k, target))
+        if k not in kept:
+            coder = branch_model(f"scripted/{EXPLORE / 'coder'}", k).partition("/")[2]
+            kept[k] = agents(Path(coder), EXPLORE / "judge")
+        coder, judge = kept[k]
+        options = LoopOptions(rounds=target, eval_options=fast_eval(cache), settings={"loop": {"rounds": target}})
+        return Loop(session, coder, judge, options, on_event=on_event)
+
+    return make
+
+
+def test_three_ideas_become_three_branches_of_two_rounds_each(tmp_path: Path, ext_cache: Path, seeded_template: Path) -> None:
+    session = seeded(tmp_path, seeded_template)
+    lines: list[str] = []
+    explorer = Explorer(session, ExploreSpec(start=0, source="main", width=3, rounds=2), factory(ext_cache), lines.append)
+    summary = explorer.run()
+    assert summary.outcome == FINISHED and not summary.stopped
+    root = session.history("main")[0]
+    for k in (1, 2, 3):
+        history = session.history(f"explore/0-{k}")
+        assert [it.number for it in history] == [0, 1, 2]
+        assert history[0].sha == root.sha  # every branch is a child of the start iteration
+        assert all(it.correct for it in history)
+    first = session.history("explore/0-1")[1]
+    assert first.suggestion["approved"]["bottleneck"] == "the Python wrapper's overhead"
+    assert first.suggestion["approved_by"] == "policy:auto"
+    assert [r["role"] for r in first.transcript][:1] == ["judge"]  # the ideas call, committed once, here
+    assert session.history("explore/0-2")[1].suggestion["approved"]["optimization_method"] == "a second pass to warm the cache"
+    assert not any(r["role"] == "judge" for r in session.history("explore/0-2")[1].transcript)
+    fsck = subprocess.run(["git", "-C", str(session.path), "fsck", "--strict"], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    assert [b.state for b in summary.branches] == [DONE, DONE, DONE] and [b.rounds for b in summary.branches] == [2, 2, 2]
+    best = max(summary.branches, key=lambda b: b.best_speedup or 0.0)
+    assert summary.best is best and best.best_iteration in (1, 2)
+    from engine.cli.explore import format_summary
+
+    text = format_summary(summary, session.name)
+    assert f"best: {best.name} iteration {best.best_iteration}" in text
+    assert f"cudaforge export {session.name} --branch {best.name} --iteration {best.best_iteration}" in text
+    assert any("explore/0-3: branch mispredictions" in line for line in lines)
+    assert json.loads(json.dumps(summary.to_dict()))["best"]["branch"] == best.name
+    session.close()
+
+
+def test_beam_1_prunes_the_slower_branches_after_round_1(tmp_path: Path, ext_cache: Path, seeded_template: Path) -> None:
+    session = seeded(tmp_path, seeded_template)
+    spec = ExploreSpec(start=0, source="main", width=3, rounds=2, beam=1)
+    summary = Explorer(session, spec, factory(ext_cache)).run()
+    speedups = {b.name: session.history(b.name)[1].speedup for b in summary.branches}
+    kept = max(speedups, key=lambda name: speedups[name])
+    for b in summary.branches:
+        if b.name == kept:
+            assert b.state == DONE and b.rounds == 2
+        else:  # recorded as pruned, with the reason and the speedup it had
+            assert b.state == PRUNED and b.rounds == 1
+            assert b.why.startswith("beam 1 after round 1: best ") and f"{speedups[b.name]:.2f}x" in b.why
+    plan = load_plan(session.path, 0)
+    assert plan is not None and sorted(b.state for b in plan.branches) == [DONE, PRUNED, PRUNED]
+    session.close()
+
+
+def test_a_stop_mid_exploration_then_the_same_exploration_again_finishes_every_branch(
+    tmp_path: Path, ext_cache: Path, seeded_template: Path
+) -> None:
+    session = seeded(tmp_path, seeded_template)
+    spec = ExploreSpec(start=0, source="main", width=2, rounds=2)
+    explorer: Explorer
+
+    def stop_at_branch_2(line: str) -> None:
+        if line.startswith("explore/0-2: round 1"):
+            explorer.stop()  # as Ctrl-C does: the round in flight stops at its next boundary
+
+    explorer = Explorer(session, spec, factory(ext_cache), stop_at_branch_2)
+    first = explorer.run()
+    assert first.outcome == PAUSED
+    assert [len(session.history(f"explore/0-{k}")) for k in (1, 2)] == [2, 1]
+    calls: list[tuple[int, int]] = []
+    again = Explorer(session, spec, factory(ext_cache, calls)).run()
+    assert again.outcome == FINISHED and [b.rounds for b in again.branches] == [2, 2]
+    assert (0, 1) not in calls  # the ideas were not asked for again
+    assert calls[0] == (2, 1)  # it went on where it stopped: branch 2's first round
+    assert sum(r["role"] == "judge" for it in session.history("explore/0-1") for r in it.transcript) == 2
+    session.close()
+
+
+def test_a_resume_must_explore_the_same_way_and_a_missing_iteration_is_refused(tmp_path: Path, ext_cache: Path, seeded_template: Path) -> None:
+    session = seeded(tmp_path, seeded_template)
+    with pytest.raises(ExploreError, match="has no iteration 4"):
+        Explorer(session, ExploreSpec(start=4, source="main", width=2, rounds=1), factory(ext_cache))
+    Explorer(session, ExploreSpec(start=0, source="main", width=2, rounds=1), factory(ext_cache))  # planned
+    with pytest.raises(ExploreError, match="resume with --branch main --width 2"):
+        Explorer(session, ExploreSpec(start=0, source="main", width=3, rounds=1), factory(ext_cache))
+    # an unfinished round on another branch (a suggestion awaiting approval) is not dropped by exploring
+    tip = session.history("main")[0]
+    save_journal(session, Pending(branch="main", base=tip.sha, stage=GATE, phase="optimize", suggestion={"text": "x"}))
+    with pytest.raises(ExploreError, match="branch 'main' has an unfinished round \\(at its gate stage\\)"):
+        Explorer(session, ExploreSpec(start=0, source="main", width=2, rounds=1), factory(ext_cache))
+    assert read_journal(session)[0].stage == GATE
+    session.close()
+
+
+def test_the_cost_cap_stops_the_exploration_and_the_summary_says_so(
+    tmp_path: Path, ext_cache: Path, seeded_template: Path
+) -> None:
+    """The command line, with a priced Judge on a local OpenAI-compatible server: its ideas call alone
+    costs more than the cap, so no branch starts a round, and the summary counts what was spent."""
+    from tests.fake_llm_server import CHAT, FakeLLMServer, FakeResponse, chat_sse
+
+    session = seeded(tmp_path, seeded_template)
+    session.close()
+    cwd = tmp_path / "project"  # its cudaforge.toml prices the Judge: $1,000 per million tokens
+    cwd.mkdir()
+    (cwd / "cudaforge.toml").write_text('[prices."openai/local-judge"]\ninput = 1000.0\noutput = 1000.0\n')
+    ideas = (EXPLORE / "judge" / "01_ideas.md").read_text()
+    env = {**os.environ, "PYTHONPATH": python_path(), "OPENAI_BASE_URL": "", "OPENAI_API_KEY": "local-placeholder",
+           "CUDAFORGE_CACHE_DIR": str(ext_cache)}  # fmt: skip
+    with FakeLLMServer() as server:
+        server.enqueue(CHAT, FakeResponse(sse=chat_sse([ideas], prompt_tokens=900, completion_tokens=100)))
+        env["OPENAI_BASE_URL"] = server.openai_base_url
+        done = subprocess.run(
+            [sys.executable, "-m", "tui.cli", "explore", str(session.path), "--width", "3", "--rounds", "2",
+             "--max-cost", "0.5", "--device", "cpu", "--coder", f"scripted/{EXPLORE / 'coder'}",
+             "--judge", "openai/local-judge", "--json", str(tmp_path / "summary.json")],
+            capture_output=True, text=True, cwd=cwd, env=env, timeout=600,
+        )  # fmt: skip
+        assert len(server.requests) == 1  # the ideas; no branch got further
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stopped early: the cost cap $0.5 was reached ($1.0000 spent)" in done.stdout
+    assert "total: 1000 tokens · $1.0000" in done.stdout
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [b["rounds"] for b in summary["branches"]] == [0, 0, 0] and summary["best"] is None
+    assert [b["state"] for b in summary["branches"]] == [STOPPED, STOPPED, STOPPED]
+    assert summary["cost_usd"] == pytest.approx(1.0) == summary["uncommitted_usd"]
+    plan = load_plan(session.path, 0)  # the ideas call is kept with the exploration: nothing is lost
+    assert plan is not None and plan.ideas_record["cost_usd"] == pytest.approx(1.0)
+
+
+def test_a_scripted_model_gives_each_branch_its_own_replies_where_it_has_a_folder(tmp_path: Path) -> None:
+    (tmp_path / "branch-2").mkdir()
+    model = f"scripted/{tmp_path}"
+    assert branch_model(model, 2) == f"scripted/{tmp_path / 'branch-2'}"
+    assert branch_model(model, 1) == model and branch_model(model, 0) == model  # no folder; the ideas call
+    assert branch_model("openai/o3", 2) == "openai/o3"
