@@ -70,6 +70,7 @@ def test_three_ideas_become_three_branches_of_two_rounds_each(tmp_path: Path, ex
     explorer = Explorer(session, ExploreSpec(start=0, source="main", width=3, rounds=2), factory(ext_cache), lines.append)
     summary = explorer.run()
     assert summary.outcome == FINISHED and not summary.stopped
+    assert session.current_branch == "main"  # where a later `cudaforge run --session` goes on
     root = session.history("main")[0]
     for k in (1, 2, 3):
         history = session.history(f"explore/0-{k}")
@@ -196,3 +197,30 @@ def test_a_scripted_model_gives_each_branch_its_own_replies_where_it_has_a_folde
     assert branch_model(model, 2) == f"scripted/{tmp_path / 'branch-2'}"
     assert branch_model(model, 1) == model and branch_model(model, 0) == model  # no folder; the ideas call
     assert branch_model("openai/o3", 2) == "openai/o3"
+
+
+def test_a_resume_tries_failed_and_stopped_branches_again_and_keeps_what_the_beam_cut(
+    tmp_path: Path, ext_cache: Path, seeded_template: Path
+) -> None:
+    """As a single branch: run again after an error or a cap and it goes on; more rounds extend a finished
+    branch; a pruned branch stays pruned. (The plan is edited as earlier runs would have left it.)"""
+    from engine.explore.plan import FAILED, RUNNING, BranchState, save_plan
+
+    session = seeded(tmp_path, seeded_template)
+    spec = ExploreSpec(start=0, source="main", width=4, rounds=1)
+    explorer = Explorer(session, spec, factory(ext_cache))
+    for k in (1, 2, 3, 4):
+        session.branch_from(0, name=f"explore/0-{k}", branch="main")
+    explorer.plan.asked, explorer.plan.stopped = True, "the cost cap $1 was reached"
+    explorer.plan.branches = [
+        BranchState("explore/0-1", {"mode": "optimize"}, FAILED, "rate limited"),
+        BranchState("explore/0-2", {"mode": "optimize"}, STOPPED, "the cost cap $1 was reached"),
+        BranchState("explore/0-3", {"mode": "optimize"}, DONE),
+        BranchState("explore/0-4", {"mode": "optimize"}, PRUNED, "beam 1 after round 1"),
+    ]
+    save_plan(session.path, explorer.plan)
+    resumed = Explorer(session, ExploreSpec(start=0, source="main", width=4, rounds=2), factory(ext_cache))
+    assert [b.state for b in resumed.plan.branches] == [RUNNING, RUNNING, RUNNING, PRUNED]
+    assert resumed.plan.stopped == "" and resumed.plan.branches[3].why == "beam 1 after round 1"
+    assert session.current_branch == "main"
+    session.close()

@@ -30,6 +30,7 @@ from engine.explore.plan import (
     DONE,
     FAILED,
     PRUNED,
+    RUNNING,
     STOPPED,
     BranchState,
     ExplorePlan,
@@ -173,13 +174,27 @@ class Explorer:
                 f"resume with --branch {old.source} --width {old.width}"
             )
         plan.spec = spec  # rounds, beam and caps may change on a resume
+        # A resume goes on as a single branch's would: a failed round is tried again, a cap is checked
+        # anew, and a finished branch goes on when more rounds are asked for. What the beam cut stays cut.
+        plan.stopped = ""
+        for branch in plan.branches:
+            done = branch.name in self.session.branches() and self.session.history(branch.name)[-1].number
+            if branch.state in (FAILED, STOPPED) or (branch.state == DONE and done < spec.start + spec.rounds):
+                branch.state, branch.why = RUNNING, ""
         save_plan(self.session.path, plan)
         return plan
 
     # ------------------------------------------------------------------ running
 
     def run(self) -> ExploreSummary:
-        """Ask for the ideas (once), then run every branch round by round; the summary at the end."""
+        """Ask for the ideas (once), then run every branch round by round; the summary at the end. The
+        session's current branch is the source branch again afterwards, whatever happened."""
+        try:
+            return self._run()
+        finally:
+            self.session.switch_branch(self.spec.source)
+
+    def _run(self) -> ExploreSummary:
         if not self.plan.asked and not self._ask_for_ideas():
             return self.summary(PAUSED if self._stop.is_set() else FINISHED)
         start = self.spec.start
