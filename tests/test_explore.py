@@ -47,7 +47,7 @@ def seeded(tmp_path: Path, template: Path) -> SessionRepo:
     return SessionRepo.open(str(target))
 
 
-def factory(cache: Path, calls: list[tuple[int, int]] | None = None) -> Any:
+def factory(cache: Path, calls: list[tuple[int, int]] | None = None, judge_dir: Path = EXPLORE / "judge") -> Any:
     """Loops as the command line makes them: one Coder and Judge per branch, kept over its rounds."""
     kept: dict[int, Any] = {}
 
@@ -56,7 +56,7 @@ def factory(cache: Path, calls: list[tuple[int, int]] | None = None) -> Any:
             calls.append((k, target))
         if k not in kept:
             coder = branch_model(f"scripted/{EXPLORE / 'coder'}", k).partition("/")[2]
-            kept[k] = agents(Path(coder), EXPLORE / "judge")
+            kept[k] = agents(Path(coder), judge_dir)
         coder, judge = kept[k]
         options = LoopOptions(rounds=target, eval_options=fast_eval(cache), settings={"loop": {"rounds": target}})
         return Loop(session, coder, judge, options, on_event=on_event)
@@ -202,8 +202,9 @@ def test_a_scripted_model_gives_each_branch_its_own_replies_where_it_has_a_folde
 def test_a_resume_tries_failed_and_stopped_branches_again_and_keeps_what_the_beam_cut(
     tmp_path: Path, ext_cache: Path, seeded_template: Path
 ) -> None:
-    """As a single branch: run again after an error or a cap and it goes on; more rounds extend a finished
-    branch; a pruned branch stays pruned. (The plan is edited as earlier runs would have left it.)"""
+    """As a single branch: run again after an error or a cap and it goes on; a finished branch short of
+    the rounds now asked for goes on; a pruned branch stays pruned. (The plan is edited as earlier runs
+    would have left it.)"""
     from engine.explore.plan import FAILED, RUNNING, BranchState, save_plan
 
     session = seeded(tmp_path, seeded_template)
@@ -222,5 +223,69 @@ def test_a_resume_tries_failed_and_stopped_branches_again_and_keeps_what_the_bea
     resumed = Explorer(session, ExploreSpec(start=0, source="main", width=4, rounds=2), factory(ext_cache))
     assert [b.state for b in resumed.plan.branches] == [RUNNING, RUNNING, RUNNING, PRUNED]
     assert resumed.plan.stopped == "" and resumed.plan.branches[3].why == "beam 1 after round 1"
-    assert session.current_branch == "main"
+    session.close()
+
+
+def _stop_when(prefix: str) -> tuple[Any, list[Explorer]]:
+    """An on_line that stops the explorer once a line starts with ``prefix`` (set the explorer after)."""
+    holder: list[Explorer] = []
+
+    def on_line(line: str) -> None:
+        if line.startswith(prefix):
+            holder[0].stop()
+
+    return on_line, holder
+
+
+def test_a_branchs_unfinished_round_survives_another_branch_running_first(
+    tmp_path: Path, ext_cache: Path, seeded_template: Path
+) -> None:
+    """The session has one loop journal. Branch 2's round, left unfinished by a kill, must not be
+    overwritten when branch 1 takes its turn first on the resume."""
+    session = seeded(tmp_path, seeded_template)
+    spec = ExploreSpec(start=0, source="main", width=2, rounds=1)
+    on_line, holder = _stop_when("explore/0-1: round 1")
+    holder.append(Explorer(session, spec, factory(ext_cache), on_line))
+    assert holder[0].run().outcome == PAUSED  # the ideas asked for and the branches made; no round ran
+    assert session.current_branch == "main" and [len(session.history(f"explore/0-{k}")) for k in (1, 2)] == [1, 1]
+    marker = {"mode": "optimize", "bottleneck": "MARKER: the round a kill left", "optimization_method": "resume it"}
+    tip = session.history("explore/0-2")[-1]  # as a kill mid-round leaves it: HEAD on the branch, a journal
+    save_journal(session, Pending(branch="explore/0-2", base=tip.sha, stage="coder", phase="optimize",
+                                  suggestion=marker, approved=marker, approved_by="policy:auto"))  # fmt: skip
+    session.switch_branch("explore/0-2")
+    from engine.explore.plan import plan_of_branch
+
+    left = plan_of_branch(session.path, session.current_branch)  # how the command finds the source again
+    assert left is not None and left.spec.source == "main" and plan_of_branch(session.path, "main") is None
+    summary = Explorer(session, spec, factory(ext_cache)).run()
+    assert summary.outcome == FINISHED and [b.rounds for b in summary.branches] == [1, 1]
+    assert session.history("explore/0-1")[1].suggestion["approved"]["bottleneck"] == "the Python wrapper's overhead"
+    assert session.history("explore/0-2")[1].suggestion["approved"]["bottleneck"] == marker["bottleneck"]
+    assert read_journal(session)[0] is None and session.current_branch == "main"
+    session.close()
+
+
+def test_fewer_ideas_than_asked_make_fewer_branches_and_an_empty_reply_makes_none(
+    tmp_path: Path, ext_cache: Path, seeded_template: Path
+) -> None:
+    session = seeded(tmp_path, seeded_template)
+    empty = tmp_path / "empty-judge"
+    empty.mkdir()
+    (empty / "01.md").write_text("")
+    with pytest.raises(ExploreError, match="held no idea"):
+        Explorer(session, ExploreSpec(start=0, source="main", width=3, rounds=1), factory(ext_cache, judge_dir=empty)).run()
+    plan = load_plan(session.path, 0)
+    assert plan is not None and not plan.asked and plan.branches == []
+    two = tmp_path / "two-ideas"
+    two.mkdir()
+    ideas = json.loads((EXPLORE / "judge" / "01_ideas.md").read_text().split("```json")[1].split("```")[0])
+    (two / "01.md").write_text(json.dumps(ideas[:2]))
+    lines: list[str] = []
+    on_line, holder = _stop_when("explore/0-1: round 1")
+    # nothing was made by the empty try, so another width is taken rather than refused
+    holder.append(Explorer(session, ExploreSpec(start=0, source="main", width=4, rounds=1),
+                           factory(ext_cache, judge_dir=two), lambda line: (lines.append(line), on_line(line))))  # fmt: skip
+    holder[0].run()
+    assert [b.name for b in holder[0].plan.branches] == ["explore/0-1", "explore/0-2"]
+    assert "the Judge gave 2 different idea(s), not 4" in lines
     session.close()

@@ -361,8 +361,8 @@ def _arrays(text: str) -> list[tuple[int, list[Any]]]:
 def _idea_key(s: Suggestion) -> str:
     """What makes two ideas the same idea: the issue or bottleneck and the method, words only."""
     head = s.critical_issue if s.mode == "repair" else s.bottleneck
-    words = f"{head or ''} {s.optimization_method or s.minimal_fix_hint or ''}".lower()
-    return " ".join(re.findall(r"[a-z0-9]+", words)) or " ".join(re.findall(r"[a-z0-9]+", s.text.lower()))
+    words = f"{head or ''} {s.optimization_method or s.minimal_fix_hint or ''}".casefold()
+    return " ".join(re.findall(r"\w+", words)) or " ".join(re.findall(r"\w+", s.text.casefold()))
 
 
 def parse_ideas(reply_text: str, mode: Mode, k: int) -> list[Suggestion]:

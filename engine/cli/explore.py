@@ -73,7 +73,7 @@ def explore_command(args: argparse.Namespace) -> int:
 
 
 def _explore(args: argparse.Namespace, interrupts: Interrupts) -> int:
-    from engine.explore.plan import ExploreSpec
+    from engine.explore.plan import ExploreSpec, plan_of_branch
     from engine.explore.runner import ExploreError, Explorer
 
     if args.max_cost is not None and args.max_cost < 0:
@@ -85,12 +85,17 @@ def _explore(args: argparse.Namespace, interrupts: Interrupts) -> int:
         return _usage(str(error))
     try:
         source = args.branch or session.current_branch
+        start = args.start
+        left = None if args.branch else plan_of_branch(session.path, source)
+        if left is not None:  # HEAD left on an exploration's branch (a kill mid-round): that exploration
+            source, start = left.spec.source, left.spec.start if start is None else start
         if source not in session.branches():
+            session.close()
             return _usage(f"the session has no branch {source!r}")
         config = loop_config(
             argparse.Namespace(**{**vars(args), "rounds": None}), session.settings(source).get("settings", {})
         )
-        start = args.start if args.start is not None else _default_start(session, source)
+        start = start if start is not None else _default_start(session, source)
         spec = ExploreSpec(
             start=start, source=source, width=args.width, rounds=args.rounds, beam=args.beam,
             max_cost_usd=args.max_cost, max_tokens=args.max_tokens,
@@ -106,7 +111,7 @@ def _explore(args: argparse.Namespace, interrupts: Interrupts) -> int:
          + (f", beam {spec.beam}" if spec.beam else ""))  # fmt: skip
     try:
         summary = _run(explorer)
-    except ExploreError as error:
+    except (ExploreError, SessionError, LLMError, EvaluationError) as error:
         print(f"cudaforge explore: {error}", file=sys.stderr)
         return EXIT_ERROR
     finally:

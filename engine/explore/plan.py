@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,9 @@ class BranchState:
     idea: dict[str, Any]  # the Judge's suggestion this branch pursues (a Suggestion dict)
     state: str = RUNNING
     why: str = ""  # why it stopped, in words (pruned by the beam, an error)
+    # its unfinished round (a loop journal), kept here while another branch runs: the session has one
+    # journal, and the next branch's loop would overwrite it
+    journal: dict[str, Any] | None = None
 
 
 @dataclass
@@ -86,3 +90,13 @@ def save_plan(session_path: Path, plan: ExplorePlan) -> None:
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temp.write_text(json.dumps(plan.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     os.replace(temp, path)
+
+
+def plan_of_branch(session_path: Path, branch: str) -> ExplorePlan | None:
+    """The exploration ``branch`` belongs to (``explore/N-k``), or None: how a command run while HEAD was
+    left on an exploration's branch (a kill mid-round) finds the source branch it explores from."""
+    match = re.fullmatch(r"explore/(\d+)-\d+", branch)
+    if match is None:
+        return None
+    plan = load_plan(session_path, int(match.group(1)))
+    return plan if plan is not None and any(b.name == branch for b in plan.branches) else None

@@ -41,7 +41,7 @@ from engine.explore.plan import (
 )
 from engine.loop import feedback
 from engine.loop.machine import ERROR, FINISH_BEFORE_STOPPING, FINISHED, PAUSED, Loop
-from engine.loop.state import CODER, JUDGE, derive, read_journal, save_journal
+from engine.loop.state import CODER, JUDGE, Pending, clear_journal, derive, read_journal, save_journal
 from engine.loop.state import DONE as LOOP_DONE
 from sessions.repo import SessionRepo
 
@@ -131,6 +131,7 @@ class Explorer:
         self._stop = threading.Event()
         self._loop: Loop | None = None
         self._errors: list[str] = []
+        session.acquire_lock()  # held over every branch's loop (each is told to keep it when closed)
         self.plan = self._open_plan()
 
     # ------------------------------------------------------------------ control (any thread)
@@ -168,6 +169,8 @@ class Explorer:
             save_plan(self.session.path, plan)
             return plan
         old = plan.spec
+        if not plan.asked and old.source == spec.source:
+            old = spec  # nothing was made from the first try (it failed or was stopped): take this one
         if (old.source, old.width) != (spec.source, spec.width):
             raise ExploreError(
                 f"iteration {spec.start} was explored from branch {old.source!r} with width {old.width}; "
@@ -195,6 +198,7 @@ class Explorer:
             self.session.switch_branch(self.spec.source)
 
     def _run(self) -> ExploreSummary:
+        self._stash_journal()  # a round a stop or kill left unfinished waits for its branch's turn
         if not self.plan.asked and not self._ask_for_ideas():
             return self.summary(PAUSED if self._stop.is_set() else FINISHED)
         start = self.spec.start
@@ -210,7 +214,8 @@ class Explorer:
                 outcome = self._run_round(branch, start + r)
                 if outcome == PAUSED:
                     return self.summary(PAUSED)
-            self._prune(r)
+            if r < self.spec.rounds:  # after the last round every branch has finished: nothing to cut
+                self._prune(r)
         for branch in self.plan.running():
             branch.state = DONE
         save_plan(self.session.path, self.plan)
@@ -236,6 +241,8 @@ class Explorer:
                 raise ExploreError(f"the Judge's ideas: {error}") from error
         finally:
             self._close_loop(loop)
+        if not any(i.parsed or i.text.strip() for i in turn.ideas):
+            raise ExploreError("the Judge's reply held no idea (it was empty); nothing was made, run again to ask again")
         self.plan.ideas_record = turn.record
         for k, idea in enumerate(turn.ideas, start=1):
             name = branch_name(spec.start, k)
@@ -254,15 +261,23 @@ class Explorer:
         self.session.switch_branch(branch.name)
         k = self.plan.branches.index(branch) + 1
         history = self.session.history(branch.name)
-        if history[-1].number == self.spec.start:
+        if branch.journal is not None:  # its own unfinished round (the loop checks it still fits the tip)
+            save_journal(self.session, Pending.from_dict(branch.journal))
+            branch.journal = None
+            save_plan(self.session.path, self.plan)
+        elif history[-1].number == self.spec.start:
             self._start_with_idea(branch, k, history[-1].sha)
         self.say(f"{branch.name}: round {target - self.spec.start} (iteration {target})")
         self._errors = []
-        loop = self._open_loop(k, target)
         try:
-            outcome = self._drive(loop)
+            loop = self._open_loop(k, target)
+            try:
+                outcome = self._drive(loop)
+            finally:
+                self._close_loop(loop)
         finally:
-            self._close_loop(loop)
+            self._stash_journal()
+            self.session.switch_branch(self.spec.source)  # HEAD is on an exploration's branch only mid-round
         if outcome == ERROR:
             branch.state, branch.why = FAILED, "; ".join(self._errors) or "the round failed"
             self.say(f"{branch.name}: stopped: {branch.why}")
@@ -302,6 +317,17 @@ class Explorer:
             if outcome is not None:
                 return outcome
 
+    def _stash_journal(self) -> None:
+        """Move an unfinished round of one of this exploration's branches from the session's one journal
+        into that branch's entry of the plan, so the next branch's loop cannot overwrite it."""
+        journal, _ = read_journal(self.session)
+        branch = next((b for b in self.plan.branches if journal is not None and b.name == journal.branch), None)
+        if journal is None or branch is None:
+            return
+        branch.journal = journal.to_dict()
+        save_plan(self.session.path, self.plan)  # first: a kill between the two keeps it in one place
+        clear_journal(self.session)
+
     def _open_loop(self, k: int, target: int) -> Loop:
         def on_event(event: Event) -> None:
             if isinstance(event, LoopError):
@@ -309,7 +335,10 @@ class Explorer:
             self.on_event(event)
 
         loop = self.make_loop(self.session, k, target, on_event)
+        loop.release_lock_on_close = False
         loop.set_approval_policy(approvals.AUTO)  # inside its branch an idea runs without asking
+        for notice in loop.notices:
+            self.say(f"note: {notice}")
         self._loop = loop
         if self._stop.is_set():
             loop.stop()

@@ -158,6 +158,8 @@ class Loop:
         self.task_problem: str | None = None
         #: cudaforge's own fault that stopped the last stage (engine.eval.faults); None when there was none
         self.harness_problem: str | None = None
+        #: False: ``close`` keeps the writer lock (an exploration holds it over all its branches' loops)
+        self.release_lock_on_close = True
         with warnings.catch_warnings():  # reported below, as a notice the front end shows
             warnings.simplefilter("ignore", StaleLockWarning)
             session.acquire_lock()
@@ -338,7 +340,8 @@ class Loop:
         with self._driving:
             self._closed = True
             self._activity = None
-            self.session.release_lock()
+            if self.release_lock_on_close:
+                self.session.release_lock()
 
     def _apply_or_queue(self, action: Callable[[], None]) -> None:
         with self._lock:
