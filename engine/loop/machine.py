@@ -44,8 +44,7 @@ from typing import Any
 from engine import approval as approvals
 from engine.activity import TASK_CHECK, Activity
 from engine.agents.context import PromptContext
-from engine.agents.prompts import Prompt
-from engine.agents.roles import Coder, CoderTurn, IdeasTurn, Judge
+from engine.agents.roles import Coder, CoderTurn, IdeasTurn, Judge, Prompt
 from engine.agents.suggestion import Suggestion
 from engine.eval.evaluate import check_task, evaluate, warm_worker
 from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
