@@ -12,7 +12,15 @@ from pathlib import Path
 import pytest
 
 from engine.config import ConfigError, load_config
-from engine.eval.baselines import REUSE_S, SCHEMA, TimingSettings, _kept, reuse_key, speedup_against
+from engine.eval.baselines import (
+    REUSE_S,
+    SCHEMA,
+    TimingSettings,
+    _kept,
+    reuse_key,
+    speedup_against,
+    store_for,
+)
 from tests.test_cli_eval import KERNEL, TASK, cudaforge
 
 
@@ -20,7 +28,10 @@ from tests.test_cli_eval import KERNEL, TASK, cudaforge
 def test_a_correct_kernel_is_also_compared_with_torch_compile(ext_cache: Path) -> None:
     """Measured once, in its own process with the evaluation's timing settings; the next evaluation of
     the same reference reuses it (a minute of max-autotune per round otherwise), other settings do not."""
-    shutil.rmtree(ext_cache / "baselines", ignore_errors=True)
+    store = store_for(ext_cache)
+    shutil.rmtree(store, ignore_errors=True)
+    # kept where no candidate's worker may write: beside the build cache (the worker's sandbox writes it)
+    assert store.parent == ext_cache.parent and not store.is_relative_to(ext_cache)
 
     def evaluate(trials: str) -> dict:
         done = cudaforge(
@@ -40,6 +51,7 @@ def test_a_correct_kernel_is_also_compared_with_torch_compile(ext_cache: Path) -
     expected = result["speedup"] * baseline["compiled_ms"] / baseline["eager_ms"]
     assert speedup_against(result["speedup"], baseline) == pytest.approx(expected)
 
+    assert len(list(store.glob("*.json"))) == 1
     again = evaluate("10")["baselines"]["default"]
     assert again["reused"] >= 0 and {k: v for k, v in again.items() if k != "reused"} == baseline
     other = evaluate("12")["baselines"]["default"]  # other timing settings: measured afresh

@@ -16,7 +16,8 @@ with compiled ÷ eager from that one process, so each ratio is between two thing
 Only the reference (the user's own task) runs there; no candidate code does. A mode that fails, or
 whose output differs from eager, is recorded as such and gives no speedup.
 
-A measured baseline is kept in the build cache (``<cache>/baselines/<key>.json``) and reused for a day
+A measured baseline is kept beside the build cache (``<cache>-baselines/<key>.json``: the worker, which
+runs candidate code, may write the cache itself) and reused for a day
 by every later evaluation of the same reference, mode, device, GPU, torch and timing settings: it is a
 property of the reference, not of the candidate, and max-autotune's compile takes a minute or more, so
 measuring it again in every round of a session would add that minute to each round (seen on the H200:
@@ -183,6 +184,13 @@ def _kept(path: Path) -> dict[str, Any] | None:
     return {**data, "reused": round(age, 1)}
 
 
+def store_for(cache_root: Path) -> Path:
+    """Where kept baselines live: beside the build cache (``<cache>-baselines``), not inside it. Every
+    candidate's sandboxed worker may write the build cache, and a baseline kept there could be forged by
+    the very kernel it is compared with; only this (trusted) process writes here."""
+    return cache_root.with_name(f"{cache_root.name}-baselines")
+
+
 def run_baselines(
     task_source: str,
     device: str,
@@ -192,7 +200,7 @@ def run_baselines(
     plan: TimingSettings | None = None,
     gpu_index: int | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Each mode's baseline: kept from an earlier evaluation of the same reference (under ``cache_root``),
+    """Each mode's baseline: kept from an earlier evaluation of the same reference (beside ``cache_root``),
     else measured one after the other, each in its own process, on ``gpu_index`` where given; a failed
     mode is ``{"mode", "failed": why}``."""
     results: dict[str, dict[str, Any]] = {}
@@ -204,7 +212,7 @@ def run_baselines(
         task_path.write_text(task_source, encoding="utf-8")
         for mode in modes:
             kept_at = (
-                cache_root / "baselines" / f"{reuse_key(task_source, device, mode, plan, gpu_index)}.json"
+                store_for(cache_root) / f"{reuse_key(task_source, device, mode, plan, gpu_index)}.json"
                 if cache_root is not None
                 else None
             )
