@@ -143,7 +143,9 @@ def test_a_resume_must_explore_the_same_way_and_a_missing_iteration_is_refused(t
     session = seeded(tmp_path, seeded_template)
     with pytest.raises(ExploreError, match="has no iteration 4"):
         Explorer(session, ExploreSpec(start=4, source="main", width=2, rounds=1), factory(ext_cache))
-    Explorer(session, ExploreSpec(start=0, source="main", width=2, rounds=1), factory(ext_cache))  # planned
+    on_line, holder = _stop_when("explore/0-1: round 1")  # the ideas asked for and the branches made
+    holder.append(Explorer(session, ExploreSpec(start=0, source="main", width=2, rounds=1), factory(ext_cache), on_line))
+    assert holder[0].run().outcome == PAUSED and holder[0].plan.asked
     with pytest.raises(ExploreError, match="resume with --branch main --width 2"):
         Explorer(session, ExploreSpec(start=0, source="main", width=3, rounds=1), factory(ext_cache))
     # an unfinished round on another branch (a suggestion awaiting approval) is not dropped by exploring

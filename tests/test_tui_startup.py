@@ -166,7 +166,10 @@ async def test_pane_tabs_switch_by_click_and_by_arrows_when_focused(session_root
         await pilot.pause()
         assert output.active == "tab-ncu" and "dram__throughput" not in _text(app)  # iteration 0: none
         assert "not profiled" in _text(app)
-        await pilot.press("left", "left", "left")  # wraps round: ncu → checks → build → chart
+        await pilot.press("left", "left", "left")  # wraps round: ncu → checks → build → roofline
+        await pilot.pause()
+        assert output.active == "tab-roofline" and "not profiled" in _text(app)
+        await pilot.press("left")
         await pilot.pause()
         assert output.active == "tab-chart" and "#0" in _text(app)
         with pytest.raises(ValueError):
