@@ -13,6 +13,15 @@ pytest_plugins = ["tests.tui_plugin"]
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 
+# No precompiled torch header is made in the background unless a test asks for one (tests/test_build_pch.py):
+# most tests build once in a fresh cache, where the ~50 s header compile would never be used and only
+# takes a core from the other tests (7 such compiles, ~230 s, in one full run on the 2-core CI machine).
+# Set here, before any test starts, so every subprocess inherits it.
+os.environ.setdefault("CUDAFORGE_PCH", "0")
+# One inductor cache for the run: the torch.compile baselines of the eval and bench tests compile the
+# same small graphs; each test's own cache compiled them again (C++ through g++, ~10 s apiece).
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(REPO / ".cache" / "test-inductor"))
+
 
 def _cuda_available() -> bool:
     try:

@@ -162,7 +162,6 @@ def test_ray_runs_the_set_with_the_compile_baseline_and_a_rerun_skips_both(
     pytest.importorskip("ray")
     cwd, env = setup(tmp_path, ext_cache)
     env["RAY_USAGE_STATS_ENABLED"] = "0"
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "inductor")
     out = tmp_path / "out"
     cmd = bench_cmd(out, "--rounds", "1", "--workers", "2", "--ray", "auto", "--compile-baseline")
     done = run(cmd, cwd, env)

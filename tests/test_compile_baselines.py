@@ -27,7 +27,7 @@ from tests.test_cli_eval import KERNEL, TASK, cudaforge
 @pytest.mark.slow
 def test_a_correct_kernel_is_also_compared_with_torch_compile(ext_cache: Path) -> None:
     """Measured once, in its own process with the evaluation's timing settings; the next evaluation of
-    the same reference reuses it (a minute of max-autotune per round otherwise), other settings do not."""
+    the same reference reuses it (a minute of max-autotune per round otherwise)."""
     store = store_for(ext_cache)
     shutil.rmtree(store, ignore_errors=True)
     # kept where no candidate's worker may write: beside the build cache (the worker's sandbox writes it)
@@ -54,8 +54,8 @@ def test_a_correct_kernel_is_also_compared_with_torch_compile(ext_cache: Path) -
     assert len(list(store.glob("*.json"))) == 1
     again = evaluate("10")["baselines"]["default"]
     assert again["reused"] >= 0 and {k: v for k, v in again.items() if k != "reused"} == baseline
-    other = evaluate("12")["baselines"]["default"]  # other timing settings: measured afresh
-    assert "reused" not in other and other["trials"] >= 12
+    # Other timing settings are measured afresh: their key differs (the next test), which a third
+    # evaluation here showed end to end at the cost of a second inductor compile (~25 s on 2 cores).
 
 
 def test_a_kept_baseline_is_measured_again_after_a_day_and_keys_name_what_it_depends_on(tmp_path: Path) -> None:

@@ -44,7 +44,10 @@ class EvalOptions:
     do_timing: bool = True
     timeouts: StageTimeouts = field(default_factory=StageTimeouts)
     cache_root: Path | None = None
-    use_pch: bool = True  # cudaforge's precompiled torch header for the C++ binding (engine.eval.build.pch)
+    # cudaforge's precompiled torch header for the C++ binding (engine.eval.build.pch); CUDAFORGE_PCH=0
+    # turns it off where a ~50 s background compile of torch's headers costs more than it saves (the
+    # test suite: most of its tests build once in a fresh cache, and the header would never be used)
+    use_pch: bool = field(default_factory=lambda: os.environ.get("CUDAFORGE_PCH", "1") != "0")
     gpu_index: int | None = None
     guards: bool = True  # off only to measure their cost; relax single rules with ``relax`` instead
     relax: tuple[str, ...] = ()  # guard rule ids (static or runtime) to report but not enforce
