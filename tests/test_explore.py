@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from engine.explore.plan import DONE, PRUNED, STOPPED, ExploreSpec, load_plan
-from engine.explore.runner import ExploreError, Explorer
+from engine.explore.runner import Choice, ExploreError, Explorer
 from engine.llm.scripted import branch_model
 from engine.loop.machine import FINISHED, PAUSED, Loop, LoopOptions
 from engine.loop.state import GATE, Pending, read_journal, save_journal
@@ -95,6 +95,38 @@ def test_three_ideas_become_three_branches_of_two_rounds_each(tmp_path: Path, ex
     assert f"cudaforge export {session.name} --branch {best.name} --iteration {best.best_iteration}" in text
     assert any("explore/0-3: branch mispredictions" in line for line in lines)
     assert json.loads(json.dumps(summary.to_dict()))["best"]["branch"] == best.name
+    session.close()
+
+
+def test_a_person_picks_changes_and_adds_ideas_before_any_branch_is_made(
+    tmp_path: Path, ext_cache: Path, seeded_template: Path
+) -> None:
+    """The workbench's chooser (tui/screens/explore.py) through the engine's API: the Judge's ideas are
+    asked once and kept; only what the person chose becomes a branch, in their order, and each branch's
+    first round records the person as the approver and the Judge's idea it changed."""
+    session = seeded(tmp_path, seeded_template)
+    explorer = Explorer(session, ExploreSpec(start=0, source="main", width=3, rounds=1), factory(ext_cache))
+    ideas = explorer.propose()
+    assert len(ideas) == 3 and not any(b.startswith("explore/0-2") for b in session.branches())
+    assert explorer.propose() == ideas  # kept in the plan: never a second Judge call
+    assert load_plan(session.path, 0).proposed == ideas
+    with pytest.raises(ExploreError, match="no idea was chosen"):
+        explorer.choose([])
+    explorer.choose([Choice(ideas[2]), Choice.edited(ideas[0], "fuse the two launches into one"),
+                     Choice.own("one block of 256 threads per row")])  # fmt: skip
+    with pytest.raises(ExploreError, match="chosen already"):
+        explorer.choose([Choice(ideas[1])])
+    summary = explorer.run()
+    assert summary.outcome == FINISHED and [b.rounds for b in summary.branches] == [1, 1, 1]
+    records = {k: session.history(f"explore/0-{k}")[1].suggestion for k in (1, 2, 3)}
+    assert records[1]["approved"] == ideas[2] and records[1]["approved_by"] == "human" and not records[1]["edited"]
+    assert records[2]["proposed"] == ideas[0] and records[2]["edited"] and records[2]["approved_by"] == "human"
+    assert records[2]["approved"]["text"] == "fuse the two launches into one"
+    assert records[3]["approved"]["text"] == "one block of 256 threads per row" and records[3]["edited"]
+    for k, text in ((2, "fuse the two launches into one"), (3, "one block of 256 threads per row")):
+        [coder_call] = [r for r in session.history(f"explore/0-{k}")[1].transcript if r["role"] == "coder"]
+        assert text in json.dumps(coder_call["messages"])  # what the Coder was asked to do
+    assert [b.idea for b in summary.branches][2] == "one block of 256 threads per row"
     session.close()
 
 

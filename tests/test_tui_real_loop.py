@@ -121,3 +121,55 @@ async def test_a_broken_task_stops_the_real_loop_before_the_coder_and_says_why(
         assert "error in task: task error" in " ".join(screen_text(app).split())
         assert repo.history() == []  # the Coder was never asked
     repo.close()
+
+
+async def test_x_explores_the_ideas_the_person_ticks_and_the_timeline_grows(
+    tmp_path: Path, ext_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``X`` on a live session: the Judge's three ideas in the chooser, two ticked, one round each; the
+    branches are committed with the person as the approver and the timeline shows them with their state."""
+    from engine.explore.plan import load_plan
+    from tests.loop_helpers import SCRIPTED, make_loop
+    from tui.screens.explore import ExploreChooser
+
+    explore = SCRIPTED / "explore"
+    (tmp_path / "cudaforge.toml").write_text(
+        f'[models]\ncoder = "scripted/{explore}/coder"\njudge = "scripted/{explore}/judge"\n'
+        '[loop]\nrounds = 1\n[eval]\ndevice = "cpu"\ntrials = 2\ntiming_trials = 5\ntiming_budget_s = 1.0\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUDAFORGE_CACHE_DIR", str(ext_cache))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    repo = SessionRepo.create(tmp_path / "sessions", EXAMPLES / "tasks" / "relu.py")
+    seed = make_loop(repo, ext_cache, coder_dir=explore / "coder", judge_dir=explore / "judge", rounds=0)
+    seed.run()
+    seed.close()
+    app = CudaforgeApp(sessions_root=tmp_path / "sessions", session=repo, mode="live")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        workbench = app.screen
+        await pilot.press("X")
+        deadline = time.monotonic() + 60
+        while not isinstance(app.screen, ExploreChooser) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        chooser = app.screen
+        assert isinstance(chooser, ExploreChooser) and len(chooser.ideas) == 3
+        await pilot.press("down", "space", "minus", "r")  # ideas 1 and 3, one round each
+        await pilot.pause()
+        assert app.screen is workbench
+        await pilot.press("s")  # no stage of the workbench's own loop starts while the exploration runs
+        deadline = time.monotonic() + 300
+        while workbench.exploration.active and time.monotonic() < deadline:
+            await asyncio.sleep(0.3)
+        await pilot.pause(0.3)
+        labels = " ".join(workbench.query_one(Timeline).labels())
+    plan = load_plan(repo.path, 0)
+    assert plan is not None and [b.idea["bottleneck"] for b in plan.branches] == [
+        "the Python wrapper's overhead", "branch mispredictions"]  # fmt: skip
+    for k in (1, 2):
+        history = repo.history(f"explore/0-{k}")
+        assert [it.number for it in history] == [0, 1] and history[1].suggestion["approved_by"] == "human"
+    assert "explore/0-3" not in repo.branches() and [it.number for it in repo.history("main")] == [0]
+    assert "explore/0-1 · done · best" in labels and "explore/0-2 · done · best" in labels
+    repo.close()

@@ -393,6 +393,32 @@ def format_speedup(speedup: float | None) -> str:
     return f"{speedup:.2f}x" if isinstance(speedup, (int, float)) else "—"
 
 
+def exploration_notes(session_path: Any, branches: Mapping[str, Sequence[Any]]) -> dict[str, str]:
+    """Per branch of an exploration (``engine.explore.plan``): its state, its best speedup since the start
+    iteration and what its rounds cost, for the timeline's branch titles; the tree as it grows. The
+    plans are files beside the session's journal; ``branches`` holds each branch's timeline items."""
+    from pathlib import Path
+
+    from engine.explore.plan import load_plan
+
+    notes: dict[str, str] = {}
+    for path in sorted(Path(session_path).glob("cudaforge-explore-*.json")):
+        match = re.fullmatch(r"cudaforge-explore-(\d+)\.json", path.name)
+        try:
+            plan = load_plan(Path(session_path), int(match.group(1))) if match else None
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a plan being replaced, or from another version: the tree is drawn without it
+        for branch in plan.branches if plan is not None else []:
+            own = [it for it in branches.get(branch.name, []) if it.number > plan.spec.start]
+            speedups = [it.speedup for it in own if it.status == "correct" and it.speedup is not None]
+            costs = [it.cost_usd for it in own if it.cost_usd is not None]
+            parts = [branch.state, f"best {format_speedup(max(speedups))}" if speedups else "no correct kernel yet"]
+            if costs:
+                parts.append(f"${sum(costs):.4f}")
+            notes[branch.name] = " · ".join(parts)
+    return notes
+
+
 # ---------------------------------------------------------------------- conversation
 
 

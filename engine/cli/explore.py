@@ -12,7 +12,6 @@ import json
 import sys
 import threading
 import warnings
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +72,7 @@ def explore_command(args: argparse.Namespace) -> int:
 
 
 def _explore(args: argparse.Namespace, interrupts: Interrupts) -> int:
+    from engine.explore.loops import branch_loops
     from engine.explore.plan import ExploreSpec, plan_of_branch
     from engine.explore.runner import ExploreError, Explorer
 
@@ -101,7 +101,7 @@ def _explore(args: argparse.Namespace, interrupts: Interrupts) -> int:
             max_cost_usd=args.max_cost, max_tokens=args.max_tokens,
         )  # fmt: skip
         printer = _printer(args.verbose)
-        explorer = Explorer(session, spec, _loop_factory(config), on_line=_say, on_event=printer)
+        explorer = Explorer(session, spec, branch_loops(config), on_line=_say, on_event=printer)
     except (ConfigError, SessionError, ExploreError, LLMError, EvaluationError) as error:
         session.close()
         return _usage(str(error))
@@ -152,32 +152,6 @@ def _default_start(session: SessionRepo, branch: str) -> int:
     if not history:
         raise ConfigError(f"branch {branch!r} has no iteration yet: run the seed first (cudaforge run)")
     return history[-1].number
-
-
-def _loop_factory(config: Any) -> Any:
-    """Loops as ``cudaforge run`` makes them, with each branch's own scripted replies where given."""
-    from engine.eval.options import resolve_device
-    from engine.llm.scripted import branch_model
-    from engine.loop.factory import make_agents, make_loop
-
-    profiler = None
-    if resolve_device(config.eval.device) == "cuda" and config.profile.enabled:
-        from engine.profile.candidate import loop_profiler
-
-        profiler = loop_profiler(config.profile.metrics, sandbox=config.eval.sandbox)
-
-    agents: dict[int, Any] = {}  # one Coder and Judge per branch, kept over its rounds
-
-    def make(session: SessionRepo, k: int, target: int, on_event: Any) -> Any:
-        models = replace(config.models, coder=branch_model(config.models.coder, k), judge=branch_model(config.models.judge, k))
-        branch_config = replace(config, models=models, loop=replace(config.loop, rounds=target, approval="auto"))
-        if k not in agents:
-            agents[k] = make_agents(branch_config, config.eval.device)
-        return make_loop(
-            session, branch_config, device=config.eval.device, on_event=on_event, profiler=profiler, agents=agents[k]
-        )
-
-    return make
 
 
 def _say(line: str) -> None:

@@ -35,12 +35,15 @@ class ExploreSpec:
 @dataclass
 class BranchState:
     name: str
-    idea: dict[str, Any]  # the Judge's suggestion this branch pursues (a Suggestion dict)
+    idea: dict[str, Any]  # the suggestion this branch pursues (a Suggestion dict), as approved
     state: str = RUNNING
     why: str = ""  # why it stopped, in words (pruned by the beam, an error)
     # its unfinished round (a loop journal), kept here while another branch runs: the session has one
     # journal, and the next branch's loop would overwrite it
     journal: dict[str, Any] | None = None
+    # the Judge's idea when a person edited it before the branch ran ({} for an idea of the person's own;
+    # None when the branch pursues the Judge's idea as given)
+    suggested: dict[str, Any] | None = None
 
 
 @dataclass
@@ -49,6 +52,9 @@ class ExplorePlan:
     branches: list[BranchState] = field(default_factory=list)
     ideas_record: dict[str, Any] | None = None  # the Judge call that gave the ideas (committed with branch 1)
     asked: bool = False  # the ideas were asked for and the branches made
+    # the Judge's ideas while nobody has chosen among them yet (the workbench shows them to a person)
+    proposed: list[dict[str, Any]] = field(default_factory=list)
+    decided_by: str = ""  # who chose the branches' ideas: "human", or the policy that took them all
     stopped: str = ""  # why the whole exploration stopped early (a cost or token cap)
 
     def to_dict(self) -> dict[str, Any]:
@@ -61,6 +67,8 @@ class ExplorePlan:
             branches=[BranchState(**b) for b in data.get("branches") or []],
             ideas_record=data.get("ideas_record"),
             asked=bool(data.get("asked")),
+            proposed=list(data.get("proposed") or []),
+            decided_by=str(data.get("decided_by") or ""),
             stopped=str(data.get("stopped") or ""),
         )
 

@@ -13,8 +13,12 @@ in a single branch: a stop finishes the evaluation in flight and commits it. ``e
 same arguments then goes on from the plan (``engine.explore.plan``): the ideas are not asked again,
 and no committed round is run twice.
 
+A person may stand at the gate once per idea: ``propose`` asks the Judge and keeps its ideas in the plan
+without making a branch; ``choose`` then makes a branch for each idea picked, changed or added (the
+workbench's chooser). ``run`` alone takes every idea as given.
+
 What this module does not do yet (issue 28): run branches side by side (LLM calls, builds and checks
-in parallel, timing alone per GPU), spread them over hosts with Ray, or let the TUI choose the ideas.
+in parallel, timing alone per GPU), or spread them over hosts with Ray.
 """
 
 from __future__ import annotations
@@ -53,6 +57,30 @@ LoopFactory = Callable[[SessionRepo, int, int, Callable[[Event], None]], Loop]
 
 class ExploreError(RuntimeError):
     """An exploration that cannot start or resume as asked (the message says what to do)."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One idea a branch will pursue (``Explorer.choose``): ``idea`` as it will be sent to the Coder, and
+    ``suggested``, the Judge's idea it was changed from ({} when the idea is the person's own; None when
+    it is the Judge's, unchanged)."""
+
+    idea: dict[str, Any]
+    suggested: dict[str, Any] | None = None
+
+    @classmethod
+    def edited(cls, original: dict[str, Any], text: str) -> Choice:
+        """The Judge's ``original`` idea, rewritten by a person as ``text``."""
+        from engine.agents.suggestion import Suggestion
+
+        return cls(Suggestion.from_text(str(original.get("mode") or "optimize"), text).to_dict(), dict(original))
+
+    @classmethod
+    def own(cls, text: str, mode: str = "optimize") -> Choice:
+        """An idea the person adds of their own."""
+        from engine.agents.suggestion import Suggestion
+
+        return cls(Suggestion.from_text(mode, text).to_dict(), {})
 
 
 @dataclass
@@ -169,7 +197,7 @@ class Explorer:
             save_plan(self.session.path, plan)
             return plan
         old = plan.spec
-        if not plan.asked and old.source == spec.source:
+        if not plan.asked and not plan.proposed and old.source == spec.source:
             old = spec  # nothing was made from the first try (it failed or was stopped): take this one
         if (old.source, old.width) != (spec.source, spec.width):
             raise ExploreError(
@@ -222,7 +250,22 @@ class Explorer:
         return self.summary(FINISHED)
 
     def _ask_for_ideas(self) -> bool:
-        """The one Judge call; each idea gets its branch. False when stopped before it came back."""
+        """The Judge's ideas (asked once), each pursued as given on its own branch: what ``explore`` does
+        without a person choosing. False when stopped before the reply came back."""
+        ideas = self.propose()
+        if not ideas:
+            return False
+        self.choose([Choice(idea) for idea in ideas], decided_by=approvals.decided_by_policy(approvals.AUTO))
+        return True
+
+    def propose(self) -> list[dict[str, Any]]:
+        """Ask the Judge for the spec's K ideas and keep them in the plan, making no branch for them yet: a
+        person may choose among them first (``choose``). The call is made once; later the kept ideas
+        are returned. Empty when a stop came before the reply."""
+        if self.plan.proposed:
+            return [dict(idea) for idea in self.plan.proposed]
+        if self.plan.asked:
+            raise ExploreError(f"the ideas from iteration {self.spec.start} were chosen already")
         spec = self.spec
         first = branch_name(spec.start, 1)
         if first not in self.session.branches():
@@ -244,17 +287,34 @@ class Explorer:
         if not any(i.parsed or i.text.strip() for i in turn.ideas):
             raise ExploreError("the Judge's reply held no idea (it was empty); nothing was made, run again to ask again")
         self.plan.ideas_record = turn.record
-        for k, idea in enumerate(turn.ideas, start=1):
-            name = branch_name(spec.start, k)
-            if name not in self.session.branches():
-                self.session.branch_from(spec.start, name=name, branch=spec.source)
-            self.plan.branches.append(BranchState(name=name, idea=idea.to_dict()))
-            self.say(f"{name}: {idea.headline()}")
+        self.plan.proposed = [idea.to_dict() for idea in turn.ideas]
         if len(turn.ideas) < spec.width:
             self.say(f"the Judge gave {len(turn.ideas)} different idea(s), not {spec.width}")
+        save_plan(self.session.path, self.plan)
+        return [dict(idea) for idea in self.plan.proposed]
+
+    def choose(self, choices: list[Choice], decided_by: str = approvals.HUMAN, rounds: int | None = None) -> None:
+        """A branch for each chosen idea, ``explore/<N>-1`` onwards in the order given, and nothing for
+        the ideas left out. ``decided_by`` is who chose: each branch's first round records it as the
+        idea's approver, as a gate does for one suggestion. ``rounds``: per branch, when the person
+        changed it while choosing."""
+        if self.plan.asked:
+            raise ExploreError(f"the ideas from iteration {self.spec.start} were chosen already")
+        if not choices:
+            raise ExploreError("no idea was chosen: nothing to explore")
+        if rounds is not None and rounds != self.spec.rounds:
+            if rounds < 1:
+                raise ExploreError("--rounds must be at least 1")
+            self.spec = self.plan.spec = replace(self.spec, rounds=rounds)
+        for k, choice in enumerate(choices, start=1):
+            name = branch_name(self.spec.start, k)
+            if name not in self.session.branches():
+                self.session.branch_from(self.spec.start, name=name, branch=self.spec.source)
+            self.plan.branches.append(BranchState(name=name, idea=dict(choice.idea), suggested=choice.suggested))
+            self.say(f"{name}: {_headline(choice.idea)}{'' if choice.suggested is None else ' (changed by hand)'}")
+        self.plan.decided_by = decided_by
         self.plan.asked = True
         save_plan(self.session.path, self.plan)
-        return True
 
     def _run_round(self, branch: BranchState, target: int) -> str:
         """One round of ``branch``, up to iteration ``target``; the loop's outcome."""
@@ -299,9 +359,10 @@ class Explorer:
             pending,
             stage=CODER,
             phase=str(branch.idea.get("mode") or pending.phase),
-            suggestion=dict(branch.idea),
+            suggestion=dict(branch.suggested or branch.idea),
             approved=dict(branch.idea),
-            approved_by=approvals.decided_by_policy(approvals.AUTO),
+            approved_by=self.plan.decided_by or approvals.decided_by_policy(approvals.AUTO),
+            edited=branch.suggested is not None,
             transcript=transcript,
         )
         save_journal(self.session, pending)

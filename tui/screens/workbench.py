@@ -40,6 +40,7 @@ from engine import events as ev
 from engine.eval.baselines import against_text, compile_ratio
 from sessions.errors import SessionError
 from tui import loop_status
+from tui.explore_run import ExploreCommitted, ExploreFinished, ExploreIdeas, ExploreLine
 from tui.live import LoopAdapter, LoopFactory, default_loop_factory
 from tui.messages import (
     ApprovalDecided,
@@ -49,7 +50,7 @@ from tui.messages import (
     KernelEdited,
     LoopReturned,
 )
-from tui.model import ChatMessage, conversation
+from tui.model import ChatMessage, conversation, exploration_notes
 from tui.widgets.conversation import ConversationPane
 from tui.widgets.footer import KeyFooter
 from tui.widgets.kernel_pane import KernelPane
@@ -67,13 +68,14 @@ PLAY_INTERVAL_S = 1.0
 REPLAY, LIVE, VIEW = "replay", "live", "view"
 LIVE_ONLY = {"step", "run", "pause", "edit_kernel", "external_editor", "show_approval", "add_rounds"}
 REPLAY_ONLY = {"play"}  # a live branch grows while you watch: nothing to play through
-STARTS_A_STAGE = {"step", "run", "add_rounds", "branch"}  # refused (dimmed) while a stage runs
+STARTS_A_STAGE = {"step", "run", "add_rounds", "branch", "explore"}  # refused (dimmed) while a stage runs
+EXPLORE_WIDTH, EXPLORE_ROUNDS = 3, 2  # ideas asked of the Judge by ``X``; rounds per branch (the chooser changes it)
 DEFAULT_MORE_ROUNDS = 3
 NARROW_PANES = ("pane-kernel", "pane-output", "pane-chat", "pane-task", "pane-timeline")
 # keys the kernel editor types as text: not offered (footer, help) while it has them
 TYPED_WHILE_EDITING = {
     "next", "previous", "play", "branch", "diff", "toggle_cuda", "step", "run", "add_rounds",
-    "pause", "edit_kernel", "show_approval", "focus_timeline", "pane",
+    "pause", "edit_kernel", "show_approval", "focus_timeline", "pane", "explore",
 }
 
 
@@ -96,6 +98,7 @@ class WorkbenchScreen(Screen[None]):
         Binding("p,left", "previous", "Previous iteration", id="workbench.previous"),
         Binding("space", "play", "Play/pause replay", id="workbench.play"),
         Binding("b", "branch", "Branch here", id="workbench.branch"),
+        Binding("X", "explore", "Explore ideas from here", id="workbench.explore", show=False),  # in help and palette
         Binding("d", "diff", "Diff iterations", id="workbench.diff"),
         Binding("c", "toggle_cuda", "Python/CUDA view", id="workbench.toggle-cuda"),
         Binding("ctrl+e", "external_editor", "Edit in $EDITOR", id="workbench.editor"),
@@ -123,6 +126,7 @@ class WorkbenchScreen(Screen[None]):
         self.loop_factory = loop_factory or default_loop_factory
         self.running = False  # True after `r`: an approval or rejection continues the rounds
         self.adapter = LoopAdapter(self)
+        self.exploration: Any = None  # tui.explore_run.ExploreRun while one is asked for or runs
         self.history: list[Any] = []
         self._compiled: dict[str, float] = {}  # torch.compile on the chart's scale (_compile_ratios)
         self.index = 0
@@ -307,12 +311,13 @@ class WorkbenchScreen(Screen[None]):
         branches: dict[str, list[TimelineItem]] = {}
         for name in self.repo.branches():
             branches[name] = [
-                TimelineItem(it.number, it.sha, it.phase, it.status, it.speedup)
+                TimelineItem(it.number, it.sha, it.phase, it.status, it.speedup, it.cost_usd)
                 for it in self.repo.history(name)
             ]
+        notes = exploration_notes(self.repo.path, branches)
         best = self.repo.best(self.branch)
         current = NodeRef(self.branch, self.shown.number) if self.shown is not None else None
-        self.query_one(Timeline).show(branches, best.sha if best else None, current, self.branch)
+        self.query_one(Timeline).show(branches, best.sha if best else None, current, self.branch, notes)
 
     def _fill_status(self) -> None:
         status = self.query_one(StatusLine)
@@ -366,7 +371,7 @@ class WorkbenchScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """False hides a key (it never applies in this mode); None dims it (not now, e.g. while a
         stage runs). The help screen lists only the keys this returns True or None for."""
-        if action in LIVE_ONLY and self.mode != LIVE:
+        if action in LIVE_ONLY and self.mode != LIVE and not (action == "pause" and self.exploration is not None):
             return False
         if action in REPLAY_ONLY and self.mode == LIVE:
             return False
@@ -378,9 +383,10 @@ class WorkbenchScreen(Screen[None]):
             return False  # the editor takes these keys as text: the footer shows the editor's keys
         if action == "back":
             return not self._editing()
+        exploring = self.exploration is not None and self.exploration.active
         if action == "pause":
-            return True if self.adapter.busy else None
-        if action in STARTS_A_STAGE and self.mode == LIVE and self.adapter.busy:
+            return True if self.adapter.busy or exploring else None
+        if action in STARTS_A_STAGE and (exploring or (self.mode == LIVE and self.adapter.busy)):
             return None
         if action == "edit_kernel":
             return None if self.adapter.busy or self._editing() else True
@@ -443,6 +449,81 @@ class WorkbenchScreen(Screen[None]):
             self.notify(
                 f"Branch {name} created at iteration {item.number}; continue it with `cudaforge open`."
             )
+
+    # ------------------------------------------------------------------ explore (tui/explore_run.py)
+
+    def action_explore(self) -> None:
+        """Ask the Judge for ideas about the shown iteration; the chooser shows them once they are in."""
+        from tui.explore_run import ExploreRun
+
+        item = self.shown
+        if item is None:
+            self.notify("nothing to explore from: no iteration yet", severity="warning")
+            return
+        if self.exploration is not None and self.exploration.active:
+            self.notify("an exploration is running: x stops it", severity="warning")
+            return
+        config = getattr(self.app, "loop_config_for", lambda repo: None)(self.repo)
+        if config is None:
+            from engine.config import load_config
+
+            config = load_config()
+        self.exploration = ExploreRun(
+            self, self.repo, config, item.number, self.branch, EXPLORE_WIDTH, EXPLORE_ROUNDS,
+            keep_lock=self.mode == LIVE,
+        )  # fmt: skip
+        self.notify(f"asking the Judge for {EXPLORE_WIDTH} ideas about iteration {item.number} of {self.branch}")
+        self.exploration.propose()
+        self.refresh_bindings()
+
+    @on(ExploreIdeas)
+    def _explore_ideas(self, message: ExploreIdeas) -> None:
+        from tui.evidence import gather_evidence
+        from tui.screens.explore import ExploreChooser
+
+        run = self.exploration
+        if run is None:
+            return
+        item = next((it for it in self.history if it.number == run.start_at), self.shown)
+        evidence = [
+            gather_evidence(i, item.number, item.eval_result, item.profile, item.kernel_source) if item else None
+            for i in message.ideas
+        ]
+
+        def chosen(choice: Any) -> None:
+            if choice is None:
+                run.cancel()
+                self.notify("nothing explored: X again shows the same ideas")
+            else:
+                run.start(choice.choices, choice.rounds)
+            self.refresh_bindings()
+
+        self.app.push_screen(ExploreChooser(message.ideas, run.start_at, run.source, run.rounds, evidence), chosen)
+
+    @on(ExploreLine)
+    def _explore_line(self, message: ExploreLine) -> None:
+        self.query_one(StatusLine).update_activity(f"exploring: {message.text}")
+
+    @on(ExploreCommitted)
+    def _explore_committed(self) -> None:
+        self._fill_timeline()
+
+    @on(ExploreFinished)
+    def _explore_finished(self, message: ExploreFinished) -> None:
+        self._fill_timeline()
+        self.query_one(StatusLine).stop()
+        if message.error:
+            self.notify(f"explore: {message.error}", severity="error", timeout=10)
+        elif message.summary is not None:
+            best = message.summary.best
+            if message.summary.outcome != "finished":
+                self.notify("exploration stopped: X at the same iteration resumes it", timeout=10)
+            elif best is None:
+                self.notify("exploration done: no branch has a correct kernel", timeout=10)
+            else:
+                self.notify(f"exploration done: best {best.name} #{best.best_iteration} "
+                            f"{best.best_speedup:.2f}x", timeout=10)  # fmt: skip
+        self.refresh_bindings()
 
     def _branch_live(self, number: int) -> None:
         loop = self.adapter.loop
@@ -578,6 +659,10 @@ class WorkbenchScreen(Screen[None]):
         self.refresh_bindings()
 
     def action_pause(self) -> None:
+        if self.exploration is not None and self.exploration.active:
+            self.exploration.stop()
+            self.query_one(StatusLine).update_activity("exploration: stopping once the stage in flight is committed")
+            return
         self.running = False
         self.adapter.call("pause")
         self.query_one(StatusLine).update_activity("pausing at the end of this stage")

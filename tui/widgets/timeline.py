@@ -26,6 +26,7 @@ class TimelineItem:
     phase: str
     status: str
     speedup: float | None
+    cost_usd: float | None = None
 
 
 STATUS_MARK = {"correct": "✓", "incorrect": "✗", "compile_error": "⚠", "runtime_error": "!", "timeout": "⧗"}
@@ -86,9 +87,11 @@ class Timeline(Tree[NodeRef]):
         best_sha: str | None,
         current: NodeRef | None,
         current_branch: str | None = None,
+        notes: dict[str, str] | None = None,
     ) -> None:
         """Rebuild: ``main`` in full, each other branch nested under the branch it was made from,
-        holding only its own iterations; ``current_branch`` (where the loop goes on) is marked."""
+        holding only its own iterations; ``current_branch`` (where the loop goes on) is marked.
+        ``notes``: a few words after a branch's title (an exploration's branch: its state, best, cost)."""
         self.clear()
         nodes = {}
         leaves = {}
@@ -96,7 +99,9 @@ class Timeline(Tree[NodeRef]):
             items = branches[branch]
             fresh = items[shared:]
             title = branch
-            if parent is not None:
+            if notes and branch in notes:  # an exploration's branch: explore/<N>-<k> names where it starts
+                title += f" · {notes[branch]}"
+            elif parent is not None:
                 fork = items[shared - 1].number if shared else None
                 title += f" (from #{fork})" if fork is not None else " (from the task)"
                 if not fresh:

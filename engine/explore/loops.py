@@ -1,0 +1,38 @@
+"""The loops of an exploration's branches, built from the settings of the command that runs it (the
+``explore`` command and the workbench's chooser build them the same way)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from engine.explore.runner import LoopFactory
+from sessions.repo import SessionRepo
+
+
+def branch_loops(config: Any) -> LoopFactory:
+    """Loops as ``cudaforge run`` makes them from ``config`` (an ``engine.config.Config``), auto-approved,
+    each branch with its own Coder and Judge kept over its rounds, and its own scripted replies where
+    the scripted provider has a folder per branch (``engine.llm.scripted.branch_model``)."""
+    from engine.eval.options import resolve_device
+    from engine.llm.scripted import branch_model
+    from engine.loop.factory import make_agents, make_loop
+
+    profiler = None
+    if resolve_device(config.eval.device) == "cuda" and config.profile.enabled:
+        from engine.profile.candidate import loop_profiler
+
+        profiler = loop_profiler(config.profile.metrics, sandbox=config.eval.sandbox)
+
+    agents: dict[int, Any] = {}  # one Coder and Judge per branch, kept over its rounds
+
+    def make(session: SessionRepo, k: int, target: int, on_event: Any) -> Any:
+        models = replace(config.models, coder=branch_model(config.models.coder, k), judge=branch_model(config.models.judge, k))
+        branch_config = replace(config, models=models, loop=replace(config.loop, rounds=target, approval="auto"))
+        if k not in agents:
+            agents[k] = make_agents(branch_config, config.eval.device)
+        return make_loop(
+            session, branch_config, device=config.eval.device, on_event=on_event, profiler=profiler, agents=agents[k]
+        )
+
+    return make
