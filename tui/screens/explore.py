@@ -195,7 +195,7 @@ class ExploreChooser(ModalScreen["ExploreChoice | None"]):
         text = event.value.strip()
         if text:
             self.ideas.append(Idea(Choice.own(text).idea, None))
-            self.evidence.append(self.evidence[0] if self.evidence else None)
+            self.evidence.append(None)  # nothing the Judge cited backs an idea of the person's own
             listing = self.query_one(SelectionList)
             k = len(self.ideas)
             listing.add_option(Selection(self.ideas[-1].label(k), k - 1, True))
