@@ -109,8 +109,9 @@ def stage_seconds(result: dict[str, Any], wall: float) -> dict[str, float]:
 
 
 class Run:
-    def __init__(self, out: Path, cache: Path, llm_seconds: float = 0.0) -> None:
+    def __init__(self, out: Path, cache: Path, llm_seconds: float = 0.0, device: str = "cuda") -> None:
         self.out = out
+        self.device = device
         self.cache = cache
         self.llm_seconds = llm_seconds
         from engine.profile.candidate import LoopProfiler, ProfileOptions
@@ -128,7 +129,7 @@ class Run:
         from engine.eval.evaluate import evaluate, warm_worker
         from engine.eval.options import EvalOptions
 
-        options = EvalOptions(device="cuda", cache_root=self.cache)
+        options = EvalOptions(device=self.device, cache_root=self.cache)
         if self.llm_seconds:  # as the loop does: the worker starts while the Coder writes (not counted)
             warm_worker(options)
             time.sleep(self.llm_seconds)
@@ -156,7 +157,7 @@ class Run:
     ) -> dict[str, Any]:
         started = time.monotonic()
         done = subprocess.run(
-            [*(["nice", "-n", str(nice)] if nice else []), sys.executable, "-m", "tui.cli", "eval", str(task), str(kernel), "--device", "cuda", "--json", *flags],
+            [*(["nice", "-n", str(nice)] if nice else []), sys.executable, "-m", "tui.cli", "eval", str(task), str(kernel), "--device", self.device, "--json", *flags],
             capture_output=True, text=True, timeout=900, cwd=REPO,
             env={**os.environ, "CUDAFORGE_CACHE_DIR": str(self.cache), **env},
         )  # fmt: skip
@@ -217,10 +218,11 @@ def measure(args: argparse.Namespace) -> None:
     # at a time beside the header warm-up, and are done before the first measured kernel: builds beside the
     # measurements, even at the lowest priority, doubled g++'s time in them (call B of RESULTS.md).
     # Their own cache: in call 2 of the third session they shared the measured path's, and the flag-less
-    # header was never ready for the measured kernels (each build asked for it again: ``queued``).
+    # header was never ready for the measured kernels (each build asked for it again: ``queued``). No header
+    # either: the stock figure is torch's own build, and each command line would wait to make one.
     stock = {
         "CUDAFORGE_BUILD_SPLIT": "0", "CUDAFORGE_OBJECT_CACHE": "0", "CUDAFORGE_PREBUILD": "0",
-        "CUDAFORGE_CACHE_DIR": str(args.cache / "stock-cache"),
+        "CUDAFORGE_CACHE_DIR": str(args.cache / "stock-cache"), "CUDAFORGE_PCH": "0",
     }  # fmt: skip
     pool = concurrent.futures.ThreadPoolExecutor(max(1, args.stock_jobs))
     if args.stock_jobs:
