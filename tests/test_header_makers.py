@@ -9,6 +9,8 @@ finish leaves the request to be made again.
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -69,3 +71,48 @@ def test_a_maker_that_does_not_finish_leaves_the_request_to_be_made_again(tmp_pa
     makers._stop_at_exit()  # what the evaluating process does when it exits first
     assert not makers.running() and not (folder / CLAIM).exists() and not (folder / "making").exists()
     assert not HeaderStore(cache).ready("k3")
+
+
+def test_a_maker_started_from_a_thread_that_ends_still_makes_the_header(tmp_path: Path) -> None:
+    """The workbench, evalset, bench and the round benchmark evaluate on threads that end. bwrap's
+    ``--die-with-parent`` kills a process when the thread that started it exits: makers started from such
+    a thread were all killed (on the H200, the flag-less header of a 10-kernel run was never made)."""
+    if sandbox.resolve_mode("auto") != "bwrap":
+        pytest.skip("bwrap cannot run here: the parent-death signal is bwrap's")
+    cache = tmp_path / "cache"
+    folder = _asked_for(cache, "k4", "sleep 3\necho made > torch/extension.h.gch\nrm -f making maker.claim\n")
+
+    def an_evaluation_thread() -> None:
+        assert makers.start_queued(cache, "auto") == ["k4"]
+        time.sleep(1.5)  # bwrap is up (its parent-death signal armed) before the thread ends
+
+    thread = threading.Thread(target=an_evaluation_thread)
+    thread.start()
+    thread.join()
+    assert makers.wait(timeout_s=30)
+    assert (folder / "torch" / "extension.h.gch").read_text().strip() == "made"
+    assert not (folder / "making").exists()
+
+
+def test_a_maker_killed_before_it_cleaned_up_is_asked_for_again_at_once(tmp_path: Path) -> None:
+    """Its ``making`` marker names a process of this host that is gone, so it no longer blocks the header
+    for half an hour: the next build asks again and the next evaluation starts it."""
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "build.ninja").write_text("cxx = sh -c 'sleep 60' maker\ncflags = -fPIC\n")  # a maker that hangs
+    cache = tmp_path / "cache"
+    store = HeaderStore(cache)
+    assert store.queue("k5", build) is True
+    assert makers.start_queued(cache, "off") == ["k5"]
+    folder = store.folder("k5")
+    (process,) = [p for p, f in makers._MAKERS if f == folder and p.poll() is None]
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert (folder / "making").read_text().split()[:2] == ["making", str(process.pid)]  # left behind
+    assert (folder / CLAIM).exists()
+    assert not store.pending("k5")
+    assert store.queue("k5", build) is True  # asked for again, the dead maker's claim given up
+    assert makers.start_queued(cache, "off") == ["k5"]
+    assert store.pending("k5")
+    makers._stop_at_exit()
+    assert not (folder / "making").exists() and not (folder / CLAIM).exists()

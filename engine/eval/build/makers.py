@@ -9,19 +9,31 @@ back at once; the evaluating process then starts each asked-for header in a sand
 writes only to the build cache) and goes on. A maker ends with that process: a one-shot ``cudaforge
 eval`` waits for it after printing the verdict, and says so; the workbench and the batch commands just
 go on.
+
+Makers are started from one long-lived thread of their own. Under bwrap (``--die-with-parent``) a
+process dies when the *thread* that started it exits, not its process: started from the thread that
+ran an evaluation (a worker thread of the workbench, a pool thread of evalset, bench or the round
+benchmark) every maker was killed as that thread ended, its ``making`` marker stayed behind, and the
+header was never made (measured on the H200: every flag-less build of a 10-kernel run said ``queued``).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
+import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 from engine import sandbox
 from engine.eval.build.pch import CLAIM, MAKE_SCRIPT, HeaderStore
@@ -34,6 +46,37 @@ CONFINED_SH = (
 )
 _MAKERS: list[tuple[subprocess.Popen, Path]] = []
 _LOCK = threading.Lock()
+_LAUNCHES: queue.Queue[tuple[Callable[[], Any], Future]] = queue.Queue()
+_LAUNCHER: threading.Thread | None = None
+
+
+def _launcher_loop() -> None:
+    while True:
+        job, future = _LAUNCHES.get()
+        try:
+            future.set_result(job())
+        except BaseException as error:  # noqa: BLE001 - handed back to the caller, raised there
+            future.set_exception(error)
+
+
+def _on_launcher(job: Callable[[], Any]) -> Any:
+    """Run ``job`` (a Popen) on the launcher thread, which lives as long as the process: a daemon thread
+    is never joined, so its children's parent-death signal fires only when the process itself ends."""
+    global _LAUNCHER
+    with _LOCK:
+        if _LAUNCHER is None or not _LAUNCHER.is_alive():
+            _LAUNCHER = threading.Thread(target=_launcher_loop, name="cudaforge-header-makers", daemon=True)
+            _LAUNCHER.start()
+    future: Future = Future()
+    _LAUNCHES.put((job, future))
+    return future.result()
+
+
+def making_marker(pid: int) -> str:
+    """What a started maker's ``making`` marker says: its pid and this host, so that a maker killed before
+    its script could clean up is seen as gone (``pch._making_recently``) instead of blocking its header
+    for half an hour."""
+    return f"making {pid} {socket.gethostname()}"
 
 
 def start_queued(cache_root: Path, sandbox_mode: str) -> list[str]:
@@ -53,16 +96,16 @@ def start_queued(cache_root: Path, sandbox_mode: str) -> list[str]:
                 job_dir=folder, writable=[cache_root], device="cpu",
             )  # fmt: skip
             log = open(folder / "make.log", "w")  # noqa: SIM115 - handed to the child
-            process = subprocess.Popen(
-                launch.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            process = _on_launcher(functools.partial(
+                subprocess.Popen, launch.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 cwd=folder, env=launch.env, start_new_session=True,
-            )  # fmt: skip
+            ))  # fmt: skip
             log.close()
         except Exception:  # noqa: BLE001 - no header is only slower builds; never a failed evaluation
             with contextlib.suppress(OSError):
                 os.unlink(folder / CLAIM)
             continue
-        (folder / "making").write_text(f"making {process.pid}")
+        (folder / "making").write_text(making_marker(process.pid))
         with _LOCK:
             _MAKERS.append((process, folder))
         started.append(key)
@@ -98,6 +141,7 @@ def _stop_at_exit() -> None:
             # reaped before this returns: a killed maker is gone, not a zombie still counted as running
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(5.0)
+        if process.returncode != 0:  # killed (now or earlier) before its script could clean up after it
             for name in (CLAIM, "making", "torch/extension.h.gch.tmp"):
                 with contextlib.suppress(OSError):
                     os.unlink(folder / name)

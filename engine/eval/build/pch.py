@@ -147,12 +147,14 @@ class HeaderStore:
             return False
         self.prune_dead()
         self.evict_unused(MAX_HEADER_SETS - 1)
-        if len([p for p in self.root.glob("*") if p.is_dir()]) >= MAX_HEADER_SETS:
-            return False
+        if len([p for p in self.root.glob("*") if p.is_dir() and p.name != key]) >= MAX_HEADER_SETS:
+            return False  # (a set asked for before and never made is asked for again, not counted twice)
         command = _header_command(build_dir, self.folder(key))
         if command is None:
             return False
         folder = self.folder(key)
+        with contextlib.suppress(OSError):  # the claim of a maker that is gone: the next process may start it
+            (folder / CLAIM).unlink()
         (folder / "torch").mkdir(parents=True, exist_ok=True)
         (folder / FORMAT_MARKER).touch()
         tmp, target = (shlex.quote(str(folder / "torch" / n)) for n in ("extension.h.gch.tmp", "extension.h.gch"))
@@ -187,15 +189,35 @@ QUEUED_STALE_S = 900.0  # asked for and never started this long: its evaluating 
 
 
 def _making_recently(marker: Path) -> bool:
-    """True while a header is being made or asked for; a marker left by a killed maker goes stale."""
+    """True while a header is being made or asked for; a marker left by a killed maker goes stale, at once
+    when it names a process of this host that is gone (``makers.making_marker``)."""
     import time
 
     try:
         age = time.time() - marker.stat().st_mtime
-        queued = marker.read_text().startswith(QUEUED) and not (marker.parent / CLAIM).exists()
+        text = marker.read_text()
+        queued = text.startswith(QUEUED) and not (marker.parent / CLAIM).exists()
     except OSError:
         return False
+    if not queued and _maker_gone(text):
+        return False
     return age < (QUEUED_STALE_S if queued else STALE_MAKING_S)
+
+
+def _maker_gone(text: str) -> bool:
+    """The marker says ``making PID HOST``, HOST is this machine and no process PID exists any more."""
+    import socket
+
+    words = text.split()
+    if len(words) != 3 or words[0] != "making" or not words[1].isdigit() or words[2] != socket.gethostname():
+        return False  # an older marker, or a maker on another machine sharing the cache: trust its age
+    try:
+        os.kill(int(words[1]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists, owned by someone else
+        return False
+    return False
 
 
 def _header_command(build_dir: Path, folder: Path) -> str | None:
