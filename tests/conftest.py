@@ -7,17 +7,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.make_headers import shared_cache
+
 # Fixtures for a group of tests, kept out of this file; pytest finds them by name, no import needed.
 pytest_plugins = ["tests.tui_plugin"]
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 
-# No precompiled torch header is made in the background unless a test asks for one (tests/test_build_pch.py):
-# most tests build once in a fresh cache, where the ~50 s header compile would never be used and only
-# takes a core from the other tests (7 such compiles, ~230 s, in one full run on the 2-core CI machine).
-# Set here, before any test starts, so every subprocess inherits it.
-os.environ.setdefault("CUDAFORGE_PCH", "0")
+# Precompiled torch headers are used where made already and never made during the run (EvalOptions.make_pch)
+# unless a test asks (tests/test_build_pch.py): most tests build once in a fresh cache, where the ~50 s
+# header compile would never be used and only takes a core from the other tests (7 such compiles, ~230 s,
+# in one full run on the 2-core CI machine). CI makes the shared cache's headers before the tests
+# (``python -m tests.make_headers``). Set here, before any test starts, so every subprocess inherits it.
+os.environ.setdefault("CUDAFORGE_PCH", "use")
 # One inductor cache for the run: the torch.compile baselines of the eval and bench tests compile the
 # same small graphs; each test's own cache compiled them again (C++ through g++, ~10 s apiece).
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(REPO / ".cache" / "test-inductor"))
@@ -47,7 +50,7 @@ def ext_cache() -> Path:
     Builds of the same source from several workers meet on the build directory's lock, which is
     part of what the evaluator promises. ``CUDAFORGE_TEST_CACHE`` overrides the location.
     """
-    root = Path(os.environ.get("CUDAFORGE_TEST_CACHE", REPO / ".cache" / "test-extensions"))
+    root = shared_cache()
     root.mkdir(parents=True, exist_ok=True)
     return root
 

@@ -34,7 +34,7 @@ def test_first_include_sees_the_binding_header() -> None:
 
 @pytest.mark.slow
 def test_header_is_made_once_then_used_by_a_new_build_and_keeps_old_builds_cached(tmp_path: Path) -> None:
-    options = EvalOptions(device="cpu", cache_root=tmp_path, do_timing=False, use_pch=True)  # tests turn it off by default
+    options = EvalOptions(device="cpu", cache_root=tmp_path, do_timing=False, use_pch=True, make_pch=True)  # the tests make none by default
     first = evaluate(TASK, KERNEL, options)
     assert first.status == "correct" and first.build.extensions[0].pch == "queued"
     deadline = time.monotonic() + 600

@@ -95,7 +95,7 @@ def evaluate(
             result = run.execute(task_source, kernel_source, task_name, kernel_name)
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
-        if options.use_pch:  # a header the worker asked for is made now, in the background
+        if options.use_pch and options.make_pch:  # a header the worker asked for is made now, in the background
             makers.start_queued(cache_root, options.sandbox)
         result.findings = [*findings, *result.findings]
         name_static_lines(result, findings)

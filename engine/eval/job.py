@@ -38,6 +38,7 @@ class WorkerJob:
     tolerances: dict[str, float] = field(default_factory=dict)
     timing: TimingPlan | None = None  # None: no timing stage
     use_pch: bool = True
+    make_pch: bool = True  # False: use headers made already, ask for none (EvalOptions.make_pch)
     guards: bool = True
     relax_runtime: tuple[str, ...] = ()
     refuse_runtime: tuple[str, ...] = ()

@@ -44,10 +44,13 @@ class EvalOptions:
     do_timing: bool = True
     timeouts: StageTimeouts = field(default_factory=StageTimeouts)
     cache_root: Path | None = None
-    # cudaforge's precompiled torch header for the C++ binding (engine.eval.build.pch); CUDAFORGE_PCH=0
-    # turns it off where a ~50 s background compile of torch's headers costs more than it saves (the
-    # test suite: most of its tests build once in a fresh cache, and the header would never be used)
+    # cudaforge's precompiled torch header for the C++ binding (engine.eval.build.pch): ``use_pch`` builds
+    # with a header already made for the flag set, ``make_pch`` makes a missing one in the background
+    # (~50 s of g++ on a core). CUDAFORGE_PCH=0 turns both off, CUDAFORGE_PCH=use only uses headers made
+    # already: for a box whose cores are better spent elsewhere (the test suite: most of its tests build
+    # once in a fresh cache, where a header would never be used; its shared cache has them made once).
     use_pch: bool = field(default_factory=lambda: os.environ.get("CUDAFORGE_PCH", "1") != "0")
+    make_pch: bool = field(default_factory=lambda: os.environ.get("CUDAFORGE_PCH", "1") not in ("0", "use"))
     gpu_index: int | None = None
     guards: bool = True  # off only to measure their cost; relax single rules with ``relax`` instead
     relax: tuple[str, ...] = ()  # guard rule ids (static or runtime) to report but not enforce
@@ -109,7 +112,7 @@ class EvalOptions:
 # Where and how this machine ran it (the result's ``device``/``env``/``build`` say so), not how it was judged;
 # whether it was timed shows in ``timing`` itself (an evalset times in a second pass).
 NOT_RECORDED = frozenset(
-    {"device", "cache_root", "gpu_index", "use_pch", "do_timing", "prebuild", "compile_baselines"}
+    {"device", "cache_root", "gpu_index", "use_pch", "make_pch", "do_timing", "prebuild", "compile_baselines"}
 )
 
 

@@ -118,6 +118,7 @@ class WorkerSupervisor:
             tolerances=dict(self.options.tolerances),
             timing=self.options.timing if self.options.do_timing else None,
             use_pch=self.options.use_pch,
+            make_pch=self.options.make_pch,
             guards=self.options.guards,
             relax_runtime=tuple(self.guard.runtime_relax),
             refuse_runtime=tuple(self.guard.runtime_refuse),

@@ -310,6 +310,7 @@ class Evaluation:
             Path(self.job.cache_root),
             on_build_dir=lambda d, lines: self.channel.send(BUILD_DIR, path=d, host_lines=lines),
             use_pch=self.job.use_pch,
+            make_pch=self.job.make_pch,
         )
         recorder.fallback = False  # a failed split build is built again, and falls back, at the import
 
@@ -332,6 +333,7 @@ class Evaluation:
             Path(self.job.cache_root),
             on_build_dir=lambda d, lines: self.channel.send(BUILD_DIR, path=d, host_lines=lines),
             use_pch=self.job.use_pch,
+            make_pch=self.job.make_pch,
         )
         if self.prebuild is not None:
             recorder.prebuilt = self.prebuild.recorder.prebuilt

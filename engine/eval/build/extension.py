@@ -123,10 +123,12 @@ class BuildRecorder:
         cache_root: Path,
         on_build_dir: Callable[[str, dict[str, int]], None] | None = None,
         use_pch: bool = True,
+        make_pch: bool = True,
     ) -> None:
         self.root = extensions_root(cache_root)
         self.on_build_dir = on_build_dir
         self.use_pch = use_pch
+        self.make_pch = make_pch  # False: a missing header is not asked for (EvalOptions.make_pch)
         self.headers = HeaderStore(cache_root)
         self.builds: list[ExtensionBuild] = []
         self.notices: list[str] = []
@@ -273,7 +275,8 @@ class BuildRecorder:
         record.ok = True
         record.cached = bool(prepared.before) and _library_mtimes(prepared.build_dir) == prepared.before
         header = prepared.header
-        if header and not record.pch and (self.headers.queue(header, prepared.build_dir) or self.headers.pending(header)):
+        asked = header and not record.pch and self.make_pch and self.headers.queue(header, prepared.build_dir)
+        if header and not record.pch and (asked or self.headers.pending(header)):
             record.pch = "queued"  # asked for now, or already being made for these flags
 
     def _prepare(
