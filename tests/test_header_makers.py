@@ -116,3 +116,30 @@ def test_a_maker_killed_before_it_cleaned_up_is_asked_for_again_at_once(tmp_path
     assert store.pending("k5")
     makers._stop_at_exit()
     assert not (folder / "making").exists() and not (folder / CLAIM).exists()
+
+
+def test_use_mode_builds_with_headers_made_already_and_asks_for_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``CUDAFORGE_PCH=use`` (the test suite's setting, for a box whose cores are better spent elsewhere): a
+    build finished without a header asks for none, where the default asks for one."""
+    import io
+
+    from engine.eval.build.extension import BuildRecorder, _Prepared
+    from engine.eval.options import EvalOptions
+    from engine.eval.result import ExtensionBuild
+
+    for value, use, make in (("use", True, False), ("0", False, False), ("1", True, True)):
+        monkeypatch.setenv("CUDAFORGE_PCH", value)
+        options = EvalOptions()
+        assert (options.use_pch, options.make_pch) == (use, make), value
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "build.ninja").write_text("cxx = c++\ncflags = -fPIC\npost_cflags = -std=c++17\n")
+    for make, said in ((False, ""), (True, "queued")):
+        cache = tmp_path / f"cache-{make}"
+        recorder = BuildRecorder(cache, use_pch=True, make_pch=make)
+        record = ExtensionBuild(name="e", build_dir=str(build), cached=False, seconds=0.0, path="cpp")
+        recorder._finish(record, _Prepared(build, {}, record, "k6", io.StringIO(), time.monotonic(), {}))
+        assert record.pch == said
+        assert HeaderStore(cache).queued() == (["k6"] if make else [])
