@@ -81,6 +81,7 @@ def making_marker(pid: int) -> str:
 
 def start_queued(cache_root: Path, sandbox_mode: str) -> list[str]:
     """Start a maker for every header asked for in ``cache_root`` that nobody makes; the keys started."""
+    running()  # reaps makers that ended: a killed one's marker then names a process that is gone
     store = HeaderStore(cache_root)
     started = []
     for key in store.queued():
