@@ -109,9 +109,8 @@ def stage_seconds(result: dict[str, Any], wall: float) -> dict[str, float]:
 
 
 class Run:
-    def __init__(self, out: Path, cache: Path, llm_seconds: float = 0.0, device: str = "cuda") -> None:
+    def __init__(self, out: Path, cache: Path, llm_seconds: float = 0.0) -> None:
         self.out = out
-        self.device = device
         self.cache = cache
         self.llm_seconds = llm_seconds
         from engine.profile.candidate import LoopProfiler, ProfileOptions
@@ -129,7 +128,7 @@ class Run:
         from engine.eval.evaluate import evaluate, warm_worker
         from engine.eval.options import EvalOptions
 
-        options = EvalOptions(device=self.device, cache_root=self.cache)
+        options = EvalOptions(device="cuda", cache_root=self.cache)
         if self.llm_seconds:  # as the loop does: the worker starts while the Coder writes (not counted)
             warm_worker(options)
             time.sleep(self.llm_seconds)
@@ -157,7 +156,7 @@ class Run:
     ) -> dict[str, Any]:
         started = time.monotonic()
         done = subprocess.run(
-            [*(["nice", "-n", str(nice)] if nice else []), sys.executable, "-m", "tui.cli", "eval", str(task), str(kernel), "--device", self.device, "--json", *flags],
+            [*(["nice", "-n", str(nice)] if nice else []), sys.executable, "-m", "tui.cli", "eval", str(task), str(kernel), "--device", "cuda", "--json", *flags],
             capture_output=True, text=True, timeout=900, cwd=REPO,
             env={**os.environ, "CUDAFORGE_CACHE_DIR": str(self.cache), **env},
         )  # fmt: skip

@@ -8,8 +8,8 @@ again. With the header, a build takes a few seconds, as on a GPU box after its f
 only use headers made already (``CUDAFORGE_PCH=use`` in conftest.py): a header made during the run
 would take a core from the tests for about a minute. So CI makes them before the tests, beside the
 plain-install check. The evaluations here go through cudaforge itself, so a header is made exactly as a
-user's first build on a machine makes it. Each evaluation's build (relu_cpu with ``-O3``, and without
-flags) is also one the tests need.
+user's first build on a machine makes it (relu_cpu's build with ``-O3`` is also one the tests need; the
+flag-less variant is built only for its header).
 """
 
 from __future__ import annotations

@@ -275,9 +275,10 @@ class BuildRecorder:
         record.ok = True
         record.cached = bool(prepared.before) and _library_mtimes(prepared.build_dir) == prepared.before
         header = prepared.header
-        asked = header and not record.pch and self.make_pch and self.headers.queue(header, prepared.build_dir)
-        if header and not record.pch and (asked or self.headers.pending(header)):
-            record.pch = "queued"  # asked for now, or already being made for these flags
+        if header and not record.pch:
+            asked = self.make_pch and self.headers.queue(header, prepared.build_dir)
+            if asked or self.headers.pending(header):
+                record.pch = "queued"  # asked for now, or already being made for these flags
 
     def _prepare(
         self,

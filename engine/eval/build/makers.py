@@ -25,7 +25,6 @@ import functools
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import sandbox
-from engine.eval.build.pch import CLAIM, MAKE_SCRIPT, HeaderStore
+from engine.eval.build.pch import CLAIM, MAKE_SCRIPT, HeaderStore, making_marker
 
 # Landlock confines the process that applies it and what it starts: the maker applies the rules the
 # sandbox passed (none under bwrap or off), then becomes ``sh`` running the header's command.
@@ -70,13 +69,6 @@ def _on_launcher(job: Callable[[], Any]) -> Any:
     future: Future = Future()
     _LAUNCHES.put((job, future))
     return future.result()
-
-
-def making_marker(pid: int) -> str:
-    """What a started maker's ``making`` marker says: its pid and this host, so that a maker killed before
-    its script could clean up is seen as gone (``pch._making_recently``) instead of blocking its header
-    for half an hour."""
-    return f"making {pid} {socket.gethostname()}"
 
 
 def start_queued(cache_root: Path, sandbox_mode: str) -> list[str]:

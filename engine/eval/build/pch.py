@@ -204,8 +204,18 @@ def _making_recently(marker: Path) -> bool:
     return age < (QUEUED_STALE_S if queued else STALE_MAKING_S)
 
 
+def making_marker(pid: int) -> str:
+    """What a started maker's ``making`` marker says (engine.eval.build.makers): its pid and this host, so
+    that a maker killed before its script could clean up is seen as gone instead of blocking its header
+    for half an hour."""
+    import socket
+
+    return f"making {pid} {socket.gethostname()}"
+
+
 def _maker_gone(text: str) -> bool:
-    """The marker says ``making PID HOST``, HOST is this machine and no process PID exists any more."""
+    """The marker says ``making PID HOST`` (``making_marker``), HOST is this machine and no process PID
+    exists any more."""
     import socket
 
     words = text.split()
