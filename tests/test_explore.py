@@ -51,7 +51,7 @@ def factory(cache: Path, calls: list[tuple[int, int]] | None = None, judge_dir: 
     """Loops as the command line makes them: one Coder and Judge per branch, kept over its rounds."""
     kept: dict[int, Any] = {}
 
-    def make(session: SessionRepo, k: int, target: int, on_event: Any) -> Loop:
+    def make(session: SessionRepo, k: int, target: int, on_event: Any, branch: str) -> Loop:
         if calls is not None:
             calls.append((k, target))
         if k not in kept:
@@ -59,7 +59,7 @@ def factory(cache: Path, calls: list[tuple[int, int]] | None = None, judge_dir: 
             kept[k] = agents(Path(coder), judge_dir)
         coder, judge = kept[k]
         options = LoopOptions(rounds=target, eval_options=fast_eval(cache), settings={"loop": {"rounds": target}})
-        return Loop(session, coder, judge, options, on_event=on_event)
+        return Loop(session, coder, judge, options, on_event=on_event, branch=branch)
 
     return make
 
@@ -150,23 +150,30 @@ def test_beam_1_prunes_the_slower_branches_after_round_1(tmp_path: Path, ext_cac
 def test_a_stop_mid_exploration_then_the_same_exploration_again_finishes_every_branch(
     tmp_path: Path, ext_cache: Path, seeded_template: Path
 ) -> None:
+    """The branches run side by side: a stop (as Ctrl-C) once the first of them commits lets each round
+    in flight finish what it must and stops the rest; the same exploration again finishes every branch
+    without asking for the ideas again or running a committed round twice."""
+    from engine.events import IterationCommitted
+
     session = seeded(tmp_path, seeded_template)
     spec = ExploreSpec(start=0, source="main", width=2, rounds=2)
     explorer: Explorer
 
-    def stop_at_branch_2(line: str) -> None:
-        if line.startswith("explore/0-2: round 1"):
-            explorer.stop()  # as Ctrl-C does: the round in flight stops at its next boundary
+    def stop_at_first_commit(event: Any) -> None:
+        if isinstance(event, IterationCommitted):
+            explorer.stop()
 
-    explorer = Explorer(session, spec, factory(ext_cache), stop_at_branch_2)
+    explorer = Explorer(session, spec, factory(ext_cache), on_event=stop_at_first_commit)
     first = explorer.run()
     assert first.outcome == PAUSED
-    assert [len(session.history(f"explore/0-{k}")) for k in (1, 2)] == [2, 1]
+    lengths = [len(session.history(f"explore/0-{k}")) for k in (1, 2)]
+    assert max(lengths) == 2 and lengths != [3, 3]  # one round committed, the exploration unfinished
     calls: list[tuple[int, int]] = []
     again = Explorer(session, spec, factory(ext_cache, calls)).run()
     assert again.outcome == FINISHED and [b.rounds for b in again.branches] == [2, 2]
-    assert (0, 1) not in calls  # the ideas were not asked for again
-    assert calls[0] == (2, 1)  # it went on where it stopped: branch 2's first round
+    assert all(k > 0 for k, _ in calls)  # the ideas were not asked for again
+    for k in (1, 2):  # each iteration committed once, in order
+        assert [it.number for it in session.history(f"explore/0-{k}")] == [0, 1, 2]
     assert sum(r["role"] == "judge" for it in session.history("explore/0-1") for r in it.transcript) == 2
     session.close()
 
@@ -180,12 +187,13 @@ def test_a_resume_must_explore_the_same_way_and_a_missing_iteration_is_refused(t
     assert holder[0].run().outcome == PAUSED and holder[0].plan.asked
     with pytest.raises(ExploreError, match="resume with --branch main --width 2"):
         Explorer(session, ExploreSpec(start=0, source="main", width=3, rounds=1), factory(ext_cache))
-    # an unfinished round on another branch (a suggestion awaiting approval) is not dropped by exploring
+    # an unfinished round on another branch (a suggestion awaiting approval) is not dropped by exploring:
+    # the exploration's branches keep journals of their own
     tip = session.history("main")[0]
     save_journal(session, Pending(branch="main", base=tip.sha, stage=GATE, phase="optimize", suggestion={"text": "x"}))
-    with pytest.raises(ExploreError, match="branch 'main' has an unfinished round \\(at its gate stage\\)"):
-        Explorer(session, ExploreSpec(start=0, source="main", width=2, rounds=1), factory(ext_cache))
-    assert read_journal(session)[0].stage == GATE
+    summary = Explorer(session, ExploreSpec(start=0, source="main", width=2, rounds=1), factory(ext_cache)).run()
+    assert summary.outcome == FINISHED and [b.rounds for b in summary.branches] == [1, 1]
+    assert read_journal(session)[0].stage == GATE and read_journal(session)[0].branch == "main"
     session.close()
 
 

@@ -23,6 +23,25 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def gpu_list(text: str) -> list[int]:
+    """``--gpus 0,1``: CUDA_VISIBLE_DEVICES indices."""
+    gpus = [g.strip() for g in text.split(",") if g.strip()]
+    if not gpus or not all(g.isdigit() for g in gpus):
+        raise argparse.ArgumentTypeError("a comma-separated list of GPU indices, e.g. 0,1")
+    return [int(g) for g in gpus]
+
+
+def visible_gpus(device: str, requested: list[int] | None) -> list[int] | None:
+    """The GPUs a command uses: those asked for, else every visible one; None off CUDA."""
+    if device != "cuda":
+        return None
+    if requested:
+        return requested
+    import torch
+
+    return list(range(torch.cuda.device_count()))
+
+
 def positive_float(text: str) -> float:
     """An argparse type for numbers above zero (seconds, tolerances)."""
     try:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.batch.ray import RayUnavailable, import_ray
-from engine.cli.args import int_at_least, positive_float
+from engine.cli.args import gpu_list, int_at_least, positive_float, visible_gpus
 from engine.cli.eval import finish_headers
 from engine.cli.guard import add_guard_flags
 from engine.config import SANDBOX_MODES, EvalConfig
@@ -50,13 +50,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=evalset_command)
 
 
-def _gpu_list(text: str) -> list[int]:
-    gpus = [g.strip() for g in text.split(",") if g.strip()]
-    if not gpus or not all(g.isdigit() for g in gpus):
-        raise argparse.ArgumentTypeError("a comma-separated list of GPU indices, e.g. 0,1")
-    return [int(g) for g in gpus]
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "pairs", nargs="+", type=Path, metavar="PAIRS",
@@ -67,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device", choices=("auto", "cpu", "cuda"), default=None, help="default: cuda when available"
     )
-    parser.add_argument("--gpus", type=_gpu_list, help="CUDA: the GPUs to use, e.g. 0,1 (default: all)")
+    parser.add_argument("--gpus", type=gpu_list, help="CUDA: the GPUs to use, e.g. 0,1 (default: all)")
     parser.add_argument(
         "--gpu-budget", type=positive_float, default=None, metavar="GB",
         help="CUDA: GB of each GPU that concurrent checks may reserve (default: 90%% of its free memory)",
@@ -150,16 +143,6 @@ def build_eval_options(args: argparse.Namespace) -> Any:
     return options
 
 
-def _gpus(device: str, requested: list[int] | None) -> list[int] | None:
-    if device != "cuda":
-        return None
-    if requested:
-        return requested
-    import torch
-
-    return list(range(torch.cuda.device_count()))
-
-
 def evalset_command(args: argparse.Namespace) -> int:
     from engine.config import ConfigError
     from engine.eval.options import EvaluationError
@@ -189,7 +172,7 @@ def evalset_command(args: argparse.Namespace) -> int:
             f"… and {len(found.skipped) - SKIPPED_SHOWN} more skipped (all listed in summary.json)",
             flush=True,
         )
-    gpus = None if args.ray else _gpus(options.device, args.gpus)
+    gpus = None if args.ray else visible_gpus(options.device, args.gpus)
     workers = args.build_workers or default_build_workers()
     where = (
         f"Ray at {args.ray}" if args.ray else (f"GPU {','.join(map(str, gpus))}" if gpus else options.device)

@@ -15,12 +15,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from engine.cli.args import int_at_least, loop_config, model_name
+from engine.batch.ray import RayUnavailable
+from engine.cli.args import gpu_list, int_at_least, loop_config, model_name, visible_gpus
 from engine.cli.guard import add_guard_flags
 from engine.cli.interrupts import Interrupts
 from engine.config import ConfigError, sessions_root
 from engine.eval.options import EvaluationError
-from engine.events import Event
+from engine.events import Event, LLMToken
+from engine.llm.bounded import DEFAULT_PER_PROVIDER
 from engine.llm.errors import LLMError
 from sessions.errors import SessionError, StaleLockWarning
 from sessions.repo import SessionRepo
@@ -49,6 +51,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--coder", type=model_name, help="provider/model of the Coder (scripted/DIR: DIR/branch-k per branch when present)")  # fmt: skip
     parser.add_argument("--judge", type=model_name, help="provider/model of the Judge")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), help="where kernels run")
+    parser.add_argument("--gpus", type=gpu_list, help="CUDA: the GPUs the branches share, e.g. 0,1 (default: all)")
+    parser.add_argument("--ray", metavar="ADDRESS", help="evaluate and profile as Ray tasks, over the cluster's hosts ('auto': a local Ray instance)")  # fmt: skip
+    parser.add_argument("--llm-concurrency", type=int_at_least(1), default=DEFAULT_PER_PROVIDER,
+                        help=f"LLM calls in flight at once per provider (default {DEFAULT_PER_PROVIDER})")  # fmt: skip
     parser.add_argument("--sessions-dir", type=Path, help="where sessions live")
     parser.add_argument("--json", type=Path, help="also write the summary as JSON to this file")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every stage of every branch")
@@ -78,11 +84,14 @@ def _explore(args: argparse.Namespace, interrupts: Interrupts) -> int:
 
     if args.max_cost is not None and args.max_cost < 0:
         return _usage("--max-cost must not be negative")
+    if args.gpus and args.ray:
+        return _usage("--gpus and --ray do not mix: Ray gives each evaluation its GPU")
     try:
         root = sessions_root(loop_config(argparse.Namespace()), args.sessions_dir)
         session = SessionRepo.open(args.session, root)
     except (ConfigError, SessionError) as error:
         return _usage(str(error))
+    devices: Any = None
     try:
         source = args.branch or session.current_branch
         start = args.start
@@ -101,20 +110,25 @@ def _explore(args: argparse.Namespace, interrupts: Interrupts) -> int:
             max_cost_usd=args.max_cost, max_tokens=args.max_tokens,
         )  # fmt: skip
         printer = _printer(args.verbose)
-        explorer = Explorer(session, spec, branch_loops(config), on_line=_say, on_event=printer)
-    except (ConfigError, SessionError, ExploreError, LLMError, EvaluationError) as error:
+        devices = _devices(args, config)
+        explorer = Explorer(session, spec, branch_loops(config), on_line=_say, on_event=printer, devices=devices,
+                            llm_concurrency=args.llm_concurrency)  # fmt: skip
+    except (ConfigError, SessionError, ExploreError, LLMError, EvaluationError, RayUnavailable) as error:
+        if devices is not None:
+            devices.close()
         session.close()
         return _usage(str(error))
     interrupts.attach(explorer.stop, lambda: "\ninterrupted: stopping once the stage in flight is committed (Ctrl-C again to leave now)",
                       lambda: f"\nleaving now: every committed iteration is kept (cudaforge explore {args.session} ... resumes)\n")  # fmt: skip
     _say(f"exploring {session.name} from iteration {start} of {source}: {spec.width} ideas × {spec.rounds} round(s)"
-         + (f", beam {spec.beam}" if spec.beam else ""))  # fmt: skip
+         + (f", beam {spec.beam}" if spec.beam else "") + f"; {_where(devices)}")  # fmt: skip
     try:
         summary = _run(explorer)
     except (ExploreError, SessionError, LLMError, EvaluationError) as error:
         print(f"cudaforge explore: {error}", file=sys.stderr)
         return EXIT_ERROR
     finally:
+        devices.close()
         session.close()
     print(format_summary(summary, session.name), flush=True)
     if args.json:
@@ -144,6 +158,33 @@ def _run(explorer: Any) -> Any:
     return result[0]
 
 
+def _devices(args: argparse.Namespace, config: Any) -> Any:
+    """What the branches' evaluations share: this machine's GPUs (or its CPU), or a Ray cluster."""
+    from engine.eval.options import resolve_device
+    from engine.explore.devices import SharedDevices
+
+    if args.ray:
+        from engine.batch.ray import import_ray
+
+        import_ray()  # RayUnavailable, with the install hint, before anything starts
+        from engine.explore.ray_devices import RayDevices
+
+        device = "cuda" if config.eval.device == "cuda" else resolve_device(config.eval.device)
+        return RayDevices(device, args.ray, workers=max(2, args.width))
+    device = resolve_device(config.eval.device)
+    if args.gpus and device != "cuda":
+        raise ConfigError("--gpus needs kernels on CUDA (--device cuda)")
+    return SharedDevices(device, visible_gpus(device, args.gpus))
+
+
+def _where(devices: Any) -> str:
+    if getattr(devices, "address", None):
+        return f"evaluations as Ray tasks at {devices.address}"
+    if devices.device == "cuda":
+        return f"GPU {','.join(map(str, devices.gpus))} shared (checks side by side, timings alone)"
+    return "on the CPU (checks side by side, timings alone)"
+
+
 def _default_start(session: SessionRepo, branch: str) -> int:
     best = session.best(branch)
     if best is not None:
@@ -159,13 +200,21 @@ def _say(line: str) -> None:
 
 
 def _printer(verbose: bool) -> Any:
+    """``-v``: every stage of every branch, each line naming its branch (the branches run at once, so
+    the LLM's streamed tokens, which would interleave, are left out)."""
     from engine.cli.run import Printer
 
     printer = Printer(sys.stdout, verbose=True) if verbose else None
 
     def on_event(event: Event) -> None:
-        if printer is not None:
-            printer(event)
+        if printer is None or isinstance(event, LLMToken):
+            return
+        text = printer.format(event)
+        if text is not None:
+            lines = printer.scrubber.text(text).splitlines()
+            with printer.lock:
+                for line in lines:
+                    print(f"[{event.branch}] {line}", flush=True)
 
     return on_event
 
@@ -182,6 +231,14 @@ def format_summary(summary: Any, session_name: str) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["", *("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)]
     lines.append(f"total: {summary.tokens} tokens · ${summary.cost_usd:.4f}")
+    used = summary.devices or {}
+    if used.get("windows"):
+        evaluations = used["evaluation_seconds"]
+        ratio = f" ({evaluations / summary.wall_seconds:.2f}x)" if summary.wall_seconds > 0 else ""
+        lines.append(
+            f"time: wall {summary.wall_seconds:.1f} s this run; the evaluations took {evaluations:.1f} s "
+            f"in all{ratio}; timings sharing a GPU: {used['alone_overlaps']}"
+        )
     if summary.stopped:
         lines.append(f"stopped early: {summary.stopped}")
     if summary.outcome != "finished":

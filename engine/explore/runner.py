@@ -3,33 +3,44 @@
 Flow: the Judge is asked once, at iteration N of the source branch, for K different ideas
 (``Loop.judge_ideas``). Idea k becomes branch ``explore/<N>-<k>``, made at N. Its first round
 starts at the Coder with that idea approved, and later rounds are ordinary auto-approved loop rounds.
-The rounds go round by round over the branches. After each round ``--beam W`` keeps only the W best
-correct branches; the others are recorded as pruned, with their speedup. A cost or token cap
-stops the whole exploration between two rounds of a branch.
 
-One process writes every branch, one loop at a time. Each loop takes the session's writer lock and
-commits to its own branch, as ``cudaforge run`` does. So the journal, Ctrl-C and resume behave as
-in a single branch: a stop finishes the evaluation in flight and commits it. ``explore`` with the
-same arguments then goes on from the plan (``engine.explore.plan``): the ideas are not asked again,
-and no committed round is run twice.
+The branches run side by side, one thread and one loop at a time each, all in this process:
+
+* their LLM calls go out concurrently, at most ``llm_concurrency`` at once per provider
+  (:mod:`engine.llm.bounded`);
+* their evaluations share the GPUs (:mod:`engine.explore.devices`): builds and checks side by side
+  within each GPU's memory budget, a timing or a profile alone on its GPU;
+* with ``--beam W`` the branches wait for each other at the end of every round, and only the W best
+  correct ones go on; the others are recorded as pruned, with their speedup. Without a beam each
+  branch runs its R rounds straight through;
+* a cost or token cap is checked before every round of every branch: once spent, no round starts,
+  and the rounds in flight finish and are committed.
+
+One process writes every branch: it holds the session's writer lock over all of them, and each loop
+commits to its own branch only (a compare-and-swap of that branch's ref). Each exploration branch
+keeps its own loop journal (``engine.loop.state.journal_path``), so Ctrl-C and resume behave as in
+a single branch: a stop lets each round in flight finish the evaluation it is in and commit it.
+``explore`` with the same arguments then goes on from the plan (``engine.explore.plan``): the ideas
+are not asked again, and no committed round is run twice.
 
 A person may stand at the gate once per idea: ``propose`` asks the Judge and keeps its ideas in the plan
 without making a branch; ``choose`` then makes a branch for each idea picked, changed or added (the
 workbench's chooser). ``run`` alone takes every idea as given.
-
-What this module does not do yet (issue 28): run branches side by side (LLM calls, builds and checks
-in parallel, timing alone per GPU), or spread them over hosts with Ray.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engine import approval as approvals
+from engine.eval.options import resolve_device
 from engine.events import Event, LoopError
+from engine.explore.devices import GatedProfiler, SharedDevices
 from engine.explore.plan import (
     DONE,
     FAILED,
@@ -43,16 +54,17 @@ from engine.explore.plan import (
     load_plan,
     save_plan,
 )
+from engine.llm.bounded import DEFAULT_PER_PROVIDER, ProviderBounds
 from engine.loop import feedback
 from engine.loop.machine import ERROR, FINISH_BEFORE_STOPPING, FINISHED, PAUSED, Loop
 from engine.loop.state import CODER, JUDGE, Pending, clear_journal, derive, read_journal, save_journal
 from engine.loop.state import DONE as LOOP_DONE
 from sessions.repo import SessionRepo
 
-#: ``(session, k, rounds_target, on_event) -> Loop`` on the session's current branch. k is 1-based; 0 is
-#: the loop that asks for the ideas. The front end builds the agents (the scripted provider can give
-#: each branch its own replies).
-LoopFactory = Callable[[SessionRepo, int, int, Callable[[Event], None]], Loop]
+#: ``(session, k, rounds_target, on_event, branch) -> Loop`` writing ``branch``. k is 1-based; 0 is the
+#: loop that asks for the ideas. The front end builds the agents (the scripted provider can give each
+#: branch its own replies); the explorer then makes the loop share the GPUs and the LLM bounds.
+LoopFactory = Callable[[SessionRepo, int, int, Callable[[Event], None], str], Loop]
 
 
 class ExploreError(RuntimeError):
@@ -106,6 +118,11 @@ class ExploreSummary:
     # the ideas call while no branch has committed it yet (a cap reached at once): spent all the same
     uncommitted_tokens: int = 0
     uncommitted_usd: float = 0.0
+    wall_seconds: float = 0.0  # this run's, the ideas call included
+    #: how the branches shared the GPUs this run (SharedDevices.stats): every evaluation's windows,
+    #: their sum (against wall_seconds: what running side by side gained) and any timing that shared
+    devices: dict[str, Any] | None = None
+    llm_peak_in_flight: dict[str, int] = field(default_factory=dict)  # per provider, this run
 
     @property
     def best(self) -> BranchSummary | None:
@@ -133,11 +150,19 @@ class ExploreSummary:
             "tokens": self.tokens,
             "cost_usd": round(self.cost_usd, 6),
             "uncommitted_usd": round(self.uncommitted_usd, 6),
+            "wall_seconds": round(self.wall_seconds, 3),
+            "evaluation_seconds": (self.devices or {}).get("evaluation_seconds"),
+            "devices": self.devices,
+            "llm_peak_in_flight": self.llm_peak_in_flight,
         }
 
 
 class Explorer:
-    """Runs (or resumes) one exploration of ``session`` (see the module docstring)."""
+    """Runs (or resumes) one exploration of ``session`` (see the module docstring).
+
+    ``gpus``: the GPUs the branches' evaluations share (CUDA_VISIBLE_DEVICES indices; default GPU 0),
+    or ``devices``, made already (the CPU when kernels run there). ``llm_concurrency``: LLM calls in
+    flight at once per provider."""
 
     def __init__(
         self,
@@ -146,29 +171,42 @@ class Explorer:
         make_loop: LoopFactory,
         on_line: Callable[[str], None] = lambda line: None,
         on_event: Callable[[Event], None] = lambda event: None,
+        *,
+        gpus: list[int] | None = None,
+        devices: SharedDevices | None = None,
+        llm_concurrency: int = DEFAULT_PER_PROVIDER,
     ) -> None:
         if spec.width < 1 or spec.rounds < 1:
             raise ExploreError("--width and --rounds must be at least 1")
         if spec.beam is not None and spec.beam < 1:
             raise ExploreError("--beam must be at least 1")
+        if llm_concurrency < 1:
+            raise ExploreError("--llm-concurrency must be at least 1")
         self.session = session
         self.spec = spec
         self.make_loop = make_loop
         self.say = on_line
         self.on_event = on_event
+        self.gpus = gpus
+        self.devices = devices
+        self.bounds = ProviderBounds(llm_concurrency)
         self._stop = threading.Event()
-        self._loop: Loop | None = None
-        self._errors: list[str] = []
+        self._lock = threading.RLock()  # the plan, the live loops, the devices
+        self._loops: dict[str, Loop] = {}
+        self._errors: dict[str, list[str]] = {}
+        self._task_checked = False
+        self.wall_seconds = 0.0
         session.acquire_lock()  # held over every branch's loop (each is told to keep it when closed)
         self.plan = self._open_plan()
 
     # ------------------------------------------------------------------ control (any thread)
 
     def stop(self) -> None:
-        """Stop at the next boundary: the round in flight finishes its evaluation and commit first."""
+        """Stop at the next boundary: each round in flight finishes its evaluation and commit first."""
         self._stop.set()
-        loop = self._loop
-        if loop is not None:
+        with self._lock:
+            loops = list(self._loops.values())
+        for loop in loops:
             loop.stop()
 
     # ------------------------------------------------------------------ plan
@@ -178,13 +216,6 @@ class Explorer:
         history = self.session.history(spec.source)
         if not any(it.number == spec.start for it in history):
             raise ExploreError(f"branch {spec.source!r} has no iteration {spec.start}")
-        journal, _ = read_journal(self.session)
-        if journal is not None and not journal.branch.startswith(f"explore/{spec.start}-"):
-            raise ExploreError(
-                f"branch {journal.branch!r} has an unfinished round (at its {journal.stage} stage); finish it "
-                f"first (cudaforge run --headless --session {self.session.name} --branch {journal.branch}), "
-                "so that exploring does not drop it"
-            )
         plan = load_plan(self.session.path, spec.start)
         if plan is None:
             for k in range(1, spec.width + 1):
@@ -212,42 +243,83 @@ class Explorer:
             done = branch.name in self.session.branches() and self.session.history(branch.name)[-1].number
             if branch.state in (FAILED, STOPPED) or (branch.state == DONE and done < spec.start + spec.rounds):
                 branch.state, branch.why = RUNNING, ""
+        self._adopt_old_journals(plan)
         save_plan(self.session.path, plan)
         return plan
+
+    def _adopt_old_journals(self, plan: ExplorePlan) -> None:
+        """Earlier versions ran one branch at a time through the session's one journal, and kept a
+        branch's unfinished round in the plan meanwhile: each goes to the branch's own journal now."""
+        journal, _ = read_journal(self.session)
+        if journal is not None and any(b.name == journal.branch for b in plan.branches):
+            save_journal(self.session, journal)  # to its branch's own file (engine.loop.state.journal_path)
+            clear_journal(self.session)
+        for branch in plan.branches:
+            if branch.journal is not None:
+                save_journal(self.session, Pending.from_dict(branch.journal))
+                branch.journal = None
+
+    def _save_plan(self) -> None:
+        with self._lock:
+            save_plan(self.session.path, self.plan)
 
     # ------------------------------------------------------------------ running
 
     def run(self) -> ExploreSummary:
-        """Ask for the ideas (once), then run every branch round by round; the summary at the end. The
-        session's current branch is the source branch again afterwards, whatever happened."""
+        """Ask for the ideas (once), then run the branches side by side; the summary at the end. The
+        session's current branch is the source branch afterwards, whatever happened (an earlier
+        version moved HEAD onto a branch for its round)."""
+        started = time.monotonic()
         try:
-            return self._run()
+            summary = self._run()
         finally:
+            self.wall_seconds += time.monotonic() - started
             self.session.switch_branch(self.spec.source)
+        summary.wall_seconds = self.wall_seconds
+        return summary
 
     def _run(self) -> ExploreSummary:
-        self._stash_journal()  # a round a stop or kill left unfinished waits for its branch's turn
         if not self.plan.asked and not self._ask_for_ideas():
             return self.summary(PAUSED if self._stop.is_set() else FINISHED)
-        start = self.spec.start
-        for r in range(1, self.spec.rounds + 1):
+        if self.spec.beam is None:  # nothing to compare between rounds: each branch runs straight through
+            self._side_by_side(lambda branch: self._run_rounds(branch, self.spec.rounds))
+        else:
+            for r in range(1, self.spec.rounds + 1):
+                self._side_by_side(lambda branch, r=r: self._run_rounds(branch, r))
+                if self._stop.is_set() or self.plan.stopped:
+                    break
+                if r < self.spec.rounds:  # after the last round every branch has finished: nothing to cut
+                    self._prune(r)
+        if self._stop.is_set():
+            return self.summary(PAUSED)
+        with self._lock:
             for branch in self.plan.running():
-                if self._stop.is_set():
-                    return self.summary(PAUSED)
-                if self._over_cap():
-                    return self.summary(FINISHED)
-                tip = self.session.history(branch.name)[-1].number
-                if tip >= start + r:
-                    continue  # committed before a resume
-                outcome = self._run_round(branch, start + r)
-                if outcome == PAUSED:
-                    return self.summary(PAUSED)
-            if r < self.spec.rounds:  # after the last round every branch has finished: nothing to cut
-                self._prune(r)
-        for branch in self.plan.running():
-            branch.state = DONE
-        save_plan(self.session.path, self.plan)
+                branch.state = DONE
+            self._save_plan()
         return self.summary(FINISHED)
+
+    def _side_by_side(self, work: Callable[[BranchState], None]) -> None:
+        """``work`` for every running branch, each in its own thread; returns when all have ended."""
+        branches = self.plan.running()
+        if not branches:
+            return
+        with ThreadPoolExecutor(max_workers=len(branches), thread_name_prefix="cudaforge-branch") as pool:
+            futures = [pool.submit(work, branch) for branch in branches]
+        for future in futures:
+            future.result()  # a bug in the runner itself surfaces here, not silently
+
+    def _run_rounds(self, branch: BranchState, up_to: int) -> None:
+        """``branch``'s rounds until its tip is round ``up_to`` (counted from the start), a stop, a cap
+        or an error."""
+        target = self.spec.start + up_to
+        while branch.state == RUNNING and not self._stop.is_set():
+            tip = self.session.history(branch.name)[-1].number
+            if tip >= target:
+                return  # committed before a resume, or this round of a beam is done
+            if self._over_cap():
+                return
+            if self._run_round(branch, tip + 1) != FINISHED:
+                return
 
     def _ask_for_ideas(self) -> bool:
         """The Judge's ideas (asked once), each pursued as given on its own branch: what ``explore`` does
@@ -270,9 +342,8 @@ class Explorer:
         first = branch_name(spec.start, 1)
         if first not in self.session.branches():
             self.session.branch_from(spec.start, name=first, branch=spec.source)
-        self.session.switch_branch(first)
         self.say(f"asking the Judge for {spec.width} ideas about iteration {spec.start} of {spec.source}")
-        loop = self._open_loop(0, spec.start + 1)
+        loop = self._open_loop(0, first, spec.start + 1)
         try:
             if loop.stage != JUDGE:
                 raise ExploreError(f"iteration {spec.start} cannot be explored: its loop is at {loop.stage}")
@@ -280,17 +351,17 @@ class Explorer:
                 turn = loop.judge_ideas(spec.width)
             except Exception as error:  # an LLM error or a cancel: nothing is made, the next run asks again
                 if self._stop.is_set():
-                    return False
+                    return []
                 raise ExploreError(f"the Judge's ideas: {error}") from error
         finally:
-            self._close_loop(loop)
+            self._close_loop(first, loop)
         if not any(i.parsed or i.text.strip() for i in turn.ideas):
             raise ExploreError("the Judge's reply held no idea (it was empty); nothing was made, run again to ask again")
         self.plan.ideas_record = turn.record
         self.plan.proposed = [idea.to_dict() for idea in turn.ideas]
         if len(turn.ideas) < spec.width:
             self.say(f"the Judge gave {len(turn.ideas)} different idea(s), not {spec.width}")
-        save_plan(self.session.path, self.plan)
+        self._save_plan()
         return [dict(idea) for idea in self.plan.proposed]
 
     def choose(self, choices: list[Choice], decided_by: str = approvals.HUMAN, rounds: int | None = None) -> None:
@@ -314,43 +385,38 @@ class Explorer:
             self.say(f"{name}: {_headline(choice.idea)}{'' if choice.suggested is None else ' (changed by hand)'}")
         self.plan.decided_by = decided_by
         self.plan.asked = True
-        save_plan(self.session.path, self.plan)
+        self._save_plan()
 
     def _run_round(self, branch: BranchState, target: int) -> str:
         """One round of ``branch``, up to iteration ``target``; the loop's outcome."""
-        self.session.switch_branch(branch.name)
         k = self.plan.branches.index(branch) + 1
         history = self.session.history(branch.name)
-        if branch.journal is not None:  # its own unfinished round (the loop checks it still fits the tip)
-            save_journal(self.session, Pending.from_dict(branch.journal))
-            branch.journal = None
-            save_plan(self.session.path, self.plan)
-        elif history[-1].number == self.spec.start:
+        if history[-1].number == self.spec.start:
             self._start_with_idea(branch, k, history[-1].sha)
         self.say(f"{branch.name}: round {target - self.spec.start} (iteration {target})")
-        self._errors = []
+        with self._lock:
+            self._errors[branch.name] = []
+        loop = self._open_loop(k, branch.name, target)
         try:
-            loop = self._open_loop(k, target)
-            try:
-                outcome = self._drive(loop)
-            finally:
-                self._close_loop(loop)
+            outcome = self._drive(loop)
         finally:
-            self._stash_journal()
-            self.session.switch_branch(self.spec.source)  # HEAD is on an exploration's branch only mid-round
-        if outcome == ERROR:
-            branch.state, branch.why = FAILED, "; ".join(self._errors) or "the round failed"
-            self.say(f"{branch.name}: stopped: {branch.why}")
-        elif outcome == FINISHED:
-            tip = self.session.history(branch.name)[-1]
-            self.say(f"{branch.name}: iteration {tip.number} {tip.status} {_x(tip.speedup)}")
-        save_plan(self.session.path, self.plan)
+            self._close_loop(branch.name, loop)
+        if outcome == FINISHED and loop.task_problem is None:
+            self._task_checked = True  # the task's reference ran once: later rounds need not check it
+        with self._lock:
+            if outcome == ERROR:
+                branch.state, branch.why = FAILED, "; ".join(self._errors[branch.name]) or "the round failed"
+                self.say(f"{branch.name}: stopped: {branch.why}")
+            elif outcome == FINISHED:
+                tip = self.session.history(branch.name)[-1]
+                self.say(f"{branch.name}: iteration {tip.number} {tip.status} {_x(tip.speedup)}")
+            self._save_plan()
         return outcome
 
     def _start_with_idea(self, branch: BranchState, k: int, tip_sha: str) -> None:
         """The branch's first round begins at the Coder with its idea approved, unless a journal of
         that round is there already (a resume after a stop mid-round)."""
-        journal, _ = read_journal(self.session)
+        journal, _ = read_journal(self.session, branch.name)
         if journal is not None and journal.branch == branch.name and journal.base == tip_sha:
             return
         pending = derive(self.session, self.spec.start + 1, branch.name)
@@ -378,35 +444,48 @@ class Explorer:
             if outcome is not None:
                 return outcome
 
-    def _stash_journal(self) -> None:
-        """Move an unfinished round of one of this exploration's branches from the session's one journal
-        into that branch's entry of the plan, so the next branch's loop cannot overwrite it."""
-        journal, _ = read_journal(self.session)
-        branch = next((b for b in self.plan.branches if journal is not None and b.name == journal.branch), None)
-        if journal is None or branch is None:
-            return
-        branch.journal = journal.to_dict()
-        save_plan(self.session.path, self.plan)  # first: a kill between the two keeps it in one place
-        clear_journal(self.session)
-
-    def _open_loop(self, k: int, target: int) -> Loop:
+    def _open_loop(self, k: int, branch: str, target: int) -> Loop:
         def on_event(event: Event) -> None:
             if isinstance(event, LoopError):
-                self._errors.append(event.message)
+                with self._lock:
+                    self._errors.setdefault(branch, []).append(event.message)
             self.on_event(event)
 
-        loop = self.make_loop(self.session, k, target, on_event)
+        loop = self.make_loop(self.session, k, target, on_event, branch)
+        if loop.branch != branch:
+            raise ExploreError(f"the loop made for {branch} writes {loop.branch}")  # a factory that ignored it
         loop.release_lock_on_close = False
         loop.set_approval_policy(approvals.AUTO)  # inside its branch an idea runs without asking
+        self._share(loop, branch)
         for notice in loop.notices:
             self.say(f"note: {notice}")
-        self._loop = loop
+        with self._lock:
+            self._loops[branch] = loop
         if self._stop.is_set():
             loop.stop()
         return loop
 
-    def _close_loop(self, loop: Loop) -> None:
-        self._loop = None
+    def _share(self, loop: Loop, branch: str) -> None:
+        """What makes ``branch``'s loop a good neighbour: its evaluations and profiles take turns on
+        the shared GPUs, its LLM calls count against its provider's bound, and the task is checked
+        once per run rather than once per round."""
+        with self._lock:
+            if self.devices is None:
+                device = resolve_device(loop.options.eval_options.device)
+                self.devices = SharedDevices(device, self.gpus if device == "cuda" else None)
+            devices = self.devices
+        loop.options.evaluator = devices.evaluator(branch)
+        if loop.profiler is not None and not isinstance(loop.profiler, GatedProfiler):
+            loop.profiler = devices.profiler(loop.profiler, branch)
+        loop.coder.provider = self.bounds.wrap(loop.coder.provider)
+        loop.judge.provider = self.bounds.wrap(loop.judge.provider)
+        if self._task_checked:
+            loop.options.check_task = False
+
+    def _close_loop(self, branch: str, loop: Loop) -> None:
+        with self._lock:
+            if self._loops.get(branch) is loop:
+                del self._loops[branch]
         loop.close()
 
     # ------------------------------------------------------------------ beam and caps
@@ -437,7 +516,7 @@ class Explorer:
                 else f"beam {beam} after round {r}: no correct kernel yet"
             )
             self.say(f"{branch.name}: pruned ({branch.why})")
-        save_plan(self.session.path, self.plan)
+        self._save_plan()
 
     def _uncommitted(self) -> tuple[int, float]:
         """The ideas call's tokens and cost while branch 1's first commit does not hold them yet."""
@@ -459,6 +538,14 @@ class Explorer:
         return tokens, cost
 
     def _over_cap(self) -> bool:
+        """True once a cap is spent (said once; every running branch is stopped with the reason). What
+        counts is what was committed: rounds in flight beside this one finish and add theirs."""
+        with self._lock:
+            if self.plan.stopped:
+                return True
+            return self._check_caps()
+
+    def _check_caps(self) -> bool:
         tokens, cost = self._spent()
         spec = self.spec
         why = ""
@@ -471,7 +558,7 @@ class Explorer:
         self.plan.stopped = why
         for branch in self.plan.running():
             branch.state, branch.why = STOPPED, why
-        save_plan(self.session.path, self.plan)
+        self._save_plan()
         self.say(f"stopped: {why}")
         return True
 
@@ -486,6 +573,9 @@ class Explorer:
             outcome=outcome,
         )
         out.uncommitted_tokens, out.uncommitted_usd = self._uncommitted()
+        out.wall_seconds = self.wall_seconds
+        out.devices = self.devices.stats() if self.devices is not None else None
+        out.llm_peak_in_flight = dict(self.bounds.peak)
         for branch in self.plan.branches:
             new = [it for it in self.session.history(branch.name) if it.number > self.spec.start]
             speedup, number = self._branch_best(branch.name)

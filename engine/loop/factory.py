@@ -52,10 +52,13 @@ def make_loop(
     hardware: str = "",
     cache_root: Path | None = None,
     agents: tuple[Coder, Judge] | None = None,
+    branch: str | None = None,
+    evaluator: Callable[..., Any] | None = None,
 ) -> Loop:
     """A loop for ``session`` as ``config`` says; ``device`` (cpu/cuda/auto) defaults to ``[eval] device``.
     ``agents``: the Coder and Judge to use instead of new ones (an exploration keeps one pair per branch
-    over its rounds, so a scripted branch goes on through its replies)."""
+    over its rounds, so a scripted branch goes on through its replies). ``branch``: the branch the loop
+    writes (default: HEAD's). ``evaluator``: what evaluates a kernel (LoopOptions.evaluator)."""
     device = resolve_device(device or config.eval.device)
     coder, judge = agents or make_agents(config, device)
     options = LoopOptions(
@@ -64,6 +67,7 @@ def make_loop(
         eval_options=EvalOptions.from_config(config, device, cache_root),
         hardware=hardware,
         settings=session_settings(config, device),
+        evaluator=evaluator,
     )
     return Loop(
         session,
@@ -72,6 +76,7 @@ def make_loop(
         options,
         on_event=on_event,
         profiler=profiler if config.profile.enabled else None,
+        branch=branch,
     )
 
 

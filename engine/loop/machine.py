@@ -122,6 +122,10 @@ class LoopOptions:
     #: run the task's reference on its own inputs (in a worker) before the first Coder call;
     #: a broken task stops the loop before any LLM request (engine.eval.reference_check)
     check_task: bool = True
+    #: runs one evaluation, with :func:`engine.eval.evaluate.evaluate`'s signature; None is that
+    #: function. An exploration gives its loops one that shares the GPUs among its branches
+    #: (engine.explore.devices): checks side by side, a timing alone on its GPU.
+    evaluator: Callable[..., EvalResult] | None = None
 
 
 class Loop:
@@ -135,7 +139,10 @@ class Loop:
         options: LoopOptions | None = None,
         on_event: Callable[[Event], None] | None = None,
         profiler: Profiler | None = None,
+        branch: str | None = None,
     ) -> None:
+        """``branch``: the branch this loop writes (default: the session's current one, HEAD). An
+        exploration names each of its branches, so loops of several branches run at once."""
         self.session = session
         self.coder = coder
         self.judge = judge
@@ -165,7 +172,7 @@ class Loop:
         #: what opening the session found, for the front end to show (a stale lock, a repaired journal)
         self.notices: list[str] = [session.lock_notice] if session.lock_notice else []
         self.pending: Pending
-        self.pending, notice = derive_checked(session, self.options.rounds)
+        self.pending, notice = derive_checked(session, self.options.rounds, branch)
         if notice is not None:
             self.notices.append(notice)
             if self.pending.stage != DONE and self.pending.notes and notice in self.pending.notes:
@@ -278,8 +285,9 @@ class Loop:
         with self._lock:
             if self._running or self._driving.locked():
                 raise LoopStateError("pause the loop before branching")
-            new = self.session.branch_from(iteration, name=name, branch=self.branch, switch=True)
-            clear_journal(self.session)
+            old = self.branch
+            new = self.session.branch_from(iteration, name=name, branch=old, switch=True)
+            clear_journal(self.session, old)
             self.pending = derive(self.session, self.options.rounds, new)
             self._next_no = self._compute_next_iteration()
             return new
@@ -495,7 +503,7 @@ class Loop:
         if self.pending.stage != DONE:
             save_journal(self.session, self.pending)
         else:
-            clear_journal(self.session)
+            clear_journal(self.session, self.pending.branch)
         self._emit(LoopNotice(message=message))
 
     # ------------------------------------------------------------------ stages
@@ -647,7 +655,7 @@ class Loop:
                 self._emit(BuildLog(line=event.text))
 
         def run() -> EvalResult:
-            return evaluate(
+            return (self.options.evaluator or evaluate)(
                 self.reference,
                 self.pending.kernel or "",
                 self.options.eval_options,
@@ -724,7 +732,7 @@ class Loop:
             ),
             branch=p.branch,
         )
-        clear_journal(self.session)
+        clear_journal(self.session, p.branch)
         item = self.session.iteration(number, p.branch)
         self._emit(
             IterationCommitted(

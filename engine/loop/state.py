@@ -4,7 +4,9 @@ The repo is the state: the tip of the current branch says what comes next (no it
 seed; the tip failed → a *repair* round; it is correct → an *optimize* round; the tip's number has
 reached the round limit → done). What a round produced before its commit — the Judge's suggestion,
 the approval, the Coder's kernel, the evaluation — lives in :class:`Pending`, which is written to a
-journal file in the session directory after every stage. The journal is only trusted while the
+journal file in the session directory after every stage. The session's branches share one journal,
+except an exploration's (``explore/N-k``): those run side by side in one process, so each keeps its
+own (:func:`journal_path`). The journal is only trusted while the
 branch tip it was started from is still the tip, so a resume after a crash redoes at most the stage
 that was interrupted, and never mixes a stale round into a moved branch.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,8 @@ from typing import Any
 from sessions.repo import SessionRepo
 
 JOURNAL_NAME = "cudaforge-loop.json"
+#: branches that keep a journal of their own (engine.explore.plan.branch_name makes their names)
+OWN_JOURNAL_PREFIX = "explore/"
 #: where an unreadable journal is moved (kept for a person to look at, never read again)
 BAD_JOURNAL_NAME = "cudaforge-loop.json.unreadable"
 
@@ -79,14 +84,18 @@ class Pending:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def journal_path(session: SessionRepo) -> Path:
+def journal_path(session: SessionRepo, branch: str | None = None) -> Path:
+    """The journal ``branch``'s unfinished round is kept in: the session's one journal, or for an
+    exploration's branch a file of its own, since its rounds run beside the other branches'."""
+    if branch is not None and branch.startswith(OWN_JOURNAL_PREFIX):
+        return session.path / f"cudaforge-loop.{branch.replace('/', '--')}.json"
     return session.path / JOURNAL_NAME
 
 
 def save_journal(session: SessionRepo, pending: Pending) -> None:
     """Write atomically (temp file + rename), so a kill leaves the old journal or the new one."""
-    path = journal_path(session)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    path = journal_path(session, pending.branch)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     with open(temp, "w", encoding="utf-8") as handle:
         json.dump(pending.to_dict(), handle, ensure_ascii=False, default=str)
         handle.flush()
@@ -94,18 +103,19 @@ def save_journal(session: SessionRepo, pending: Pending) -> None:
     os.replace(temp, path)
 
 
-def clear_journal(session: SessionRepo) -> None:
+def clear_journal(session: SessionRepo, branch: str | None = None) -> None:
     with contextlib.suppress(FileNotFoundError):
-        journal_path(session).unlink()
+        journal_path(session, branch).unlink()
 
 
-def load_journal(session: SessionRepo) -> Pending | None:
-    return read_journal(session)[0]
+def load_journal(session: SessionRepo, branch: str | None = None) -> Pending | None:
+    return read_journal(session, branch)[0]
 
 
-def read_journal(session: SessionRepo) -> tuple[Pending | None, str | None]:
-    """The journal, or None; and, when there was a file that could not be read, what was done with it."""
-    path = journal_path(session)
+def read_journal(session: SessionRepo, branch: str | None = None) -> tuple[Pending | None, str | None]:
+    """The journal ``branch`` is kept in (:func:`journal_path`), or None; and, when there was a file
+    that could not be read, what was done with it."""
+    path = journal_path(session, branch)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -122,7 +132,7 @@ def read_journal(session: SessionRepo) -> tuple[Pending | None, str | None]:
 
 
 def _set_aside(path: Path, why: str) -> str:
-    bad = path.with_name(BAD_JOURNAL_NAME)
+    bad = path.with_name(f"{path.name}.unreadable")
     try:
         os.replace(path, bad)
         kept = f"moved to {bad.name}"
@@ -230,7 +240,7 @@ def derive_checked(
     branch = branch or session.current_branch
     history = session.history(branch)
     base = history[-1].sha if history else session.root_sha
-    journal, notice = read_journal(session)
+    journal, notice = read_journal(session, branch)
     if journal is not None and journal.branch == branch and journal.base == base:
         problem = journal_problem(journal)
         if problem is None:
