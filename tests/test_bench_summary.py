@@ -164,3 +164,28 @@ def test_the_best_kernels_shapes_stand_beside_its_speedup_when_checked() -> None
     assert lines[0].split()[:4] == ["task", "status", "best", "shapes"]
     assert lines[1].split()[3] == "3/3" and lines[2].split()[3] == "-"
     assert "shapes" not in format_table(ROWS).splitlines()[0]  # not checked anywhere: no column
+
+
+def test_an_explored_set_says_its_width_and_each_best_kernels_branch(tmp_path: Path) -> None:
+    explored = [
+        dataclasses.replace(
+            r, explore_width=2, explore_beam=1, best_branch="explore/0-2" if r.correct else ""
+        )
+        for r in ROWS
+    ]
+    s = set_statistics(explored)
+    assert s["explore_width"] == 2 and s["explore_beam"] == 1
+    lines = format_table(explored).splitlines()
+    assert lines[0].split()[:4] == ["task", "status", "best", "branch"]
+    assert lines[1].split()[:4] == ["a", "done", "2.00x", "explore/0-2"] and lines[5].split()[3] == "-"
+    assert "explored: width 2, beam 1 from each task's seed" in format_table(explored)
+    write_csv(explored, tmp_path / "x.csv")
+    write_json(explored, tmp_path / "x.json")
+    assert "best_branch" in (tmp_path / "x.csv").read_text().splitlines()[0]
+    assert json.loads((tmp_path / "x.json").read_text())["tasks"][0]["best_branch"] == "explore/0-2"
+    # a bench that did not explore: no such column, key or line, as before --explore existed
+    write_csv(ROWS, tmp_path / "s.csv")
+    write_json(ROWS, tmp_path / "s.json")
+    assert "branch" not in (tmp_path / "s.csv").read_text().splitlines()[0]
+    assert "explore_width" not in json.loads((tmp_path / "s.json").read_text())["tasks"][0]
+    assert "explore_width" not in set_statistics(ROWS) and "explored" not in format_table(ROWS)

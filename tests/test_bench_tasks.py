@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.bench.runner import BenchOptions, child_env, task_command
+from engine.bench.runner import BenchOptions, child_env, explore_command, task_command
 from engine.bench.settings import merged_settings
 from engine.bench.tasks import BenchError, BenchTask, discover
 from sessions.repo import SessionRepo
@@ -62,3 +62,20 @@ def test_a_rerun_keeps_the_first_runs_settings_unless_flags_change_them(tmp_path
     again = merged_settings(tmp_path, {"rounds": None, "coder": None, "judge": "scripted/j"})
     assert again == {"rounds": 2, "coder": "scripted/a", "judge": "scripted/j", **unset_guard}
     assert merged_settings(tmp_path, {"rounds": 5})["rounds"] == 5
+
+
+def test_explore_runs_the_exploration_of_the_seed_with_the_benchs_rounds(tmp_path: Path) -> None:
+    task = BenchTask("relu", SET / "relu.py")
+    options = BenchOptions(out=tmp_path, rounds=3, coder="scripted/x", device="cpu", explore=2, beam=1)
+    cmd = explore_command(task, options)
+    assert cmd[cmd.index("-m") + 1 : cmd.index("-m") + 4] == ["tui.cli", "explore", "relu"]
+    flags = dict(zip(cmd[5::2], cmd[6::2], strict=False))
+    assert [flags[f] for f in ("--from", "--width", "--rounds", "--beam")] == ["0", "2", "3", "1"]
+    assert flags["--json"] == str(tmp_path / "explore" / "relu.json") and flags["--coder"] == "scripted/x"
+    assert flags["--sessions-dir"] == str(tmp_path / "sessions")
+
+
+def test_explore_and_beam_are_kept_once_given_and_absent_until_then(tmp_path: Path) -> None:
+    assert "explore" not in merged_settings(tmp_path, {"rounds": 1})
+    assert merged_settings(tmp_path, {"explore": 2, "beam": 1})["explore"] == 2
+    assert merged_settings(tmp_path, {"rounds": None})["beam"] == 1

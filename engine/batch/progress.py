@@ -2,7 +2,7 @@
 
 Both views are fed the same calls by the runner (``started`` / ``line`` / ``finished``) and keep
 the same state: per running task its stage, round and best speedup so far, parsed from the
-``cudaforge run --headless`` lines of its child process.
+``cudaforge run --headless`` lines of its child process (and ``cudaforge explore``'s, with ``--explore``).
 
 * :class:`LineProgress` prints every line as ``[task] …`` and ``[k/N done] …`` when a task ends,
   which is what a log file or CI wants.
@@ -24,6 +24,9 @@ from typing import TextIO
 
 _STAGE = re.compile(r"^iter (\d+) · (\w+)")
 _RESULT = re.compile(r"^iter (\d+) ·\s+→ (\S+) · (?:([0-9.]+)x)?")
+# ``cudaforge explore``'s lines (``bench --explore``): a branch's round starts, and its result
+_BRANCH_ROUND = re.compile(r"^(explore/\d+-\d+): round \d+ \(iteration (\d+)\)")
+_BRANCH_RESULT = re.compile(r"^explore/\d+-\d+: iteration (\d+) (\S+) (?:([0-9.]+)x)?")
 
 
 @dataclass
@@ -38,7 +41,7 @@ class TaskState:
 
     def update(self, line: str) -> bool:
         """Take one child line into account; True when it is a result line (worth printing live)."""
-        result = _RESULT.match(line)
+        result = _RESULT.match(line) or _BRANCH_RESULT.match(line)
         if result:
             self.round = int(result.group(1))
             if result.group(2) == "correct" and result.group(3):
@@ -46,8 +49,11 @@ class TaskState:
                 self.best = speedup if self.best is None else max(self.best, speedup)
             return True
         stage = _STAGE.match(line)
+        branch = _BRANCH_ROUND.match(line)
         if stage:
             self.round, self.stage = int(stage.group(1)), stage.group(2)
+        elif branch:
+            self.round, self.stage = int(branch.group(2)), branch.group(1)
         elif line.startswith("compile baseline"):
             self.stage = "compile-baseline"
         return False

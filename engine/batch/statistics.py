@@ -14,6 +14,9 @@ hand. Conventions (documented because papers differ):
   threshold, a time below the hardware floor); ``implausible_tasks``, apart, those below the floor.
   They are counted, not removed: the verdict is the evaluator's, the flag asks a human to look.
 * Totals add what is known; ``cost_unknown_tasks`` says how many tasks had an unpriced model.
+* With ``bench --explore K`` a task's best is the best correct iteration over *all* its session's
+  branches (``best_branch`` says which); rows, totals and the set say the width (``explore_width``),
+  and a bench that did not explore has none of these columns or keys.
 * With ``--compile-baseline``, ``speedup_vs_compile`` is the best kernel against ``torch.compile`` of
   the reference (see :mod:`engine.bench.compile_baseline`); the set gets the same mean / median /
   geomean over the tasks that have one, and ``vs_compile_fast_1.0`` over *all* tasks, as fast_p.
@@ -25,7 +28,7 @@ import csv
 import json
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -64,6 +67,12 @@ class TaskRow:
     # the best kernel's review flags (EvalResult.flags) and whether its time is below the hardware floor
     best_flagged: bool = False
     best_implausible: bool = False
+    # with ``bench --explore K``: the width and beam explored with, the branch of the best kernel,
+    # and the exploration's own summary (``cudaforge explore --json``)
+    explore_width: int | None = None
+    explore_beam: int | None = None
+    best_branch: str = ""
+    explore_summary: str = ""
 
 
 def fast_p(rows: Sequence[TaskRow], p: float) -> float:
@@ -112,6 +121,23 @@ def set_statistics(rows: Sequence[TaskRow]) -> dict[str, Any]:
         **_guard_statistics(rows),
         "flagged_tasks": sum(1 for r in rows if r.correct and r.best_flagged),
         "implausible_tasks": sum(1 for r in rows if r.correct and r.best_implausible),
+        **_explore_statistics(rows),
+    }
+
+
+def _explored(rows: Sequence[TaskRow]) -> bool:
+    return any(r.explore_width is not None for r in rows)
+
+
+def _explore_statistics(rows: Sequence[TaskRow]) -> dict[str, Any]:
+    """The width (and beam) a ``bench --explore`` ran with; empty for a bench that did not explore."""
+    widths = sorted({r.explore_width for r in rows if r.explore_width is not None})
+    if not widths:
+        return {}
+    beams = sorted({r.explore_beam for r in rows if r.explore_beam is not None})
+    return {
+        "explore_width": widths[0] if len(widths) == 1 else widths,
+        "explore_beam": (beams[0] if len(beams) == 1 else beams) if beams else None,
     }
 
 
@@ -143,21 +169,30 @@ def _compile_statistics(rows: Sequence[TaskRow]) -> dict[str, Any]:
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(TaskRow) if f.name != "best_by_round")
+#: only in the summaries of a bench that explored
+EXPLORE_COLUMNS: tuple[str, ...] = ("explore_width", "explore_beam", "best_branch", "explore_summary")
 
 
-def write_csv(rows: Iterable[TaskRow], path: Path) -> None:
+def _row_dict(row: TaskRow, explored: bool) -> dict[str, Any]:
+    return {k: v for k, v in asdict(row).items() if explored or k not in EXPLORE_COLUMNS}
+
+
+def write_csv(rows: Sequence[TaskRow], path: Path) -> None:
     """One line per task; empty cells for unknown values."""
+    explored = _explored(rows)
+    columns = [c for c in COLUMNS if explored or c not in EXPLORE_COLUMNS]
     with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(COLUMNS))
+        writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         for row in rows:
-            cells = {k: v for k, v in asdict(row).items() if k in COLUMNS}
+            cells = {k: v for k, v in _row_dict(row, explored).items() if k in columns}
             writer.writerow({k: ("" if v is None else v) for k, v in cells.items()})
 
 
 def write_json(rows: Sequence[TaskRow], path: Path) -> None:
     """``{"tasks": [...], "set": {...}}``, written atomically (a rerun may read it while it changes)."""
-    payload = {"tasks": [asdict(r) for r in rows], "set": set_statistics(rows)}
+    explored = _explored(rows)
+    payload = {"tasks": [_row_dict(r, explored) for r in rows], "set": set_statistics(rows)}
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     tmp.replace(path)
@@ -171,7 +206,9 @@ def format_table(rows: Sequence[TaskRow]) -> str:
     """The per-task table and the set's statistics, as printed at the end of a bench."""
     with_compile = any(r.compile_speedup is not None for r in rows)
     with_shapes = any(r.best_shapes for r in rows)
-    header = ["task", "status", "best", *(["shapes"] if with_shapes else []), "rounds", "tokens", "cost", "min"]
+    explored = _explored(rows)
+    header = ["task", "status", "best", *(["branch"] if explored else []), *(["shapes"] if with_shapes else []),
+              "rounds", "tokens", "cost", "min"]  # fmt: skip
     if with_compile:
         header += ["compile", "vs compile"]
     table = [header]
@@ -185,6 +222,7 @@ def format_table(rows: Sequence[TaskRow]) -> str:
                 r.task,
                 r.status if r.correct or r.status != "done" else "done (no correct kernel)",
                 _num(r.best_speedup, ".2f") + ("x" if r.best_speedup is not None else ""),
+                *([r.best_branch or "-"] if explored else []),
                 *([r.best_shapes or "-"] if with_shapes else []),
                 "-" if r.rounds is None else str(r.rounds),
                 str(r.tokens),
@@ -211,6 +249,12 @@ def format_table(rows: Sequence[TaskRow]) -> str:
         )
         + f" · GPU-hours {s['gpu_hours']:.3f}",
     ]
+    if explored:
+        beam = f", beam {s['explore_beam']}" if s["explore_beam"] is not None else ""
+        lines.append(
+            f"explored: width {s['explore_width']}{beam} from each task's seed; "
+            "a task's best is its best correct iteration on any branch"
+        )
     if s["guards"]:
         lines.append("guard: " + " | ".join(s["guards"]))
     if s["flagged_tasks"]:

@@ -32,7 +32,10 @@ if TYPE_CHECKING:
     from engine.bench.runner import Bench, TaskPlan
     from engine.bench.tasks import BenchTask
 
-def run_remote_task(name: str, commands: list[list[str]], cwd: str, lines: Any) -> dict[str, Any]:
+
+def run_remote_task(
+    name: str, commands: list[list[str]], cwd: str, lines: Any, stop_after: tuple[int, ...] = ()
+) -> dict[str, Any]:
     """The body of one Ray task: run the commands here, lines to the driver; their codes and seconds."""
     from engine.bench.runner import child_env, execute
 
@@ -46,6 +49,7 @@ def run_remote_task(name: str, commands: list[list[str]], cwd: str, lines: Any) 
         lambda line: lines.put((name, line, "")),
         None,  # the driver keeps the log
         lambda command: lines.put((name, "\x00command", command)),
+        stop_after,
     )
     return {"codes": codes, "seconds": time.monotonic() - started}
 
@@ -70,7 +74,7 @@ def run_on_ray(bench: Bench, todo: list[tuple[BenchTask, TaskPlan]]) -> int:
         for task, plan in todo:
             if plan.resumed:
                 resumed_names.add(task.name)
-            ref = remote.remote(task.name, plan.commands, str(options.cwd), lines)
+            ref = remote.remote(task.name, plan.commands, str(options.cwd), lines, plan.stop_after)
             pending[ref] = (task, plan)
             logs[task.name] = bench.log_path(task)
             logs[task.name].parent.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,12 @@ iteration, whichever run made it. Per task: the best correct kernel of the sessi
 branch, the rounds reached (the last iteration number), tokens and cost summed over the
 branch's iterations, and minutes = the loop's own stage timings (``loop.json``), so time spent
 killed or waiting for a worker is not counted.
+
+With ``bench --explore K`` the session is a seed (iteration 0 on ``main``) and an exploration from it
+(``explore/0-1`` … ``explore/0-K``). Then the best is the best correct iteration on *any* branch, with
+the branch it is on; every iteration counts once in the tokens, cost and minutes, whichever branches
+share it; and the task is done when the exploration's plan says every branch ran its rounds (or the
+beam cut it) and its summary (``OUT/explore/<task>.json``) was written.
 """
 
 from __future__ import annotations
@@ -16,10 +22,14 @@ from typing import Any
 from engine.batch.statistics import TaskRow
 from engine.bench.compile_baseline import compile_speedup, read_baseline, speedup_vs_compile
 from engine.bench.tasks import BenchTask
+from engine.explore.plan import DONE as BRANCH_DONE
+from engine.explore.plan import FAILED as BRANCH_FAILED
+from engine.explore.plan import PRUNED, load_plan
 from engine.guard.report import settings_guard_label, share_of_iteration
 from sessions.errors import SessionError
 from sessions.paths import is_session_dir
-from sessions.repo import SessionRepo
+from sessions.records import Iteration
+from sessions.repo import DEFAULT_BRANCH, SessionRepo
 
 DONE, UNFINISHED, ERROR, PENDING = "done", "unfinished", "error", "pending"
 # The session's run stopped on cudaforge's own fault (``cudaforge run`` exit 3): redone by the next bench run
@@ -29,6 +39,11 @@ HARNESS_EXIT = 3
 
 def session_dir(out: Path, task: BenchTask) -> Path:
     return out / "sessions" / task.name
+
+
+def explore_summary_file(out: Path, task: BenchTask) -> Path:
+    """Where ``bench --explore`` has ``cudaforge explore --json`` write the task's exploration summary."""
+    return out / "explore" / f"{task.name}.json"
 
 
 def status_file(out: Path, task: BenchTask) -> Path:
@@ -76,32 +91,84 @@ def best_by_round(history: list) -> tuple[float | None, ...]:
     return tuple(curve)
 
 
-def task_row(out: Path, task: BenchTask, rounds: int | None = None) -> TaskRow:
-    """The task's row; ``rounds`` (the bench's ``--rounds``) beats the session's stored rounds."""
+def seeded(out: Path, task: BenchTask) -> bool:
+    """Whether the task's session has its seed (iteration 0 on ``main``): what ``--explore`` starts from."""
     path = session_dir(out, task)
+    if not is_session_dir(path):
+        return False
+    try:
+        with SessionRepo.open(path) as session:
+            return any(it.number == 0 for it in session.history(DEFAULT_BRANCH))
+    except SessionError:
+        return False
+
+
+def exploration_state(session: SessionRepo, rounds: int | None) -> str:
+    """``done`` when the exploration from the seed ran every branch to ``rounds`` (the beam's cuts count
+    as finished), ``error`` when a branch failed (a rerun tries it again), else ``unfinished``."""
+    plan = load_plan(session.path, 0)
+    if plan is None or not plan.asked or not plan.branches:
+        return UNFINISHED
+    if any(b.state == BRANCH_FAILED for b in plan.branches):
+        return ERROR
+    names = session.branches()
+    for branch in plan.branches:
+        if branch.state == PRUNED:
+            continue
+        if branch.state != BRANCH_DONE or branch.name not in names:
+            return UNFINISHED
+        if rounds is not None and session.history(branch.name)[-1].number < rounds:
+            return UNFINISHED
+    return DONE
+
+
+def best_of_branches(session: SessionRepo) -> tuple[Iteration | None, str]:
+    """The best correct iteration on any branch and that branch (``main`` first, then by name, on ties)."""
+
+    def rank(it: Iteration) -> tuple[float, int]:  # as SessionRepo.best ranks one branch's
+        return (it.speedup if it.speedup is not None else float("-inf"), -it.number)
+
+    best, where = None, ""
+    for name in session.branches():
+        candidate = session.best(name)
+        if candidate is not None and (best is None or rank(candidate) > rank(best)):
+            best, where = candidate, name
+    return best, where
+
+
+def task_row(
+    out: Path, task: BenchTask, rounds: int | None = None, explore: int | None = None, beam: int | None = None
+) -> TaskRow:
+    """The task's row; ``rounds`` (the bench's ``--rounds``) beats the session's stored rounds.
+    ``explore``: the bench's ``--explore K`` (and ``beam`` its ``--beam``), so the row is over every branch."""
+    path = session_dir(out, task)
+    exploring = {"explore_width": explore, "explore_beam": beam} if explore is not None else {}
     if not is_session_dir(path):
         code = read_status(out, task).get("exit_code")
         status = HARNESS if code == HARNESS_EXIT else ERROR if code not in (None, 0, 130) else PENDING
-        return TaskRow(task.name, status, False, None, None, 0, None, 0.0, session="")
+        return TaskRow(task.name, status, False, None, None, 0, None, 0.0, session="", **exploring)
     try:
         with SessionRepo.open(path) as session:
-            history = session.history()
-            best = session.best()
-            target = rounds if rounds is not None else stored_rounds(session)
-            settings = session.settings().get("settings", {})
-            seconds = 0.0
-            for item in history:
-                if "loop.json" in item.files():
-                    seconds += sum(item.read_json("loop.json").get("stage_seconds", {}).values())
+            read = _read_session(session, rounds, explore is not None)
     except SessionError:
-        return TaskRow(task.name, ERROR, False, None, None, 0, None, 0.0, session=str(path))
+        return TaskRow(task.name, ERROR, False, None, None, 0, None, 0.0, session=str(path), **exploring)
+    history, best = read["history"], read["best"]
     reached = history[-1].number if history else None
     exit_code = read_status(out, task).get("exit_code")
-    if reached is not None and target is not None and reached >= target:
+    if explore is not None:
+        summary = explore_summary_file(out, task)
+        exploring.update(
+            best_branch=read["branch"], explore_summary=str(summary) if summary.is_file() else ""
+        )
+        done = read["explored"] == DONE and summary.is_file()
+    else:
+        target = rounds if rounds is not None else read["stored_rounds"]
+        done = reached is not None and target is not None and reached >= target
+    if done:
         status = DONE
     elif exit_code == HARNESS_EXIT:
         status = HARNESS
-    elif exit_code not in (None, 0, 130):
+    elif exit_code not in (None, 0, 130) or (explore is not None and read["explored"] == ERROR):
         status = ERROR
     else:
         status = UNFINISHED
@@ -116,17 +183,42 @@ def task_row(out: Path, task: BenchTask, rounds: int | None = None) -> TaskRow:
         rounds=reached,
         tokens=sum(it.tokens for it in history),
         cost_usd=None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 6),
-        minutes=round(seconds / 60.0, 4),
-        device=str(settings.get("eval", {}).get("device", "cpu")),
+        minutes=round(read["seconds"] / 60.0, 4),
+        device=str(read["settings"].get("eval", {}).get("device", "cpu")),
         session=str(path),
         compile_speedup=compile_speedup(baseline),
         speedup_vs_compile=speedup_vs_compile(best_speedup, baseline),
         best_by_round=best_by_round(history),
-        guard=settings_guard_label(settings),
+        guard=settings_guard_label(read["settings"]),
         best_share=_share(share_of_iteration(best)) if best is not None else None,
         best_shapes=_shapes(best),
         **_review(best),
+        **exploring,
     )
+
+
+def _read_session(session: SessionRepo, rounds: int | None, explored: bool) -> dict[str, Any]:
+    """What a row needs from the session: its iterations (every branch's, each once, by number, when it
+    explored; else the current branch's), the best one and its branch, and the loop's stage seconds."""
+    if explored:
+        history = sorted(session.all_iterations(), key=lambda it: (it.number, it.timestamp))
+        best, branch = best_of_branches(session)
+        state = exploration_state(session, rounds)
+    else:
+        history, best, branch, state = session.history(), session.best(), session.current_branch, ""
+    seconds = 0.0
+    for item in history:
+        if "loop.json" in item.files():
+            seconds += sum(item.read_json("loop.json").get("stage_seconds", {}).values())
+    return {
+        "history": history,
+        "best": best,
+        "branch": branch,
+        "explored": state,
+        "stored_rounds": stored_rounds(session),
+        "settings": session.settings().get("settings", {}),
+        "seconds": seconds,
+    }
 
 
 def _shapes(best: Any) -> str:

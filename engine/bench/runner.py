@@ -17,6 +17,12 @@ Both run the same commands through
 :func:`execute`, and the bench process alone writes statuses and prints progress
 (:mod:`engine.batch.progress`); every child line is also kept in ``OUT/logs/<task>.log``.
 
+With ``--explore K`` a task's session is two commands: its seed (``run --headless --rounds 0``,
+skipped once ``main`` has iteration 0) and ``cudaforge explore SESSION --from 0 --width K --rounds R``
+(skipped once the exploration is done, :func:`engine.bench.results.exploration_state`). Both resume
+as they are, so an interrupted bench runs the same commands again; a seed that fails skips the
+exploration (and the baseline) until the next run.
+
 With ``--compile-baseline`` a task's commands are its session run and then, once, the
 ``torch.compile`` baseline worker (:mod:`engine.bench.compile_baseline`) in the same slot, so the
 baseline is timed on the task's own GPU with nothing else running there.
@@ -31,15 +37,25 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
 from engine.batch.progress import LineProgress
+from engine.batch.statistics import TaskRow
 from engine.bench.compile_baseline import baseline_command, read_baseline
-from engine.bench.results import DONE, read_status, session_dir, task_row, write_status
+from engine.bench.results import (
+    DONE,
+    ERROR,
+    explore_summary_file,
+    read_status,
+    seeded,
+    session_dir,
+    task_row,
+    write_status,
+)
 from engine.bench.tasks import BenchTask
 from sessions.paths import is_session_dir
 from sessions.secrets import Scrubber
@@ -67,6 +83,8 @@ class BenchOptions:
     relax: list[str] = field(default_factory=list)
     refuse: list[str] = field(default_factory=list)
     shapes: bool = True  # every round's kernel re-checked at perturbed sizes (``run --shapes``)
+    explore: int | None = None  # --explore K: after the seed, K ideas from it, a branch each for ``rounds``
+    beam: int | None = None  # --beam W, passed on to the exploration
 
 
 def task_command(task: BenchTask, options: BenchOptions) -> list[str]:
@@ -80,14 +98,35 @@ def task_command(task: BenchTask, options: BenchOptions) -> list[str]:
     cmd += ["--device", options.device]
     if options.rounds is not None:
         cmd += ["--rounds", str(options.rounds)]
+    cmd += _model_and_guard_flags(options)
+    cmd.append("--shapes" if options.shapes else "--no-shapes")
+    return cmd
+
+
+def _model_and_guard_flags(options: BenchOptions) -> list[str]:
+    cmd: list[str] = []
     for flag, value in (("--coder", options.coder), ("--judge", options.judge), ("--guard", options.guard)):
         if value:
             cmd += [flag, value]
     for flag, values in (("--relax", options.relax), ("--refuse", options.refuse)):
         for value in values or []:
             cmd += [flag, value]
-    cmd.append("--shapes" if options.shapes else "--no-shapes")
     return cmd
+
+
+def explore_command(task: BenchTask, options: BenchOptions) -> list[str]:
+    """``cudaforge explore`` of the task's seed (``--explore K``): the same line starts and resumes it.
+
+    The scripted provider gives each branch its own replies where the Coder's folder has ``branch-k``.
+    """
+    assert options.explore is not None and options.rounds
+    cmd = [options.python, "-m", "tui.cli", "explore", task.name, "--from", "0"]
+    cmd += ["--width", str(options.explore), "--rounds", str(options.rounds)]
+    if options.beam is not None:
+        cmd += ["--beam", str(options.beam)]
+    cmd += ["--sessions-dir", str(options.out / "sessions"), "--device", options.device]
+    cmd += ["--json", str(explore_summary_file(options.out, task))]
+    return cmd + _model_and_guard_flags(options)
 
 
 def child_env(gpu: str | None) -> dict[str, str]:
@@ -108,6 +147,8 @@ class TaskPlan:
     resumed: bool  # its session exists and is continued
     runs_session: bool  # commands[0] is the session run
     runs_baseline: bool  # commands[-1] is the compile baseline
+    session_commands: int = 1  # how many commands, from the first, run the session (seed + explore: 2)
+    stop_after: tuple[int, ...] = ()  # commands whose failure skips the rest (a seed before its exploration)
 
 
 def execute(
@@ -117,11 +158,13 @@ def execute(
     on_line: Callable[[str], None],
     log_path: Path | None = None,
     on_command: Callable[[str], None] | None = None,
+    stop_after: Collection[int] = (),
 ) -> list[int]:
     """Run ``commands`` one after the other, each line of output to ``on_line``; their exit codes.
 
     Stops after a command that was interrupted (exit 130, or a KeyboardInterrupt here, which is
-    passed on to the child as SIGINT so it can finish its stage and leave the session resumable).
+    passed on to the child as SIGINT so it can finish its stage and leave the session resumable),
+    and after a failed one whose index is in ``stop_after``.
     """
     codes: list[int] = []
     scrub = Scrubber().text  # a child's output never puts a key in the bench log or on the screen
@@ -161,7 +204,7 @@ def execute(
                 codes.append(code if code else INTERRUPTED)
                 break
             codes.append(code)
-            if code == INTERRUPTED or code < 0:
+            if code == INTERRUPTED or code < 0 or (code != 0 and len(codes) - 1 in stop_after):
                 break
     finally:
         if log is not None:
@@ -193,18 +236,30 @@ class Bench:
         self.progress = progress
         self.stopping = threading.Event()
 
+    def row(self, task: BenchTask) -> TaskRow:
+        """The task's summary row, as this bench reads it (over every branch with ``--explore``)."""
+        options = self.options
+        return task_row(options.out, task, options.rounds, options.explore, options.beam)
+
     def plan(self, task: BenchTask) -> TaskPlan:
         """What is left to run for ``task``: its session unless done, then the baseline unless measured."""
-        runs_session = task_row(self.options.out, task, self.options.rounds).status != DONE
+        runs_session = self.row(task).status != DONE
         runs_baseline = self.options.compile_baseline and read_baseline(self.options.out, task) is None
         commands: list[list[str]] = []
-        if runs_session:
+        stop_after: tuple[int, ...] = ()
+        if runs_session and self.options.explore is not None:
+            if not seeded(self.options.out, task):
+                commands.append(task_command(task, replace(self.options, rounds=0)))
+                stop_after = (0,)
+            commands.append(explore_command(task, self.options))
+        elif runs_session:
             commands.append(task_command(task, self.options))
+        session_commands = len(commands)
         if runs_baseline:
             device = "cuda" if self.options.device == "cuda" else "cpu"
             commands.append(baseline_command(task, self.options.out, device, self.options.python))
         resumed = is_session_dir(session_dir(self.options.out, task))
-        return TaskPlan(commands, resumed, runs_session, runs_baseline)
+        return TaskPlan(commands, resumed, runs_session, runs_baseline, session_commands, stop_after)
 
     def log_path(self, task: BenchTask) -> Path:
         return self.options.out / "logs" / f"{task.name}.log"
@@ -219,6 +274,8 @@ class Bench:
             else:
                 self.progress.skipped(task.name, "already done, skipped")
         self.options.out.mkdir(parents=True, exist_ok=True)
+        if self.options.explore is not None:  # where each exploration writes its summary (explore --json)
+            (self.options.out / "explore").mkdir(exist_ok=True)
         if self.backend is not None:
             return self.backend(self, todo)
         return self._run_locally(todo)
@@ -253,6 +310,7 @@ class Bench:
                 child_env(slot),
                 lambda line: self.progress.line(task.name, line),
                 self.log_path(task),
+                stop_after=plan.stop_after,
             )
             return self.record(task, plan, codes, time.monotonic() - started)
         finally:
@@ -260,7 +318,11 @@ class Bench:
 
     def record(self, task: BenchTask, plan: TaskPlan, codes: list[int], seconds: float) -> int:
         """Store the attempt in the task's status file and report it; 1 when the session run failed."""
-        session_code = codes[0] if plan.runs_session and codes else None
+        # the session's code: its first command that failed, else its last (seed, then exploration)
+        session_codes = codes[: plan.session_commands] if plan.runs_session else []
+        session_code = next(
+            (c for c in session_codes if c != 0), session_codes[-1] if session_codes else None
+        )
         # the baseline ran only if no command before it was interrupted
         baseline_code = codes[-1] if plan.runs_baseline and len(codes) == len(plan.commands) else None
         previous = read_status(self.options.out, task)
@@ -272,8 +334,10 @@ class Bench:
         if baseline_code is not None:
             status["baseline_exit_code"] = baseline_code
         write_status(self.options.out, task, status)
-        row = task_row(self.options.out, task, self.options.rounds)
+        row = self.row(task)
         best = f"{row.best_speedup:.2f}x" if row.best_speedup is not None else "no correct kernel"
+        if row.best_branch and row.best_speedup is not None:
+            best += f" on {row.best_branch}"
         code_text = f"exit {session_code}" if session_code is not None else "session already done"
         extra = ""
         if baseline_code is not None:
@@ -286,4 +350,5 @@ class Bench:
         self.progress.finished(
             task.name, f"{row.status} · {code_text} · rounds {row.rounds} · best {best}{extra}"
         )
-        return 1 if session_code not in (None, 0) else 0
+        failed_branch = plan.runs_session and self.options.explore is not None and row.status == ERROR
+        return 1 if session_code not in (None, 0) or failed_branch else 0

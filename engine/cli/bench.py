@@ -13,6 +13,10 @@ a Ray task asking for one GPU (one CPU on CPU). ``--compile-baseline`` also time
 summary when matplotlib is installed. Progress: a live bar with one line per running task on a
 terminal, plain lines otherwise (``--progress``); every task's full output is in ``OUT/logs``.
 
+``--explore K`` (``--beam W``): each task's session makes its seed, then explores K ideas from it,
+a branch each for ``--rounds`` rounds (``cudaforge explore SESSION --from 0 --width K``); the task's
+best is the best correct iteration on any branch, and its exploration summary is ``OUT/explore/<task>.json``.
+
 Exit codes: 0 every task ran without error, 1 some task's run failed, 2 usage errors.
 """
 
@@ -30,7 +34,7 @@ from engine.batch.ray import RayUnavailable, import_ray
 from engine.batch.statistics import format_table, write_csv, write_json
 from engine.bench.results import task_row
 from engine.bench.runner import Bench, BenchOptions
-from engine.bench.settings import merged_settings
+from engine.bench.settings import merged_settings, stored_settings
 from engine.bench.tasks import BenchError, discover
 from engine.cli.args import int_at_least, model_name
 from engine.cli.guard import add_guard_flags
@@ -77,6 +81,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-shapes", action="store_true", help="skip the correctness re-check at perturbed sizes"
     )
     parser.add_argument(
+        "--explore", type=int_at_least(1), metavar="K",
+        help="after each task's seed, explore K ideas from it, a branch each for --rounds rounds; "
+        "the best over all branches is recorded",
+    )  # fmt: skip
+    parser.add_argument(
+        "--beam", type=int_at_least(1), metavar="W",
+        help="with --explore: after every round only the W best correct branches go on",
+    )  # fmt: skip
+    parser.add_argument(
         "--progress", choices=("auto", "bar", "lines"), default="auto",
         help="a live bar (terminal) or one line per event (default: bar on a terminal)",
     )  # fmt: skip
@@ -110,6 +123,62 @@ def _ray_device(device: str) -> str:
     return "cuda" if device == "cuda" else resolve_device(device)
 
 
+def _explore_problem(args: argparse.Namespace, stored: dict) -> str | None:
+    """What is wrong with ``--explore``/``--beam`` as given (with what an earlier run of ``--out`` stored)."""
+    explore = args.explore if args.explore is not None else stored.get("explore")
+    rounds = args.rounds if args.rounds is not None else stored.get("rounds")
+    if args.beam is not None and explore is None:
+        return "--beam needs --explore K: it keeps the best W of an exploration's branches"
+    if explore is not None and rounds == 0:
+        return "--explore needs --rounds of at least 1: the rounds each branch runs after the seed"
+    if explore is not None and rounds is None:
+        return "--explore needs --rounds R: the rounds each branch runs after the seed"
+    return None
+
+
+def _explore_label(options: BenchOptions) -> str:
+    if options.explore is None:
+        return ""
+    beam = f", beam {options.beam}" if options.beam is not None else ""
+    return f" · explore width {options.explore}{beam}, {options.rounds} round(s) per branch"
+
+
+def _options(
+    args: argparse.Namespace, out: Path, device: str, gpus: list[str] | None, guard: GuardSettings
+) -> BenchOptions:
+    """The bench's options: the flags given, else what the first run with this ``--out`` stored."""
+    stored = merged_settings(
+        out,
+        {
+            "rounds": args.rounds,
+            "coder": args.coder,
+            "judge": args.judge,
+            "guard": args.guard,
+            "relax": list(guard.relax) or None,
+            "refuse": list(guard.refuse) or None,
+            "explore": args.explore,
+            "beam": args.beam,
+        },
+    )
+    return BenchOptions(
+        out=out,
+        rounds=stored["rounds"],
+        coder=stored["coder"],
+        judge=stored["judge"],
+        device=device,
+        workers=args.workers,
+        gpus=gpus,
+        compile_baseline=args.compile_baseline,
+        ray=args.ray,
+        guard=stored.get("guard"),
+        relax=list(stored.get("relax") or []),
+        refuse=list(stored.get("refuse") or []),
+        shapes=not args.no_shapes,
+        explore=stored.get("explore"),
+        beam=stored.get("beam"),
+    )
+
+
 def bench_command(args: argparse.Namespace) -> int:
     from engine.eval.options import EvaluationError
 
@@ -131,35 +200,16 @@ def bench_command(args: argparse.Namespace) -> int:
         guard = GuardSettings(args.guard or "default", tuple(args.relax or ()), tuple(args.refuse or ()))
     except GuardPolicyError as error:
         return _usage(str(error))
-    stored = merged_settings(
-        out,
-        {
-            "rounds": args.rounds,
-            "coder": args.coder,
-            "judge": args.judge,
-            "guard": args.guard,
-            "relax": list(guard.relax) or None,
-            "refuse": list(guard.refuse) or None,
-        },
-    )
-    options = BenchOptions(
-        out=out,
-        rounds=stored["rounds"],
-        coder=stored["coder"],
-        judge=stored["judge"],
-        device=device,
-        workers=args.workers,
-        gpus=gpus,
-        compile_baseline=args.compile_baseline,
-        ray=args.ray,
-        guard=stored.get("guard"),
-        relax=list(stored.get("relax") or []),
-        refuse=list(stored.get("refuse") or []),
-        shapes=not args.no_shapes,
-    )
+    problem = _explore_problem(args, stored_settings(out))
+    if problem:
+        return _usage(problem)
+    options = _options(args, out, device, gpus, guard)
     workers = f"Ray at {args.ray}" if args.ray else f"{len(gpus) if gpus else args.workers} worker(s)"
     label = guard_label(options.guard or "default (or [guard] policy)", options.relax, options.refuse)
-    print(f"bench: {len(tasks)} task(s) · {workers} on {device} · {out} · {label}", flush=True)
+    print(
+        f"bench: {len(tasks)} task(s) · {workers} on {device} · {out} · {label}{_explore_label(options)}",
+        flush=True,
+    )
     progress = make_progress(args.progress, len(tasks), sys.stdout, options.rounds)
     try:
         backend = None
@@ -170,7 +220,7 @@ def bench_command(args: argparse.Namespace) -> int:
         failures = Bench(tasks, options, progress, backend).run()
     finally:
         progress.close()
-    rows = [task_row(out, task, options.rounds) for task in tasks]
+    rows = [task_row(out, task, options.rounds, options.explore, options.beam) for task in tasks]
     write_csv(rows, out / "summary.csv")
     write_json(rows, out / "summary.json")
     print("", flush=True)
