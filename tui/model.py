@@ -419,6 +419,40 @@ def exploration_notes(session_path: Any, branches: Mapping[str, Sequence[Any]]) 
     return notes
 
 
+def exploration_diff_base(
+    session_path: Any, branch: str, number: int, branches: Mapping[str, Sequence[Any]]
+) -> tuple[str, int] | None:
+    """The (branch, iteration) ``d`` compares iteration ``number`` of an exploration's branch with: the best
+    correct iteration of the exploration's other branches (past its start iteration N; the first on ties),
+    else iteration N itself, on the branch explored from. None where ``branch`` is no exploration's, or
+    for an iteration it shares with that branch (N or before): those diff as on any branch.
+    ``branches`` holds each branch's timeline items."""
+    from pathlib import Path
+
+    from engine.explore.plan import plan_of_branch
+
+    try:
+        plan = plan_of_branch(Path(session_path), branch)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # a plan being replaced, or from another version: diff as on any branch
+    if plan is None or number <= plan.spec.start:
+        return None
+    others = [
+        (it.speedup, other.name, it.number)
+        for other in plan.branches
+        if other.name != branch
+        for it in branches.get(other.name, [])
+        if it.number > plan.spec.start and it.status == "correct" and it.speedup is not None
+    ]
+    if others:
+        _, name, best = max(others, key=lambda found: found[0])  # max keeps the first of equals
+        return name, best
+    source = plan.spec.source
+    if any(it.number == plan.spec.start for it in branches.get(source, [])):
+        return source, plan.spec.start
+    return branch, plan.spec.start  # the source branch is gone: N is this branch's too
+
+
 # ---------------------------------------------------------------------- conversation
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -90,12 +91,20 @@ class HelpScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-class DiffScreen(ModalScreen[None]):
-    """A unified diff between any two iterations of a branch: ``[``/``]`` move the old side, ``,``/``.`` the new.
+Node = tuple[str, int]  # (branch, iteration number): one side of a diff
 
-    ``m`` switches to what moved between them (engine.profile.diff): the timing with both spreads, the
+
+class DiffScreen(ModalScreen[None]):
+    """A unified diff between any two nodes of a session: ``[``/``]`` move the old side along its branch,
+    ``,``/``.`` the new; ``{``/``}`` and ``<``/``>`` (shift of those) change the branch of each side.
+
+    A side moved to another branch lands on that branch's ``best`` iteration (its last one where the
+    caller gives none: the workbench gives the best of the branch's own, past where it forked). ``m``
+    switches to what moved between them (engine.profile.diff): the timing with both spreads, the
     own-kernel share, and every collected metric of each own kernel side by side, largest relative
-    change first. ``evidence`` reads an iteration's EvalResult and profile.json, once each."""
+    change first. ``branches`` maps each branch to its iteration numbers, in the order the sides cycle
+    through them (the timeline's); ``source`` reads a node's kernel and ``evidence`` its EvalResult and
+    profile.json, once each. The branch keys apply only where there are two branches or more."""
 
     CSS_PATH = "../styles/dialogs.tcss"
 
@@ -104,24 +113,34 @@ class DiffScreen(ModalScreen[None]):
         Binding("right_square_bracket", "move('old', 1)", "Old +1", id="diff.old-next"),
         Binding("comma", "move('new', -1)", "New −1", id="diff.new-prev"),
         Binding("full_stop", "move('new', 1)", "New +1", id="diff.new-next"),
+        Binding("left_curly_bracket", "branch('old', -1)", "Old branch −1", id="diff.old-branch-prev"),
+        Binding("right_curly_bracket", "branch('old', 1)", "Old branch +1", id="diff.old-branch-next"),
+        Binding("less_than_sign", "branch('new', -1)", "New branch −1", id="diff.new-branch-prev"),
+        Binding("greater_than_sign", "branch('new', 1)", "New branch +1", id="diff.new-branch-next"),
         Binding("m", "toggle_metrics", "Code / what moved", id="diff.metrics"),
         Binding("escape,q", "close", "Close", id="diff.close"),
     ]
 
     def __init__(
         self,
-        sources: dict[int, str],
-        old: int,
-        new: int,
-        evidence: Callable[[int], tuple[Mapping[str, Any], Mapping[str, Any] | None]] | None = None,
+        branches: Mapping[str, Sequence[int]],
+        old: Node,
+        new: Node,
+        source: Callable[[str, int], str],
+        evidence: Callable[[str, int], tuple[Mapping[str, Any], Mapping[str, Any] | None]] | None = None,
+        best: Mapping[str, int] | None = None,
     ) -> None:
+        """``best``: where a side moved to a branch lands (the branch's last iteration when absent)."""
         super().__init__()
-        self.sources = sources
-        self.numbers = sorted(sources)
-        self.old, self.new = old, new
+        self.branches = {name: sorted(numbers) for name, numbers in branches.items() if numbers}
+        self.old_branch, self.old = old
+        self.new_branch, self.new = new
+        self.source = source
         self.evidence = evidence
+        self.best = dict(best or {})
         self.metrics_view = False
-        self._evidence: dict[int, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
+        self._sources: dict[Node, str] = {}
+        self._evidence: dict[Node, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -132,32 +151,61 @@ class DiffScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         self._render_diff()
 
+    @property
+    def across(self) -> bool:
+        """Whether the sides can be on different branches (the session has more than one)."""
+        return len(self.branches) > 1
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "branch":
+            return self.across  # one branch: nothing to switch to, so not in the help either
+        return True
+
+    def label(self, side: str) -> str:
+        """``iter 4``, or ``explore/3-1 iter 4`` where the session has more than one branch."""
+        branch, number = (self.old_branch, self.old) if side == "old" else (self.new_branch, self.new)
+        return f"{branch} iter {number}" if self.across else f"iter {number}"
+
+    def _source(self, node: Node) -> str:
+        if node not in self._sources:
+            self._sources[node] = self.source(*node)
+        return self._sources[node]
+
     def diff_text(self) -> str:
-        return unified_diff(
-            self.sources[self.old], self.sources[self.new], f"iter {self.old}", f"iter {self.new}"
-        )
+        old = self._source((self.old_branch, self.old))
+        new = self._source((self.new_branch, self.new))
+        return unified_diff(old, new, self.label("old"), self.label("new"))
 
     def moved_text(self) -> str:
-        """What moved from the old iteration to the new one: timing, share, metrics per own kernel."""
+        """What moved from the old node to the new one: timing, share, metrics per own kernel."""
         if self.evidence is None:
             return "(no evaluation records here)"
         from engine.profile.diff import diff_lines, iteration_diff
 
         sides = []
-        for number in (self.old, self.new):
-            if number not in self._evidence:
-                self._evidence[number] = self.evidence(number)
-            sides.append(self._evidence[number])
+        for node in ((self.old_branch, self.old), (self.new_branch, self.new)):
+            if node not in self._evidence:
+                self._evidence[node] = self.evidence(*node)
+            sides.append(self._evidence[node])
         (old_result, old_profile), (new_result, new_profile) = sides
         diff = iteration_diff(old_result, old_profile, new_result, new_profile)
-        return "\n".join(diff_lines(diff, f"iter {self.old}", f"iter {self.new}"))
+        return "\n".join(diff_lines(diff, self.label("old"), self.label("new")))
+
+    def title_text(self) -> str:
+        """What is compared, then the keys: on a second line where the branch keys apply."""
+        view = "m code" if self.metrics_view else "m what moved"
+        kind = "moved" if self.metrics_view else "diff"
+        keys = f"[ ] old   , . new   {view}   esc close"
+        if not self.across:
+            return f"{kind} {self.label('old')} → {self.label('new')}   {keys}"
+        if self.old_branch == self.new_branch:
+            what = f"{kind} iter {self.old} → iter {self.new} on {self.old_branch}"
+        else:
+            what = f"{kind} {self.label('old')} → {self.label('new')}"
+        return f"{what}\n[ ] old  , . new  {{ }} old branch  < > new branch  {view}  esc close"
 
     def _render_diff(self) -> None:
-        view = "m code" if self.metrics_view else "m what moved"
-        self.query_one("#diff-title", Static).update(
-            f"{'moved' if self.metrics_view else 'diff'} iter {self.old} → iter {self.new}"
-            f"   [ ] old   , . new   {view}   esc close"
-        )
+        self.query_one("#diff-title", Static).update(Text(self.title_text()))
         if self.metrics_view:
             self.query_one("#diff-body", Static).update(self.moved_text())
             return
@@ -172,12 +220,28 @@ class DiffScreen(ModalScreen[None]):
         self._render_diff()
 
     def action_move(self, side: str, step: int) -> None:
-        current = self.old if side == "old" else self.new
-        index = max(0, min(len(self.numbers) - 1, self.numbers.index(current) + step))
+        branch, current = (self.old_branch, self.old) if side == "old" else (self.new_branch, self.new)
+        numbers = self.branches.get(branch) or [current]
+        here = numbers.index(current) if current in numbers else 0
+        number = numbers[max(0, min(len(numbers) - 1, here + step))]
+        self._place(side, branch, number)
+
+    def action_branch(self, side: str, step: int) -> None:
+        """The side on the next (previous) branch, at that branch's best iteration, else its last."""
+        names = list(self.branches)
+        branch = self.old_branch if side == "old" else self.new_branch
+        here = names.index(branch) if branch in names else 0
+        branch = names[(here + step) % len(names)]
+        number = self.best.get(branch)
+        if number not in self.branches[branch]:
+            number = self.branches[branch][-1]
+        self._place(side, branch, number)
+
+    def _place(self, side: str, branch: str, number: int) -> None:
         if side == "old":
-            self.old = self.numbers[index]
+            self.old_branch, self.old = branch, number
         else:
-            self.new = self.numbers[index]
+            self.new_branch, self.new = branch, number
         self._render_diff()
 
     def action_close(self) -> None:

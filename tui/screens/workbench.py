@@ -307,13 +307,18 @@ class WorkbenchScreen(Screen[None]):
             self.app.post_message(IterationShown(self.branch, item.number))
         return mounted
 
-    def _fill_timeline(self) -> None:
-        branches: dict[str, list[TimelineItem]] = {}
-        for name in self.repo.branches():
-            branches[name] = [
+    def _timeline_items(self) -> dict[str, list[TimelineItem]]:
+        """Every branch's iterations as the timeline shows them."""
+        return {
+            name: [
                 TimelineItem(it.number, it.sha, it.phase, it.status, it.speedup, it.cost_usd)
                 for it in self.repo.history(name)
             ]
+            for name in self.repo.branches()
+        }
+
+    def _fill_timeline(self) -> None:
+        branches = self._timeline_items()
         notes = exploration_notes(self.repo.path, branches)
         best = self.repo.best(self.branch)
         current = NodeRef(self.branch, self.shown.number) if self.shown is not None else None
@@ -548,19 +553,40 @@ class WorkbenchScreen(Screen[None]):
         self.notify(f"Now on branch {name}, made at #{number}: s steps, r runs, + adds rounds.", timeout=4)
 
     def action_diff(self) -> None:
-        if not self.history:
+        """Diff the shown iteration with another node of the session (any branch; the dialog's keys move
+        either side, and a side moved to another branch lands on the best of that branch's own
+        iterations). From an exploration's branch the old side is the best of its other branches, else
+        the iteration it started from (``tui.model.exploration_diff_base``); elsewhere the previous
+        iteration of this branch."""
+        item = self.shown
+        if item is None:
             return
+        from tui.model import exploration_diff_base
         from tui.screens.dialogs import DiffScreen
+        from tui.widgets.timeline import branch_tree
 
-        sources = {it.number: it.kernel_source for it in self.history}
-        records = {it.number: it for it in self.history}
-        new = self.shown.number
-        old = self.history[max(0, self.index - 1)].number
+        items = self._timeline_items()
+        histories = {name: self.repo.history(name) for name in items}
+        histories[self.branch] = self.history
+        tree = branch_tree(items) if self.branch in items else [(self.branch, None, 0)]
+        order = [name for name, _, _ in tree]
+        records = {(name, it.number): it for name in order for it in histories.get(name, [])}
+        best = {}  # where a side moved to a branch lands: its own best, as the timeline draws it
+        for name, _, shared in tree:
+            own = [it for it in items.get(name, [])[shared:] if it.status == "correct" and it.speedup]
+            if own:
+                best[name] = max(own, key=lambda it: (it.speedup, -it.number)).number
+        base = exploration_diff_base(self.repo.path, self.branch, item.number, items)
+        old = base if base in records else (self.branch, self.history[max(0, self.index - 1)].number)
 
-        def evidence(number: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
-            return records[number].eval_result, records[number].profile
+        def source(branch: str, number: int) -> str:
+            return records[(branch, number)].kernel_source
 
-        self.app.push_screen(DiffScreen(sources, old, new, evidence))
+        def evidence(branch: str, number: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+            return records[(branch, number)].eval_result, records[(branch, number)].profile
+
+        numbers = {name: [it.number for it in histories.get(name, [])] for name in order}
+        self.app.push_screen(DiffScreen(numbers, old, (self.branch, item.number), source, evidence, best))
 
     def action_toggle_cuda(self) -> None:
         self.query_one(KernelPane).toggle_view()
