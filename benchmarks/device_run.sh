@@ -33,6 +33,8 @@
 #             to build, the profile stage; stock builds first (benchmarks/round_time.py, issue 26)
 #   visual    a real scripted session's roofline against ncu's speed-of-light figures, and its torch.compile
 #             baselines (benchmarks/visual_evidence.py, issue 29)
+#   explore   a scripted exploration of two real CUDA kernels on the GPU, and each kernel alone
+#             (benchmarks/explore_gpu.sh, issue 28)
 set -uo pipefail
 RESULTS=${RESULTS:-/tmp/cf-results}
 CORPUS=${CORPUS:-$PWD/.corpus}
@@ -171,6 +173,10 @@ section_bench() {
 
 section_profile() {
   timeout 170 python3 benchmarks/profile_overhead.py --repeats 3 --json "$1/profile_overhead.json" 2>&1 | tail -12
+}
+
+section_explore() {
+  timeout "${EXPLORE_TIMEOUT:-420}" bash benchmarks/explore_gpu.sh "$1"
 }
 
 section_ncu() {
