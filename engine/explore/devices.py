@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.eval import faults
 from engine.eval.evaluate import evaluate
 from engine.eval.options import EvalEvent, EvalOptions
 from engine.eval.result import EvalResult
 from engine.evalset.memory import BUDGET_FRACTION, GpuMemoryPool, estimate_footprint, gpu_free_bytes
+from engine.evalset.scheduler import _oom_beside_others, carry_shapes
 
 #: the parts of an evaluation (and the profile) a window records
 CHECK, TIME, PROFILE = "check", "time", "profile"
@@ -232,12 +232,6 @@ class GatedProfiler:
             return self.inner(task_source, kernel_source, result)
 
 
-def _oom_beside_others(result: EvalResult) -> bool:
-    return result.harness_failed and (result.harness_fault or {}).get("kind") == faults.OOM_CONTENTION
-
-
 def _carry_check(timed: EvalResult, checked: EvalResult) -> None:
     """The timed result keeps what the check found at other shapes (the timing run skips them)."""
-    from engine.evalset.scheduler import carry_shapes
-
     carry_shapes(timed, checked.to_dict())

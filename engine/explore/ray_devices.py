@@ -26,7 +26,7 @@ from engine.batch.ray import connect, import_ray, runtime_env
 from engine.eval.options import EvalOptions
 from engine.eval.result import EvalResult
 from engine.evalset.ray_runner import ASSUMED_GPU_BYTES, remote_evaluate
-from engine.explore.devices import PROFILE, SharedDevices, Window
+from engine.explore.devices import ALONE, PROFILE, SharedDevices, Window
 
 
 def remote_profile(task_source: str, kernel_source: str, duration_ms: float | None, options: Any) -> dict[str, Any]:
@@ -69,7 +69,7 @@ class RayDevices(SharedDevices):
         return {"num_cpus": 1, "num_gpus": fraction}
 
     def _submit(self, branch: str, part: str, alone: bool, need: int, function: Any, *args: Any) -> dict[str, Any]:
-        alone = alone or part in ("time", PROFILE)
+        alone = alone or part in ALONE
         holding = self._cpu_alone if alone and self.device != "cuda" else None
         if holding is not None:
             holding.acquire()
