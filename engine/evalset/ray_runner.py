@@ -36,6 +36,12 @@ if TYPE_CHECKING:
 ASSUMED_GPU_BYTES = 80 * GiB  # a cluster GPU's memory when this host has none to measure
 
 
+def gpu_fraction(need_bytes: int, gpu_bytes: int) -> float:
+    """The share of a GPU a check asks Ray for: its footprint of the GPU's memory, rounded up to a
+    hundredth, at least 0.01 and at most the whole GPU (``explore --ray`` asks the same)."""
+    return min(1.0, max(0.01, math.ceil(100 * need_bytes / gpu_bytes) / 100))
+
+
 def remote_evaluate(
     task_source: str, kernel_source: str, options: EvalOptions, task_name: str
 ) -> dict[str, Any]:
@@ -84,8 +90,7 @@ class RayRunner:
         if phase == 2:
             return {"num_cpus": 1, "num_gpus": 1}
         need = state.footprint.reserve_bytes if state.footprint else 0
-        fraction = min(1.0, max(0.01, math.ceil(100 * need / (self.gpu_bytes or ASSUMED_GPU_BYTES)) / 100))
-        return {"num_cpus": 1, "num_gpus": fraction}
+        return {"num_cpus": 1, "num_gpus": gpu_fraction(need, self.gpu_bytes or ASSUMED_GPU_BYTES)}
 
     def _run(self, states: list[PairState], phase: int, in_flight: int | None) -> list[PairState]:
         """Submit ``states`` (at most ``in_flight`` at once when given); the ones found correct."""

@@ -6,7 +6,8 @@ that needs a GPU goes to the cluster, as ``evalset --ray`` sends it (engine.eval
 * a check asks for one CPU and the fraction of a GPU its task's footprint takes, so Ray packs checks
   side by side and never beside a timing;
 * a timing and a profile ask for a whole GPU: alone on it, wherever Ray finds one. On the CPU the
-  timings take turns here, one in flight at a time.
+  machine is one slot, held here as :class:`SharedDevices` holds it: checks side by side, a timing or a
+  profile alone (nothing else in flight).
 
 Every node needs cudaforge installed. Task and kernel travel as text; each node builds into its own
 extension cache.
@@ -15,30 +16,27 @@ extension cache.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import socket
-import threading
 import time
 from typing import Any
 
 from engine.batch.ray import connect, import_ray, runtime_env
 from engine.eval.options import EvalOptions
 from engine.eval.result import EvalResult
-from engine.evalset.ray_runner import ASSUMED_GPU_BYTES, remote_evaluate
+from engine.evalset.ray_runner import ASSUMED_GPU_BYTES, gpu_fraction, remote_evaluate
 from engine.explore.devices import ALONE, PROFILE, SharedDevices, Window
 
 
-def remote_profile(task_source: str, kernel_source: str, duration_ms: float | None, options: Any) -> dict[str, Any]:
+def remote_profile(
+    task_source: str, kernel_source: str, duration_ms: float | None, options: Any
+) -> dict[str, Any]:
     """The body of one profile task: what the loop's profiler returns (engine.profile.candidate)."""
-    from engine.profile.candidate import profile_candidate
+    from engine.profile.candidate import profile_for_judge
 
     started_at = time.time()
-    profiled, spec = profile_candidate(task_source, kernel_source, duration_ms, options)
-    data = profiled.to_dict()
-    data["judge_block"] = profiled.judge_block(spec)
     return {
-        "profile": data,
+        "profile": profile_for_judge(task_source, kernel_source, duration_ms, options),
         "started_at": started_at,
         "finished_at": time.time(),
         "host": socket.gethostname(),
@@ -58,29 +56,33 @@ class RayDevices(SharedDevices):
         self._profile = self.ray.remote(remote_profile)
         self.task_options = {"max_retries": 0, **runtime_env()}
         self.gpu_bytes = gpu_bytes or ASSUMED_GPU_BYTES
-        self._cpu_alone = threading.Lock()  # on the CPU, one timing in flight at a time
 
     def _resources(self, alone: bool, need: int) -> dict[str, Any]:
         if self.device != "cuda":
             return {"num_cpus": 1}
         if alone:
             return {"num_cpus": 1, "num_gpus": 1}
-        fraction = min(1.0, max(0.01, math.ceil(100 * need / self.gpu_bytes) / 100))
-        return {"num_cpus": 1, "num_gpus": fraction}
+        return {"num_cpus": 1, "num_gpus": gpu_fraction(need, self.gpu_bytes)}
 
-    def _submit(self, branch: str, part: str, alone: bool, need: int, function: Any, *args: Any) -> dict[str, Any]:
+    def _submit(
+        self, branch: str, part: str, alone: bool, need: int, function: Any, *args: Any
+    ) -> dict[str, Any]:
         alone = alone or part in ALONE
-        holding = self._cpu_alone if alone and self.device != "cuda" else None
-        if holding is not None:
-            holding.acquire()
+        # CUDA: Ray keeps a whole-GPU task off a GPU that fractional ones use. The CPU is no Ray resource
+        # that could: its one slot is held here (a timing waits for the checks in flight, and none start)
+        held = None
+        if self.device != "cuda":
+            held = self.pool.acquire_alone() if alone else self.pool.acquire(0)
         try:
             ref = function.options(**self.task_options, **self._resources(alone, need)).remote(*args)
             outcome = self.ray.get(ref)
         finally:
-            if holding is not None:
-                holding.release()
+            if held is not None:
+                self.pool.release(*held)
         gpu = outcome.get("gpu") if self.device == "cuda" else None
-        self._record(Window(branch, part, gpu, outcome["started_at"], outcome["finished_at"], alone, outcome["host"]))
+        self._record(
+            Window(branch, part, gpu, outcome["started_at"], outcome["finished_at"], alone, outcome["host"])
+        )
         return outcome
 
     def _evaluate_part(
@@ -118,7 +120,7 @@ class RayProfiler:
         duration = result.timing.candidate.median_ms if getattr(result, "timing", None) else None
         outcome = self.devices._submit(
             self.branch, PROFILE, True, 0, self.devices._profile, task_source, kernel_source, duration, self.options
-        )
+        )  # fmt: skip
         return outcome["profile"]
 
 

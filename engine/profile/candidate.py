@@ -81,6 +81,23 @@ def profile_candidate(
     return ProfileRun(task_source, kernel_source, options).start().result(duration_ms)
 
 
+def profile_for_judge(
+    task_source: str,
+    kernel_source: str,
+    duration_ms: float | None = None,
+    options: ProfileOptions | None = None,
+) -> dict:
+    """:func:`profile_candidate` as the loop keeps it: the profile.json dict with its ``judge_block``
+    (what ``LoopProfiler`` returns; ``explore --ray`` runs it as a Ray task)."""
+    return _for_judge(*profile_candidate(task_source, kernel_source, duration_ms, options))
+
+
+def _for_judge(profiled: ProfileResult, spec: GpuSpec | None) -> dict:
+    data = profiled.to_dict()
+    data["judge_block"] = profiled.judge_block(spec)
+    return data
+
+
 class ProfileRun:
     """One profile of one candidate. ``early``: started while its evaluation still runs, so that ncu and
     the profiled process start (Python, torch, cudaforge: seconds) off the profile stage's clock; the
@@ -235,11 +252,7 @@ class LoopProfiler:
         duration = result.timing.candidate.median_ms if getattr(result, "timing", None) else None
         pending, self._pending = self._pending, None
         if pending is not None and pending[:2] == (task_source, kernel_source):
-            profiled, spec = pending[2].result(duration)
-        else:
-            if pending is not None:
-                pending[2].cancel()
-            profiled, spec = profile_candidate(task_source, kernel_source, duration, self.options)
-        data = profiled.to_dict()
-        data["judge_block"] = profiled.judge_block(spec)
-        return data
+            return _for_judge(*pending[2].result(duration))
+        if pending is not None:
+            pending[2].cancel()
+        return profile_for_judge(task_source, kernel_source, duration, self.options)
