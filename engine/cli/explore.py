@@ -43,15 +43,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("session", help="a session path or a name under the sessions root")
     parser.add_argument("--from", dest="start", type=int_at_least(0), help="the iteration to explore from (default: the best correct one, else the tip)")  # fmt: skip
     parser.add_argument("--branch", help="the branch that iteration is on (default: the current one)")
-    parser.add_argument("--width", type=int_at_least(1), required=True, help="ideas asked of the Judge, one branch each")
+    parser.add_argument(
+        "--width", type=int_at_least(1), required=True, help="ideas asked of the Judge, one branch each"
+    )
     parser.add_argument("--rounds", type=int_at_least(1), required=True, help="rounds per branch")
-    parser.add_argument("--beam", type=int_at_least(1), help="after every round, only this many best correct branches go on")
-    parser.add_argument("--max-cost", type=float, help="stop once this many US dollars are spent (all branches)")
+    parser.add_argument(
+        "--beam", type=int_at_least(1), help="after every round, only this many best correct branches go on"
+    )
+    parser.add_argument(
+        "--max-cost", type=float, help="stop once this many US dollars are spent (all branches)"
+    )
     parser.add_argument("--max-tokens", type=int_at_least(1), help="stop once this many tokens are spent")
     parser.add_argument("--coder", type=model_name, help="provider/model of the Coder (scripted/DIR: DIR/branch-k per branch when present)")  # fmt: skip
     parser.add_argument("--judge", type=model_name, help="provider/model of the Judge")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), help="where kernels run")
-    parser.add_argument("--gpus", type=gpu_list, help="CUDA: the GPUs the branches share, e.g. 0,1 (default: all)")
+    parser.add_argument(
+        "--gpus", type=gpu_list, help="CUDA: the GPUs the branches share, e.g. 0,1 (default: all)"
+    )
     parser.add_argument("--ray", metavar="ADDRESS", help="evaluate and profile as Ray tasks, over the cluster's hosts ('auto': a local Ray instance)")  # fmt: skip
     parser.add_argument("--llm-concurrency", type=int_at_least(1), default=DEFAULT_PER_PROVIDER,
                         help=f"LLM calls in flight at once per provider (default {DEFAULT_PER_PROVIDER})")  # fmt: skip
@@ -223,10 +231,11 @@ def format_summary(summary: Any, session_name: str) -> str:
     """The table after an exploration: one row per branch, the best kernel and how to export it."""
     from sessions.message import format_speedup
 
-    rows = [["branch", "state", "rounds", "best", "tokens", "cost", "idea / why it stopped"]]
+    rows = [["branch", "state", "rounds", "best", "per call", "tokens", "cost", "idea / why it stopped"]]
     for b in summary.branches:
         note = b.idea if not b.why else f"{b.idea} — {b.why}"
-        rows.append([b.name, b.state, str(b.rounds), format_speedup(b.best_speedup), str(b.tokens),
+        per_call = "—" if b.best_ms is None else f"{b.best_ms:.4g} ms"
+        rows.append([b.name, b.state, str(b.rounds), format_speedup(b.best_speedup), per_call, str(b.tokens),
                      f"${b.cost_usd:.4f}", note[:90]])  # fmt: skip
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["", *("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)]
@@ -235,9 +244,11 @@ def format_summary(summary: Any, session_name: str) -> str:
     if used.get("windows"):
         evaluations = used["evaluation_seconds"]
         ratio = f" ({evaluations / summary.wall_seconds:.2f}x)" if summary.wall_seconds > 0 else ""
+        profiles = (used.get("seconds_by_part") or {}).get("profile") or 0.0
+        profiled = f", the profiles {profiles:.1f} s" if profiles else ""
         lines.append(
             f"time: wall {summary.wall_seconds:.1f} s this run; the evaluations took {evaluations:.1f} s "
-            f"in all{ratio}; timings sharing a GPU: {used['alone_overlaps']}"
+            f"in all{ratio}{profiled}; timings sharing a GPU: {used['alone_overlaps']}"
         )
     if summary.stopped:
         lines.append(f"stopped early: {summary.stopped}")
@@ -248,9 +259,10 @@ def format_summary(summary: Any, session_name: str) -> str:
     if best is None:
         lines.append(f"best: no branch has a correct kernel yet (iteration {summary.spec.start}: {start})")
     else:
+        kernel = f" · {best.best_ms:.4g} ms per call" if best.best_ms is not None else ""
         lines.append(
-            f"best: {best.name} iteration {best.best_iteration} · {format_speedup(best.best_speedup)} "
-            f"(iteration {summary.spec.start} was {start})"
+            f"best: {best.name} iteration {best.best_iteration} · {format_speedup(best.best_speedup)}{kernel} "
+            f"(iteration {summary.spec.start} was {start}; ranked by {summary.ranked_by})"
         )
         lines.append(
             f"export: cudaforge export {session_name} --branch {best.name} --iteration {best.best_iteration} -o kernel.py"

@@ -40,6 +40,7 @@ from typing import Any
 from engine import approval as approvals
 from engine.eval.options import resolve_device
 from engine.events import Event, LoopError
+from engine.explore import ranking
 from engine.explore.devices import GatedProfiler, SharedDevices
 from engine.explore.plan import (
     DONE,
@@ -85,7 +86,9 @@ class Choice:
         """The Judge's ``original`` idea, rewritten by a person as ``text``."""
         from engine.agents.suggestion import Suggestion
 
-        return cls(Suggestion.from_text(str(original.get("mode") or "optimize"), text).to_dict(), dict(original))
+        return cls(
+            Suggestion.from_text(str(original.get("mode") or "optimize"), text).to_dict(), dict(original)
+        )
 
     @classmethod
     def own(cls, text: str, mode: str = "optimize") -> Choice:
@@ -106,6 +109,7 @@ class BranchSummary:
     best_iteration: int | None
     tokens: int
     cost_usd: float
+    best_ms: float | None = None  # the best iteration's kernel time (median per call)
 
 
 @dataclass
@@ -123,9 +127,15 @@ class ExploreSummary:
     #: their sum (against wall_seconds: what running side by side gained) and any timing that shared
     devices: dict[str, Any] | None = None
     llm_peak_in_flight: dict[str, int] = field(default_factory=dict)  # per provider, this run
+    #: how the best was chosen: "kernel time" (every kernel timed on one kind of device) or "speedup"
+    ranked_by: str = "speedup"
+    best_branch: str | None = None  # the branch holding the best kernel, by ``ranked_by``
 
     @property
     def best(self) -> BranchSummary | None:
+        named = [b for b in self.branches if b.name == self.best_branch and b.best_iteration is not None]
+        if named:
+            return named[0]
         done = [b for b in self.branches if b.best_speedup is not None]
         return max(done, key=lambda b: b.best_speedup or 0.0) if done else None
 
@@ -145,8 +155,15 @@ class ExploreSummary:
             "stopped": self.stopped,
             "start_speedup": self.start_speedup,
             "branches": [vars(b) for b in self.branches],
-            "best": None if best is None else {"branch": best.name, "iteration": best.best_iteration,
-                                               "speedup": best.best_speedup},  # fmt: skip
+            "best": None
+            if best is None
+            else {
+                "branch": best.name,
+                "iteration": best.best_iteration,
+                "speedup": best.best_speedup,
+                "kernel_ms": best.best_ms,
+            },  # fmt: skip
+            "ranked_by": self.ranked_by,
             "tokens": self.tokens,
             "cost_usd": round(self.cost_usd, 6),
             "uncommitted_usd": round(self.uncommitted_usd, 6),
@@ -241,7 +258,9 @@ class Explorer:
         plan.stopped = ""
         for branch in plan.branches:
             done = branch.name in self.session.branches() and self.session.history(branch.name)[-1].number
-            if branch.state in (FAILED, STOPPED) or (branch.state == DONE and done < spec.start + spec.rounds):
+            if branch.state in (FAILED, STOPPED) or (
+                branch.state == DONE and done < spec.start + spec.rounds
+            ):
                 branch.state, branch.why = RUNNING, ""
         self._adopt_old_journals(plan)
         save_plan(self.session.path, plan)
@@ -356,7 +375,9 @@ class Explorer:
         finally:
             self._close_loop(first, loop)
         if not any(i.parsed or i.text.strip() for i in turn.ideas):
-            raise ExploreError("the Judge's reply held no idea (it was empty); nothing was made, run again to ask again")
+            raise ExploreError(
+                "the Judge's reply held no idea (it was empty); nothing was made, run again to ask again"
+            )
         self.plan.ideas_record = turn.record
         self.plan.proposed = [idea.to_dict() for idea in turn.ideas]
         if len(turn.ideas) < spec.width:
@@ -364,7 +385,9 @@ class Explorer:
         self._save_plan()
         return [dict(idea) for idea in self.plan.proposed]
 
-    def choose(self, choices: list[Choice], decided_by: str = approvals.HUMAN, rounds: int | None = None) -> None:
+    def choose(
+        self, choices: list[Choice], decided_by: str = approvals.HUMAN, rounds: int | None = None
+    ) -> None:
         """A branch for each chosen idea, ``explore/<N>-1`` onwards in the order given, and nothing for
         the ideas left out. ``decided_by`` is who chose: each branch's first round records it as the
         idea's approver, as a gate does for one suggestion. ``rounds``: per branch, when the person
@@ -381,8 +404,12 @@ class Explorer:
             name = branch_name(self.spec.start, k)
             if name not in self.session.branches():
                 self.session.branch_from(self.spec.start, name=name, branch=self.spec.source)
-            self.plan.branches.append(BranchState(name=name, idea=dict(choice.idea), suggested=choice.suggested))
-            self.say(f"{name}: {_headline(choice.idea)}{'' if choice.suggested is None else ' (changed by hand)'}")
+            self.plan.branches.append(
+                BranchState(name=name, idea=dict(choice.idea), suggested=choice.suggested)
+            )
+            self.say(
+                f"{name}: {_headline(choice.idea)}{'' if choice.suggested is None else ' (changed by hand)'}"
+            )
         self.plan.decided_by = decided_by
         self.plan.asked = True
         self._save_plan()
@@ -453,7 +480,9 @@ class Explorer:
 
         loop = self.make_loop(self.session, k, target, on_event, branch)
         if loop.branch != branch:
-            raise ExploreError(f"the loop made for {branch} writes {loop.branch}")  # a factory that ignored it
+            raise ExploreError(
+                f"the loop made for {branch} writes {loop.branch}"
+            )  # a factory that ignored it
         loop.release_lock_on_close = False
         loop.set_approval_policy(approvals.AUTO)  # inside its branch an idea runs without asking
         self._share(loop, branch)
@@ -490,29 +519,43 @@ class Explorer:
 
     # ------------------------------------------------------------------ beam and caps
 
-    def _branch_best(self, name: str) -> tuple[float | None, int | None]:
-        new = [it for it in self.session.history(name) if it.number > self.spec.start and it.correct]
-        if not new:
-            return None, None
-        best = max(new, key=lambda it: (it.speedup or 0.0, -it.number))
-        return best.speedup, best.number
+    def _bests(self) -> tuple[str, dict[str, ranking.Measured]]:
+        """Each branch's best correct iteration since the start, and how they were ranked: by the
+        kernel's own time when every such iteration of every branch was timed on one kind of device,
+        else by speedup (engine.explore.ranking says why)."""
+        every = {
+            b.name: [
+                ranking.measured(b.name, it)
+                for it in self.session.history(b.name)
+                if it.number > self.spec.start and it.correct
+            ]
+            for b in self.plan.branches
+        }
+        how = ranking.ranked_by([m for found in every.values() for m in found])
+        key = ranking.sort_key(how)
+        return how, {name: min(found, key=key) for name, found in every.items() if found}
 
     def _prune(self, r: int) -> None:
         beam = self.spec.beam
         running = self.plan.running()
         if beam is None or not running:
             return
-        ranked = sorted(running, key=lambda b: -(self._branch_best(b.name)[0] or -1.0))
-        kept = [b for b in ranked if self._branch_best(b.name)[0] is not None][:beam]
-        cut = min((self._branch_best(b.name)[0] or 0.0) for b in kept) if kept else None
+        how, bests = self._bests()
+        key = ranking.sort_key(how)
+        kept_names = [m.branch for m in sorted((bests[b.name] for b in running if b.name in bests), key=key)][
+            :beam
+        ]
+        kept = [b for b in running if b.name in kept_names]
+        cut = _measure(bests[kept_names[-1]], how) if kept_names else None
         for branch in running:
             if branch in kept:
                 continue
-            speedup = self._branch_best(branch.name)[0]
+            best = bests.get(branch.name)
             branch.state = PRUNED
             branch.why = (
-                f"beam {beam} after round {r}: best {_x(speedup)}, below the {len(kept)} kept (>= {_x(cut)})"
-                if speedup is not None
+                f"beam {beam} after round {r}: best {_measure(best, how)}, behind the {len(kept)} kept "
+                f"(ranked by {how}; the last kept: {cut})"
+                if best is not None
                 else f"beam {beam} after round {r}: no correct kernel yet"
             )
             self.say(f"{branch.name}: pruned ({branch.why})")
@@ -565,7 +608,9 @@ class Explorer:
     # ------------------------------------------------------------------ results
 
     def summary(self, outcome: str = FINISHED) -> ExploreSummary:
-        start = next((it for it in self.session.history(self.spec.source) if it.number == self.spec.start), None)
+        start = next(
+            (it for it in self.session.history(self.spec.source) if it.number == self.spec.start), None
+        )
         out = ExploreSummary(
             spec=self.spec,
             stopped=self.plan.stopped,
@@ -576,17 +621,28 @@ class Explorer:
         out.wall_seconds = self.wall_seconds
         out.devices = self.devices.stats() if self.devices is not None else None
         out.llm_peak_in_flight = dict(self.bounds.peak)
+        how, bests = self._bests()
+        out.ranked_by = how
         for branch in self.plan.branches:
             new = [it for it in self.session.history(branch.name) if it.number > self.spec.start]
-            speedup, number = self._branch_best(branch.name)
+            best = bests.get(branch.name)
             tokens, cost = feedback.usage_totals([r for it in new for r in it.transcript])
             out.branches.append(
                 BranchSummary(
-                    name=branch.name, idea=_headline(branch.idea), state=branch.state, why=branch.why,
-                    rounds=len(new), best_speedup=speedup, best_iteration=number, tokens=tokens,
+                    name=branch.name,
+                    idea=_headline(branch.idea),
+                    state=branch.state,
+                    why=branch.why,
+                    rounds=len(new),
+                    best_speedup=best.speedup if best else None,
+                    best_iteration=best.number if best else None,
+                    tokens=tokens,
                     cost_usd=cost or 0.0,
+                    best_ms=best.kernel_ms if best else None,
                 )  # fmt: skip
             )
+        if bests:
+            out.best_branch = min(bests.values(), key=ranking.sort_key(how)).branch
         return out
 
 
@@ -594,6 +650,14 @@ def _headline(idea: dict[str, Any]) -> str:
     from engine.agents.suggestion import Suggestion
 
     return Suggestion.from_dict(idea).headline()
+
+
+def _measure(best: ranking.Measured | None, how: str) -> str:
+    if best is None:
+        return "—"
+    if how == ranking.KERNEL_TIME and best.kernel_ms is not None:
+        return f"{best.kernel_ms:.4g} ms ({_x(best.speedup)})"
+    return _x(best.speedup)
 
 
 def _x(speedup: float | None) -> str:
