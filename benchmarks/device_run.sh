@@ -35,6 +35,8 @@
 #             baselines (benchmarks/visual_evidence.py, issue 29)
 #   explore   a scripted exploration of two real CUDA kernels on the GPU, and each kernel alone
 #             (benchmarks/explore_gpu.sh, issue 28)
+#   explore_lb  a real search: the leaderboard's kernels of each of $PROBLEMS as an exploration's branches
+#             (--gpus 0, or --ray $EXPLORE_RAY), against each kernel alone (benchmarks/explore_leaderboard.py)
 set -uo pipefail
 RESULTS=${RESULTS:-/tmp/cf-results}
 CORPUS=${CORPUS:-$PWD/.corpus}
@@ -177,6 +179,13 @@ section_profile() {
 
 section_explore() {
   timeout "${EXPLORE_TIMEOUT:-420}" bash benchmarks/explore_gpu.sh "$1"
+}
+
+section_explore_lb() {
+  local placement=(--gpus 0)
+  [ -n "${EXPLORE_RAY:-}" ] && placement=(--ray "$EXPLORE_RAY")
+  timeout "${EXPLORE_LB_TIMEOUT:-560}" python3 benchmarks/explore_leaderboard.py "$CORPUS/lb/docs/assets" "$1" \
+    --problems "${PROBLEMS:-l1_p88,l1_p12,l2_p16}" "${placement[@]}"
 }
 
 section_ncu() {
