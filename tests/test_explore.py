@@ -331,3 +331,59 @@ def test_fewer_ideas_than_asked_make_fewer_branches_and_an_empty_reply_makes_non
     assert [b.name for b in holder[0].plan.branches] == ["explore/0-1", "explore/0-2"]
     assert "the Judge gave 2 different idea(s), not 4" in lines
     session.close()
+
+
+def _wait_for(condition: Any, timeout: float = 60.0) -> Any:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting")
+
+
+def test_a_person_at_every_gate_approves_edits_and_rejects_each_branchs_suggestions(
+    tmp_path: Path, ext_cache: Path, seeded_template: Path
+) -> None:
+    """``gated`` (the workbench's step): from round 2 on, each branch waits at its gate while the others
+    go on; the person's approval, edit or rejection is what the branch's round records. A stop while a
+    branch waits leaves it at its gate (its rejections kept) for the resume, and letting go
+    (``set_gated(False)``) approves as the Judge said."""
+    import threading
+
+    session = seeded(tmp_path, seeded_template)
+    spec = ExploreSpec(start=0, source="main", width=2, rounds=2)
+    gates: list[str] = []
+    explorer = Explorer(session, spec, factory(ext_cache), gated=True, on_gate=gates.append)
+    outcome: list[Any] = []
+    runner = threading.Thread(target=lambda: outcome.append(explorer.run()))
+    runner.start()
+    waiting = _wait_for(lambda: len(explorer.awaiting()) == 2 and explorer.awaiting())
+    assert [name for name, _ in waiting] == ["explore/0-1", "explore/0-2"]
+    assert all(len(session.history(f"explore/0-{k}")) == 2 for k in (1, 2))  # round 1 ran unasked
+    with pytest.raises(ExploreError, match="not waiting"):
+        explorer.approve("main")
+    explorer.approve("explore/0-1", "unroll the loop by four")
+    explorer.reject("explore/0-2", "that was tried on branch 1")
+    _wait_for(lambda: gates.count("explore/0-2") == 2)  # its Judge asked again: waiting again
+    _wait_for(lambda: len(session.history("explore/0-1")) == 3)
+    explorer.stop()
+    runner.join(60)
+    assert outcome[0].outcome == PAUSED and len(session.history("explore/0-2")) == 2
+    edited = session.history("explore/0-1")[2].suggestion
+    assert edited["approved_by"] == "human" and edited["edited"] and edited["approved"]["text"] == "unroll the loop by four"
+    again = Explorer(session, spec, factory(ext_cache), gated=True)
+    rerun: list[Any] = []
+    runner = threading.Thread(target=lambda: rerun.append(again.run()))
+    runner.start()
+    assert [name for name, _ in _wait_for(again.awaiting)] == ["explore/0-2"]  # the resume asks again
+    again.set_gated(False)
+    runner.join(60)
+    assert rerun[0].outcome == FINISHED and [b.rounds for b in rerun[0].branches] == [2, 2]
+    second = session.history("explore/0-2")[2].suggestion
+    assert second["approved_by"] == "policy:auto"
+    assert [r["note"] for r in second["rejected"]] == ["that was tried on branch 1"]
+    session.close()

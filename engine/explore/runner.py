@@ -26,6 +26,12 @@ are not asked again, and no committed round is run twice.
 A person may stand at the gate once per idea: ``propose`` asks the Judge and keeps its ideas in the plan
 without making a branch; ``choose`` then makes a branch for each idea picked, changed or added (the
 workbench's chooser). ``run`` alone takes every idea as given.
+
+Or at every gate (``gated``, the workbench's "step"): from round 2 on, each branch's loop stops where
+the Judge's suggestion waits for approval, as a single branch's does. The branch's thread waits there
+(the other branches go on) until the person approves it, approves an edited one, or rejects it
+(``awaiting``, ``approve``, ``reject``), or lets every branch go on without asking (``set_gated(False)``).
+A stop while branches wait leaves each at its gate, in its journal, for the resume.
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ from engine.explore.plan import (
 )
 from engine.llm.bounded import DEFAULT_PER_PROVIDER, ProviderBounds
 from engine.loop import feedback
-from engine.loop.machine import ERROR, FINISH_BEFORE_STOPPING, FINISHED, PAUSED, Loop
+from engine.loop.machine import AWAITING, ERROR, FINISH_BEFORE_STOPPING, FINISHED, PAUSED, Loop
 from engine.loop.state import CODER, JUDGE, Pending, clear_journal, derive, read_journal, save_journal
 from engine.loop.state import DONE as LOOP_DONE
 from sessions.repo import SessionRepo
@@ -192,7 +198,11 @@ class Explorer:
         gpus: list[int] | None = None,
         devices: SharedDevices | None = None,
         llm_concurrency: int = DEFAULT_PER_PROVIDER,
+        gated: bool = False,
+        on_gate: Callable[[str], None] = lambda branch: None,
     ) -> None:
+        """``gated``: the person approves each branch's suggestions from round 2 on (module docstring);
+        ``on_gate(branch)`` is called, from the branch's thread, when it starts waiting there."""
         if spec.width < 1 or spec.rounds < 1:
             raise ExploreError("--width and --rounds must be at least 1")
         if spec.beam is not None and spec.beam < 1:
@@ -208,6 +218,10 @@ class Explorer:
         self.devices = devices
         self.bounds = ProviderBounds(llm_concurrency)
         self._stop = threading.Event()
+        self.gated = gated
+        self.on_gate = on_gate
+        self._gates = threading.Condition()  # branches waiting at a gate for the person
+        self._awaiting: dict[str, Loop] = {}
         self._lock = threading.RLock()  # the plan, the live loops, the devices
         self._loops: dict[str, Loop] = {}
         self._errors: dict[str, list[str]] = {}
@@ -225,6 +239,8 @@ class Explorer:
             loops = list(self._loops.values())
         for loop in loops:
             loop.stop()
+        with self._gates:  # a branch waiting at its gate stays there, in its journal, for the resume
+            self._gates.notify_all()
 
     # ------------------------------------------------------------------ plan
 
@@ -468,8 +484,64 @@ class Explorer:
             if self._stop.is_set() and loop.stage not in FINISH_BEFORE_STOPPING and loop.stage != LOOP_DONE:
                 return PAUSED
             outcome = loop.step()
+            if outcome == AWAITING:
+                if not self._wait_for_person(loop):
+                    return PAUSED
+                continue
             if outcome is not None:
                 return outcome
+
+    # ------------------------------------------------------------------ the person at every gate
+
+    def _wait_for_person(self, loop: Loop) -> bool:
+        """Hold ``loop``'s branch at its gate until the person decides (True: go on) or a stop (False)."""
+        branch = loop.branch
+        with self._gates:
+            self._awaiting[branch] = loop
+        self.say(f"{branch}: waiting for you at the gate: {_headline(loop.pending.suggestion or {})}")
+        self.on_gate(branch)
+        with self._gates:
+            while loop.awaiting and self.gated and not self._stop.is_set():
+                self._gates.wait()
+            self._awaiting.pop(branch, None)
+            if not self.gated and loop.awaiting:
+                loop.set_approval_policy(approvals.AUTO)  # let go: the gate approves as the Judge said
+            return not self._stop.is_set() or not loop.awaiting
+
+    def awaiting(self) -> list[tuple[str, dict[str, Any]]]:
+        """The branches waiting for the person at their gate, by name, with the suggestion each waits on."""
+        with self._gates:
+            return sorted(
+                (name, dict(loop.pending.suggestion or {})) for name, loop in self._awaiting.items()
+            )
+
+    def _decide(self, branch: str, decide: Callable[[Loop], None]) -> None:
+        with self._gates:
+            loop = self._awaiting.get(branch)
+            if loop is None:
+                raise ExploreError(f"{branch} is not waiting at a gate")
+            decide(loop)
+            self._gates.notify_all()
+
+    def approve(self, branch: str, suggestion: dict[str, Any] | str | None = None) -> None:
+        """Approve ``branch``'s waiting suggestion, or the person's edit of it (its dict, or free text)."""
+        self._decide(branch, lambda loop: loop.approve(suggestion))
+
+    def reject(self, branch: str, note: str = "") -> None:
+        """Reject ``branch``'s waiting suggestion: its Judge is asked again, told ``note``."""
+        self._decide(branch, lambda loop: loop.reject(note))
+
+    def set_gated(self, gated: bool) -> None:
+        """Ask at every gate from now on, or stop asking: the waiting branches go on as the Judge said."""
+        with self._gates:
+            self.gated = gated
+            for loop in self._loops_snapshot():
+                loop.set_approval_policy(approvals.ASK if gated else approvals.AUTO)
+            self._gates.notify_all()
+
+    def _loops_snapshot(self) -> list[Loop]:
+        with self._lock:
+            return list(self._loops.values())
 
     def _open_loop(self, k: int, branch: str, target: int) -> Loop:
         def on_event(event: Event) -> None:
@@ -484,7 +556,8 @@ class Explorer:
                 f"the loop made for {branch} writes {loop.branch}"
             )  # a factory that ignored it
         loop.release_lock_on_close = False
-        loop.set_approval_policy(approvals.AUTO)  # inside its branch an idea runs without asking
+        # inside its branch an idea runs without asking, unless the person stands at every gate
+        loop.set_approval_policy(approvals.ASK if self.gated else approvals.AUTO)
         self._share(loop, branch)
         for notice in loop.notices:
             self.say(f"note: {notice}")
