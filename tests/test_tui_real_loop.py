@@ -173,3 +173,65 @@ async def test_x_explores_the_ideas_the_person_ticks_and_the_timeline_grows(
     assert "explore/0-3" not in repo.branches() and [it.number for it in repo.history("main")] == [0]
     assert "explore/0-1 · done · best" in labels and "explore/0-2 · done · best" in labels
     repo.close()
+
+
+async def test_s_in_the_chooser_asks_the_person_at_every_branchs_gate(
+    tmp_path: Path, ext_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``s`` instead of ``r``: from round 2 each branch stops at its gate and the workbench shows its
+    suggestion in the approval view, the branch named. The person edits one branch's suggestion, then
+    lets the other go on unasked (``g``); the commits record who decided what."""
+    from textual.widgets import TextArea
+
+    from tests.loop_helpers import SCRIPTED, make_loop
+    from tui.screens.approval import ApprovalScreen
+    from tui.screens.explore import ExploreChooser
+
+    explore = SCRIPTED / "explore"
+    (tmp_path / "cudaforge.toml").write_text(
+        f'[models]\ncoder = "scripted/{explore}/coder"\njudge = "scripted/{explore}/judge"\n'
+        '[loop]\nrounds = 1\n[eval]\ndevice = "cpu"\ntrials = 2\ntiming_trials = 5\ntiming_budget_s = 1.0\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUDAFORGE_CACHE_DIR", str(ext_cache))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    repo = SessionRepo.create(tmp_path / "sessions", EXAMPLES / "tasks" / "relu.py")
+    seed = make_loop(repo, ext_cache, coder_dir=explore / "coder", judge_dir=explore / "judge", rounds=0)
+    seed.run()
+    seed.close()
+
+    async def wait_for(screen_type: type, seconds: float = 120) -> object:
+        deadline = time.monotonic() + seconds
+        while not isinstance(app.screen, screen_type) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert isinstance(app.screen, screen_type), f"no {screen_type.__name__} within {seconds} s"
+        return app.screen
+
+    app = CudaforgeApp(sessions_root=tmp_path / "sessions", session=repo, mode="live")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        workbench = app.screen
+        await pilot.press("X")
+        await wait_for(ExploreChooser)
+        await pilot.press("down", "down", "space", "s")  # ideas 1 and 2, two rounds each, step
+        first = await wait_for(ApprovalScreen)
+        edited_branch = first.branch
+        assert edited_branch in ("explore/0-1", "explore/0-2") and edited_branch in str(first._title())
+        await pilot.press("e")
+        first.query_one(TextArea).text = "unroll the loop by four"
+        await pilot.press("ctrl+s")
+        second = await wait_for(ApprovalScreen)
+        assert second is not first and second.branch != edited_branch
+        await pilot.press("g")  # every branch on, without asking
+        deadline = time.monotonic() + 300
+        while workbench.exploration.active and time.monotonic() < deadline:
+            await asyncio.sleep(0.3)
+        await pilot.pause(0.3)
+    other = "explore/0-2" if edited_branch == "explore/0-1" else "explore/0-1"
+    edited = repo.history(edited_branch)[2].suggestion
+    assert edited["approved_by"] == "human" and edited["edited"]
+    assert edited["approved"]["text"] == "unroll the loop by four"
+    assert repo.history(other)[2].suggestion["approved_by"] == "policy:auto"
+    assert [it.number for it in repo.history(other)] == [0, 1, 2]
+    repo.close()

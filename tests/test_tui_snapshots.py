@@ -117,3 +117,20 @@ def test_approval_evidence_one_key_away_at_80x24(snap_compare: Any, replay_app: 
         pilot.app.push_screen(ApprovalScreen(OPTIMIZE, evidence=evidence))
 
     assert snap_compare(replay_app, run_before=ask, press=["v"], terminal_size=(80, 24))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_an_exploration_branchs_gate_names_the_branch(
+    snap_compare: Any, replay_app: CudaforgeApp, size: tuple[int, int]
+) -> None:
+    """An exploration stepped from the chooser (``s``): a branch's suggestion in the approval view, the
+    branch in the title, and ``g`` (every branch on, unasked) in place of ``esc`` later."""
+
+    def ask(pilot: Any) -> None:
+        from tui.evidence import gather_evidence
+
+        item = pilot.app.screen.history[2]
+        evidence = gather_evidence(OPTIMIZE, item.number, item.eval_result, item.profile, item.kernel_source)
+        pilot.app.push_screen(ApprovalScreen(OPTIMIZE, evidence=evidence, branch="explore/2-1"))
+
+    assert snap_compare(replay_app, run_before=ask, terminal_size=size)

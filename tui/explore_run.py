@@ -12,6 +12,10 @@ outcome crosses to the UI thread as a message (``post_message`` is thread-safe):
    the rounds. Each commit posts :class:`ExploreCommitted` (the timeline grows); the end posts
    :class:`ExploreFinished` with the summary, or the error.
 
+With ``s`` in the chooser (``gated``) each branch stops at its gate from round 2 on: :class:`ExploreGate`
+tells the workbench, which shows the waiting suggestion in the approval view with the branch named;
+``approve``, ``reject`` and ``let_go`` hand the person's decision back (``Explorer.approve`` …).
+
 ``stop`` (the workbench's ``x``) stops at the next stage boundary, as in a single branch: the evaluation
 in flight is committed first, and ``X`` at the same iteration resumes.
 """
@@ -42,6 +46,14 @@ class ExploreLine(Message):
 
 class ExploreCommitted(Message):
     """A branch of the exploration committed an iteration."""
+
+
+class ExploreGate(Message):
+    """A branch of the exploration waits at its gate for the person."""
+
+    def __init__(self, branch: str) -> None:
+        super().__init__()
+        self.branch = branch
 
 
 class ExploreFinished(Message):
@@ -108,6 +120,7 @@ class ExploreRun:
             self.explorer = Explorer(
                 self.repo, spec, branch_loops(self.config),
                 on_line=lambda text: self.target.post_message(ExploreLine(text)), on_event=self._on_event,
+                on_gate=lambda branch: self.target.post_message(ExploreGate(branch)),
             )  # fmt: skip
             if self.explorer.plan.asked:  # chosen before: this is a resume of its branches
                 self._run([], None)
@@ -120,9 +133,25 @@ class ExploreRun:
 
         self._in_thread(work)
 
-    def start(self, choices: list[Any], rounds: int) -> None:
-        """Make a branch per chosen idea and run the rounds, off the UI thread."""
+    def start(self, choices: list[Any], rounds: int, gated: bool = False) -> None:
+        """Make a branch per chosen idea and run the rounds, off the UI thread; ``gated``: the person
+        decides at every branch's gate from round 2 on."""
+        self.explorer.set_gated(gated)
         self._in_thread(lambda: self._run(choices, rounds))
+
+    def awaiting(self) -> list[tuple[str, dict[str, Any]]]:
+        """The branches waiting at their gate, with their suggestions (none before the rounds run)."""
+        return self.explorer.awaiting() if self.explorer is not None else []
+
+    def approve(self, branch: str, suggestion: dict[str, Any] | None = None) -> None:
+        self.explorer.approve(branch, suggestion)
+
+    def reject(self, branch: str, note: str) -> None:
+        self.explorer.reject(branch, note)
+
+    def let_go(self) -> None:
+        """Every branch goes on without asking, the waiting ones as their Judge said."""
+        self.explorer.set_gated(False)
 
     def _run(self, choices: list[Any], rounds: int | None) -> None:
         from engine import approval

@@ -521,6 +521,7 @@ class Explorer:
             if loop is None:
                 raise ExploreError(f"{branch} is not waiting at a gate")
             decide(loop)
+            del self._awaiting[branch]  # decided: no longer waiting, even before its thread wakes
             self._gates.notify_all()
 
     def approve(self, branch: str, suggestion: dict[str, Any] | str | None = None) -> None:

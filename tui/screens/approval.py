@@ -9,7 +9,8 @@ fills the view and ``v`` swaps in the evidence — one key away, the verdict alw
 Keyboard only. ``e`` turns the suggestion into editable text (ctrl+s approves the edited text);
 ``r`` asks for a note for the Judge. The result is an :class:`Approval` the workbench hands to
 the loop; escape closes the view undecided (``a`` in the workbench brings it back) and ``q``
-quits, as everywhere. After a rejection the next suggestion says so on a line of its own (which
+quits, as everywhere. At an exploration branch's gate the title names the branch, and ``g`` lets
+every branch go on without asking. After a rejection the next suggestion says so on a line of its own (which
 one it is this round, and the note it answers), so it never looks like the one just rejected.
 """
 
@@ -47,6 +48,7 @@ class ApprovalScreen(ModalScreen[Approval]):
         Binding("e", "edit", "Edit, then approve", id="approval.edit"),
         Binding("r", "reject", "Reject with a note", id="approval.reject"),
         Binding("v", "toggle_evidence", "Suggestion/evidence", id="approval.evidence"),
+        Binding("g", "let_go", "Every branch on, unasked", id="approval.let-go"),
         Binding("ctrl+s", "save_edit", "Approve the edited text", id="approval.save", show=False),
         Binding("escape", "back", "Back; in the view, decide later", id="approval.back", show=False),
         Binding("q", "quit", "Quit", id="approval.quit", show=False),
@@ -58,9 +60,14 @@ class ApprovalScreen(ModalScreen[Approval]):
         flagged: bool = False,
         evidence: ApprovalEvidence | None = None,
         rejected: list[str] | None = None,
+        branch: str = "",
     ) -> None:
-        """``rejected``: the notes of the suggestions already rejected in this round, oldest first."""
+        """``rejected``: the notes of the suggestions already rejected in this round, oldest first.
+        ``branch``: an exploration's branch waiting at its gate (tui/explore_run.py): the title names it,
+        and ``g`` lets every branch of the exploration go on without asking (an :class:`Approval` of
+        ``let_go``)."""
         super().__init__()
+        self.branch = branch
         self.suggestion = dict(suggestion)
         self.flagged = flagged
         self.evidence = evidence
@@ -88,6 +95,8 @@ class ApprovalScreen(ModalScreen[Approval]):
             title = Text("⚑ FLAGGED by a guard", style="bold")
         else:
             title = Text("Judge suggestion", style="bold")
+        if self.branch:
+            title.append(f" · {self.branch}", style="bold")
         title.append(f" · {self.suggestion.get('mode', '?')}")
         if self.evidence is not None and self.evidence.headline():
             title.append(" · on ")
@@ -104,10 +113,13 @@ class ApprovalScreen(ModalScreen[Approval]):
         return text
 
     def _view_keys(self) -> str:
+        keys = VIEW_KEYS
+        if self.branch:  # an exploration's gate: "later" is implied (a shows it again); g lets all go on
+            keys = keys.replace("[b]esc[/b] later", "[b]g[/b] all go on")
         if not self.has_class("-narrow"):
-            return VIEW_KEYS
+            return keys
         other = "suggestion" if self.has_class("-evidence") else "evidence"
-        return f"{VIEW_KEYS}   [b]v[/b] {other}"
+        return f"{keys}   [b]v[/b] {other}"
 
     def on_resize(self, event: Resize) -> None:
         narrow = event.size.width < NARROW_WIDTH
@@ -126,6 +138,8 @@ class ApprovalScreen(ModalScreen[Approval]):
             return self.mode == "view"
         if action == "toggle_evidence":
             return self.mode == "view" and self.has_class("-narrow")
+        if action == "let_go":
+            return self.mode == "view" if self.branch else False
         if action == "save_edit":
             return self.mode == "editing"
         if action == "quit":
@@ -142,6 +156,9 @@ class ApprovalScreen(ModalScreen[Approval]):
 
     def action_approve(self) -> None:
         self.dismiss(Approval("approve", self.suggestion))
+
+    def action_let_go(self) -> None:
+        self.dismiss(Approval("let_go", self.suggestion))
 
     def action_edit(self) -> None:
         self.mode = "editing"

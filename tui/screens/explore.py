@@ -6,7 +6,8 @@ rests on (the iteration's verdict, the metrics it cites, the kernel lines it nam
 :mod:`tui.evidence`) fill the pane beside the list, or below it under ``NARROW_WIDTH`` columns (80×24
 over SSH). Keys: space ticks, ``e`` changes the highlighted idea's text (ctrl+s keeps it), ``a`` adds an
 idea of the person's own, ``+``/``-`` change the rounds per branch, ``r`` runs the ticked ideas, one
-branch each, in list order. Escape backs out of an edit, or cancels and makes no branch.
+branch each, in list order, auto-approved inside their branches; ``s`` runs them too but stops each
+branch at its gate from round 2 on for the person (the workbench shows each waiting suggestion). Escape backs out of an edit, or cancels and makes no branch.
 
 The screen returns an :class:`ExploreChoice`: the ticked ideas as ``engine.explore.runner.Choice``
 values, which say whether each is the Judge's idea as given, changed, or the person's own. It knows
@@ -34,7 +35,10 @@ from tui.screens.approval import evidence_text
 
 NARROW_WIDTH = 110  # the workbench's: below it, one pane at a time
 MAX_ROUNDS = 10
-VIEW_KEYS = "[b]space[/b] tick  [b]e[/b] change  [b]a[/b] add your own  [b]+/-[/b] rounds  [b]r[/b] run  [b]esc[/b] cancel"
+VIEW_KEYS = (
+    "[b]space[/b] tick  [b]e[/b] change  [b]a[/b] add yours  [b]+/-[/b] rounds  [b]r[/b] run  [b]s[/b] step"
+    "  [b]esc[/b] cancel"
+)
 
 
 @dataclass
@@ -64,6 +68,7 @@ class Idea:
 class ExploreChoice:
     choices: list[Choice] = field(default_factory=list)
     rounds: int = 2
+    gated: bool = False  # ``s``: each branch waits for the person at its gate from round 2 on
 
 
 class ExploreChooser(ModalScreen["ExploreChoice | None"]):
@@ -72,6 +77,7 @@ class ExploreChooser(ModalScreen["ExploreChoice | None"]):
         Binding("e", "change", "Change the idea", id="explore.change"),
         Binding("a", "add", "Add your own idea", id="explore.add"),
         Binding("r", "run", "Run the ticked ideas", id="explore.run"),
+        Binding("s", "step", "Run them, asking me at every gate", id="explore.step"),
         Binding("plus", "rounds(1)", "More rounds", id="explore.more", show=False),
         Binding("minus", "rounds(-1)", "Fewer rounds", id="explore.fewer", show=False),
         Binding("ctrl+s", "save_change", "Keep the changed text", id="explore.save", show=False),
@@ -117,7 +123,9 @@ class ExploreChooser(ModalScreen["ExploreChoice | None"]):
     def _title(self) -> Text:
         ticked = len(self._ticked()) if self.is_mounted else len(self.ideas)
         title = Text("Explore", style="bold")
-        title.append(f" from #{self.iteration} of {self.branch} · {ticked} of {len(self.ideas)} idea(s) ticked")
+        title.append(
+            f" from #{self.iteration} of {self.branch} · {ticked} of {len(self.ideas)} idea(s) ticked"
+        )
         title.append(f" · {self.rounds} round(s) each")
         return title
 
@@ -135,7 +143,13 @@ class ExploreChooser(ModalScreen["ExploreChoice | None"]):
             body.append("The Judge gave no idea: add your own with a.", style="italic")
         else:
             idea = self.ideas[index]
-            origin = "your own idea" if idea.original is None else "changed by you" if idea.changed else "the Judge's idea"
+            origin = (
+                "your own idea"
+                if idea.original is None
+                else "changed by you"
+                if idea.changed
+                else "the Judge's idea"
+            )
             body.append(f"Idea {index + 1} · {origin}\n", style="bold underline")
             body.append(_plain(suggestion_markdown(idea.idea)) + "\n\n")
             evidence = self.evidence[index] if index < len(self.evidence) else None
@@ -152,7 +166,7 @@ class ExploreChooser(ModalScreen["ExploreChoice | None"]):
         self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("change", "add", "run", "rounds"):
+        if action in ("change", "add", "run", "step", "rounds"):
             return self.mode == "view"
         if action == "save_change":
             return self.mode == "changing"
@@ -203,12 +217,15 @@ class ExploreChooser(ModalScreen["ExploreChoice | None"]):
         event.input.value = ""
         self.action_back()
 
-    def action_run(self) -> None:
+    def action_run(self, gated: bool = False) -> None:
         ticked = self._ticked()
         if not ticked:
             self.notify("tick at least one idea (space), or escape to cancel", severity="warning")
             return
-        self.dismiss(ExploreChoice([self.ideas[i].choice() for i in ticked], self.rounds))
+        self.dismiss(ExploreChoice([self.ideas[i].choice() for i in ticked], self.rounds, gated))
+
+    def action_step(self) -> None:
+        self.action_run(gated=True)
 
     def action_back(self) -> None:
         """Escape: out of a change or a new idea, back to the list; in the list, cancel (no branch made)."""

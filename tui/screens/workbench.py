@@ -40,7 +40,7 @@ from engine import events as ev
 from engine.eval.baselines import against_text, compile_ratio
 from sessions.errors import SessionError
 from tui import loop_status
-from tui.explore_run import ExploreCommitted, ExploreFinished, ExploreIdeas, ExploreLine
+from tui.explore_run import ExploreCommitted, ExploreFinished, ExploreGate, ExploreIdeas, ExploreLine
 from tui.live import LoopAdapter, LoopFactory, default_loop_factory
 from tui.messages import (
     ApprovalDecided,
@@ -69,13 +69,29 @@ REPLAY, LIVE, VIEW = "replay", "live", "view"
 LIVE_ONLY = {"step", "run", "pause", "edit_kernel", "external_editor", "show_approval", "add_rounds"}
 REPLAY_ONLY = {"play"}  # a live branch grows while you watch: nothing to play through
 STARTS_A_STAGE = {"step", "run", "add_rounds", "branch", "explore"}  # refused (dimmed) while a stage runs
-EXPLORE_WIDTH, EXPLORE_ROUNDS = 3, 2  # ideas asked of the Judge by ``X``; rounds per branch (the chooser changes it)
+EXPLORE_WIDTH, EXPLORE_ROUNDS = (
+    3,
+    2,
+)  # ideas asked of the Judge by ``X``; rounds per branch (the chooser changes it)
 DEFAULT_MORE_ROUNDS = 3
 NARROW_PANES = ("pane-kernel", "pane-output", "pane-chat", "pane-task", "pane-timeline")
 # keys the kernel editor types as text: not offered (footer, help) while it has them
 TYPED_WHILE_EDITING = {
-    "next", "previous", "play", "branch", "diff", "toggle_cuda", "step", "run", "add_rounds",
-    "pause", "edit_kernel", "show_approval", "focus_timeline", "pane", "explore",
+    "next",
+    "previous",
+    "play",
+    "branch",
+    "diff",
+    "toggle_cuda",
+    "step",
+    "run",
+    "add_rounds",
+    "pause",
+    "edit_kernel",
+    "show_approval",
+    "focus_timeline",
+    "pane",
+    "explore",
 }
 
 
@@ -98,7 +114,9 @@ class WorkbenchScreen(Screen[None]):
         Binding("p,left", "previous", "Previous iteration", id="workbench.previous"),
         Binding("space", "play", "Play/pause replay", id="workbench.play"),
         Binding("b", "branch", "Branch here", id="workbench.branch"),
-        Binding("X", "explore", "Explore ideas from here", id="workbench.explore", show=False),  # in help and palette
+        Binding(
+            "X", "explore", "Explore ideas from here", id="workbench.explore", show=False
+        ),  # in help and palette
         Binding("d", "diff", "Diff iterations", id="workbench.diff"),
         Binding("c", "toggle_cuda", "Python/CUDA view", id="workbench.toggle-cuda"),
         Binding("ctrl+e", "external_editor", "Edit in $EDITOR", id="workbench.editor"),
@@ -127,6 +145,7 @@ class WorkbenchScreen(Screen[None]):
         self.running = False  # True after `r`: an approval or rejection continues the rounds
         self.adapter = LoopAdapter(self)
         self.exploration: Any = None  # tui.explore_run.ExploreRun while one is asked for or runs
+        self._gate_shown = False  # an exploration branch's gate is in the approval view
         self.history: list[Any] = []
         self._compiled: dict[str, float] = {}  # torch.compile on the chart's scale (_compile_ratios)
         self.index = 0
@@ -230,7 +249,9 @@ class WorkbenchScreen(Screen[None]):
             loop, problem = None, f"the loop could not start ({error})"
         if loop is None:
             self.mode = VIEW
-            self.notify(f"{problem[0].upper()}{problem[1:]}: the session opens read-only.", severity="warning")
+            self.notify(
+                f"{problem[0].upper()}{problem[1:]}: the session opens read-only.", severity="warning"
+            )
             return
         self.adapter.attach(loop)
         if writers is not None:
@@ -376,7 +397,8 @@ class WorkbenchScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """False hides a key (it never applies in this mode); None dims it (not now, e.g. while a
         stage runs). The help screen lists only the keys this returns True or None for."""
-        if action in LIVE_ONLY and self.mode != LIVE and not (action == "pause" and self.exploration is not None):
+        exploring_key = action in ("pause", "show_approval") and self.exploration is not None
+        if action in LIVE_ONLY and self.mode != LIVE and not exploring_key:
             return False
         if action in REPLAY_ONLY and self.mode == LIVE:
             return False
@@ -396,7 +418,7 @@ class WorkbenchScreen(Screen[None]):
         if action == "edit_kernel":
             return None if self.adapter.busy or self._editing() else True
         if action == "show_approval":
-            return self.pending_approval is not None
+            return self.pending_approval is not None or self._exploration_waits()
         return True
 
     def _editing(self) -> bool:
@@ -477,7 +499,9 @@ class WorkbenchScreen(Screen[None]):
             self, self.repo, config, item.number, self.branch, EXPLORE_WIDTH, EXPLORE_ROUNDS,
             keep_lock=self.mode == LIVE,
         )  # fmt: skip
-        self.notify(f"asking the Judge for {EXPLORE_WIDTH} ideas about iteration {item.number} of {self.branch}")
+        self.notify(
+            f"asking the Judge for {EXPLORE_WIDTH} ideas about iteration {item.number} of {self.branch}"
+        )
         self.exploration.propose()
         self.refresh_bindings()
 
@@ -491,7 +515,9 @@ class WorkbenchScreen(Screen[None]):
             return
         item = next((it for it in self.history if it.number == run.start_at), self.shown)
         evidence = [
-            gather_evidence(i, item.number, item.eval_result, item.profile, item.kernel_source) if item else None
+            gather_evidence(i, item.number, item.eval_result, item.profile, item.kernel_source)
+            if item
+            else None
             for i in message.ideas
         ]
 
@@ -500,10 +526,59 @@ class WorkbenchScreen(Screen[None]):
                 run.cancel()
                 self.notify("nothing explored: X again shows the same ideas")
             else:
-                run.start(choice.choices, choice.rounds)
+                run.start(choice.choices, choice.rounds, choice.gated)
             self.refresh_bindings()
 
-        self.app.push_screen(ExploreChooser(message.ideas, run.start_at, run.source, run.rounds, evidence), chosen)
+        self.app.push_screen(
+            ExploreChooser(message.ideas, run.start_at, run.source, run.rounds, evidence), chosen
+        )
+
+    @on(ExploreGate)
+    def _explore_gate(self, message: ExploreGate) -> None:
+        self._ask_explore_gate()
+        self.refresh_bindings()
+
+    def _ask_explore_gate(self) -> None:
+        """Show the first exploration branch waiting at its gate in the approval view (one at a time;
+        escape leaves it waiting, ``a`` shows it again); after a decision, the next one that waits."""
+        from tui.screens.approval import ApprovalScreen
+
+        run = self.exploration
+        waiting = run.awaiting() if run is not None and run.active else []
+        if not waiting or self._gate_shown:
+            return
+        branch, suggestion = waiting[0]
+
+        def done(result: Approval | None) -> None:
+            self._gate_shown = False
+            try:
+                if result is None:
+                    self.query_one(StatusLine).wait_for_human(f"{branch} waits at its gate: a shows it")
+                elif result.decision == "let_go":
+                    run.let_go()
+                    self.notify("every branch goes on without asking")
+                elif result.decision == "reject":
+                    run.reject(branch, result.note)
+                else:
+                    run.approve(branch, result.suggestion)
+            except Exception as error:  # ExploreError: the branch stopped waiting meanwhile (a stop)
+                self.notify(f"explore: {error}", severity="warning")
+            self.refresh_bindings()
+            if result is not None:
+                self._ask_explore_gate()
+
+        history = self.repo.history(branch)
+        item = history[-1] if history else None
+        evidence = None
+        if item is not None:
+            from tui.evidence import gather_evidence
+
+            evidence = gather_evidence(
+                suggestion, item.number, item.eval_result, item.profile, item.kernel_source
+            )
+        self._gate_shown = True
+        self.app.clear_notifications()
+        self.app.push_screen(ApprovalScreen(suggestion, False, evidence, branch=branch), done)
 
     @on(ExploreLine)
     def _explore_line(self, message: ExploreLine) -> None:
@@ -687,7 +762,9 @@ class WorkbenchScreen(Screen[None]):
     def action_pause(self) -> None:
         if self.exploration is not None and self.exploration.active:
             self.exploration.stop()
-            self.query_one(StatusLine).update_activity("exploration: stopping once the stage in flight is committed")
+            self.query_one(StatusLine).update_activity(
+                "exploration: stopping once the stage in flight is committed"
+            )
             return
         self.running = False
         self.adapter.call("pause")
@@ -730,7 +807,8 @@ class WorkbenchScreen(Screen[None]):
             self.notify(f"cannot add rounds: {error}", severity="error")
             return
         self.notify(
-            f"{more} round(s) added: branch {self.branch} now runs to #{target}. r runs them, s steps.", timeout=4
+            f"{more} round(s) added: branch {self.branch} now runs to #{target}. r runs them, s steps.",
+            timeout=4,
         )
         self._say_waiting()
         self.refresh_bindings()
@@ -794,8 +872,14 @@ class WorkbenchScreen(Screen[None]):
             self._hand_kernel(edited)
 
     def action_show_approval(self) -> None:
-        if self.pending_approval is not None:
+        if self._exploration_waits():
+            self._ask_explore_gate()
+        elif self.pending_approval is not None:
             self._ask_approval(self.pending_approval)
+
+    def _exploration_waits(self) -> bool:
+        run = self.exploration
+        return bool(run is not None and run.active and run.awaiting())
 
     # ------------------------------------------------------------------ live: events
 
@@ -889,14 +973,18 @@ class WorkbenchScreen(Screen[None]):
             self.index = len(self.history) - 1
             self._fill()
             status.stop(f"committed #{event.iteration} {event.phase} · {event.status}")
-            status.timing = loop_status.round_timing(event.iteration, self.history[-1] if self.history else None)
+            status.timing = loop_status.round_timing(
+                event.iteration, self.history[-1] if self.history else None
+            )
         elif isinstance(event, ev.LoopFinished):
             target = loop_status.target_of(self.adapter.loop)
             status.stop(loop_status.finished_text(event.reason, target))  # says why, and that + goes on
         elif isinstance(event, ev.LoopNotice):
             if event.message.startswith("weak task:"):
                 self._task_weak = event.message
-                self.query_one(TaskPane).show(self.repo.task_name, self.repo.task_source, self._weak_text(self.shown))
+                self.query_one(TaskPane).show(
+                    self.repo.task_name, self.repo.task_source, self._weak_text(self.shown)
+                )
             self.notify(event.message, severity="warning", timeout=10)
             self._live_log.append(f"note: {event.message}")
             output.append_build([f"note: {event.message}"])
