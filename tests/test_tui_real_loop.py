@@ -123,14 +123,9 @@ async def test_a_broken_task_stops_the_real_loop_before_the_coder_and_says_why(
     repo.close()
 
 
-async def test_x_explores_the_ideas_the_person_ticks_and_the_timeline_grows(
-    tmp_path: Path, ext_cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``X`` on a live session: the Judge's three ideas in the chooser, two ticked, one round each; the
-    branches are committed with the person as the approver and the timeline shows them with their state."""
-    from engine.explore.plan import load_plan
+def _seeded_for_explore(tmp_path: Path, ext_cache: Path, monkeypatch: pytest.MonkeyPatch) -> SessionRepo:
+    """A live session with a correct iteration 0 and a config whose agents are the scripted explore ones."""
     from tests.loop_helpers import SCRIPTED, make_loop
-    from tui.screens.explore import ExploreChooser
 
     explore = SCRIPTED / "explore"
     (tmp_path / "cudaforge.toml").write_text(
@@ -145,6 +140,18 @@ async def test_x_explores_the_ideas_the_person_ticks_and_the_timeline_grows(
     seed = make_loop(repo, ext_cache, coder_dir=explore / "coder", judge_dir=explore / "judge", rounds=0)
     seed.run()
     seed.close()
+    return repo
+
+
+async def test_x_explores_the_ideas_the_person_ticks_and_the_timeline_grows(
+    tmp_path: Path, ext_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``X`` on a live session: the Judge's three ideas in the chooser, two ticked, one round each; the
+    branches are committed with the person as the approver and the timeline shows them with their state."""
+    from engine.explore.plan import load_plan
+    from tui.screens.explore import ExploreChooser
+
+    repo = _seeded_for_explore(tmp_path, ext_cache, monkeypatch)
     app = CudaforgeApp(sessions_root=tmp_path / "sessions", session=repo, mode="live")
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
@@ -183,23 +190,10 @@ async def test_s_in_the_chooser_asks_the_person_at_every_branchs_gate(
     lets the other go on unasked (``g``); the commits record who decided what."""
     from textual.widgets import TextArea
 
-    from tests.loop_helpers import SCRIPTED, make_loop
     from tui.screens.approval import ApprovalScreen
     from tui.screens.explore import ExploreChooser
 
-    explore = SCRIPTED / "explore"
-    (tmp_path / "cudaforge.toml").write_text(
-        f'[models]\ncoder = "scripted/{explore}/coder"\njudge = "scripted/{explore}/judge"\n'
-        '[loop]\nrounds = 1\n[eval]\ndevice = "cpu"\ntrials = 2\ntiming_trials = 5\ntiming_budget_s = 1.0\n'
-    )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("CUDAFORGE_CACHE_DIR", str(ext_cache))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    repo = SessionRepo.create(tmp_path / "sessions", EXAMPLES / "tasks" / "relu.py")
-    seed = make_loop(repo, ext_cache, coder_dir=explore / "coder", judge_dir=explore / "judge", rounds=0)
-    seed.run()
-    seed.close()
+    repo = _seeded_for_explore(tmp_path, ext_cache, monkeypatch)
 
     async def wait_for(screen_type: type, seconds: float = 120) -> object:
         deadline = time.monotonic() + seconds
