@@ -47,6 +47,24 @@ def setup(tmp_path: Path, cache: Path) -> tuple[Path, dict[str, str]]:
     return cwd, env
 
 
+def start_until(cmd: list[str], cwd: Path, env: dict[str, str], prefix: str) -> tuple[subprocess.Popen[str], list[str]]:
+    """Start ``cmd`` in a session of its own and read its output up to the first line starting with
+    ``prefix`` (within 300 s): the process, still running, and the lines read."""
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + 300
+    for line in proc.stdout:
+        seen.append(line.rstrip("\n"))
+        if line.startswith(prefix):
+            return proc, seen
+        assert time.monotonic() < deadline, seen
+    raise AssertionError("\n".join(seen))
+
+
 def run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600
@@ -87,21 +105,7 @@ def test_two_tasks_run_concurrently_and_are_summarised(tmp_path: Path, ext_cache
 def test_killed_bench_resumes_without_redoing_finished_work(tmp_path: Path, ext_cache: Path) -> None:
     cwd, env = setup(tmp_path, ext_cache)
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        bench_cmd(out, "--rounds", "2", "--workers", "1"),
-        cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    seen: list[str] = []
-    deadline = time.monotonic() + 300
-    for line in proc.stdout:
-        seen.append(line.rstrip("\n"))
-        if line.startswith("[relu] iter 1 · evaluate"):
-            break
-        assert time.monotonic() < deadline, seen
-    else:
-        raise AssertionError("\n".join(seen))
+    proc, _ = start_until(bench_cmd(out, "--rounds", "2", "--workers", "1"), cwd, env, "[relu] iter 1 · evaluate")
     os.killpg(proc.pid, signal.SIGKILL)  # the bench and its task subprocess, mid-evaluation
     proc.wait(timeout=30)
     relu = out / "sessions" / "relu"

@@ -13,9 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -82,20 +80,8 @@ def test_a_bench_killed_mid_exploration_resumes_it_with_the_same_command(
     cwd, env = bench_cli.setup(tmp_path, ext_cache)
     out = tmp_path / "out"
     cmd = bench_cmd(out, "--explore", "2", "--rounds", "1", tasks=(bench_cli.SET / "relu.py",))
-    proc = subprocess.Popen(
-        cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    seen: list[str] = []
-    deadline = time.monotonic() + 300
-    for line in proc.stdout:
-        seen.append(line.rstrip("\n"))
-        if line.startswith("[relu] explore/0-1: round 1"):  # the ideas are in the plan, the branches made
-            break
-        assert time.monotonic() < deadline, seen
-    else:
-        raise AssertionError("\n".join(seen))
+    # stop once the ideas are in the plan and the branches made
+    proc, _ = bench_cli.start_until(cmd, cwd, env, "[relu] explore/0-1: round 1")
     os.killpg(proc.pid, signal.SIGKILL)  # the bench and its exploration, with the branches' rounds begun
     proc.wait(timeout=30)
     session = out / "sessions" / "relu"

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sessions.errors import SessionError
+
 KERNEL_TIME, SPEEDUP = "kernel time", "speedup"
 
 
@@ -33,7 +35,7 @@ def measured(branch: str, iteration: Any) -> Measured:
     """``iteration`` (sessions.records.Iteration, correct) as :class:`Measured`, from its eval.json."""
     try:
         result = iteration.read_json("eval.json")
-    except (OSError, ValueError, KeyError, LookupError):
+    except (SessionError, ValueError):  # no readable record: no time, so the speedup ranks
         result = {}
     timing = result.get("timing") or {}
     kernel_ms = (timing.get("candidate") or {}).get("median_ms")

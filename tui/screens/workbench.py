@@ -567,15 +567,7 @@ class WorkbenchScreen(Screen[None]):
             if result is not None:
                 self._ask_explore_gate()
 
-        history = self.repo.history(branch)
-        item = history[-1] if history else None
-        evidence = None
-        if item is not None:
-            from tui.evidence import gather_evidence
-
-            evidence = gather_evidence(
-                suggestion, item.number, item.eval_result, item.profile, item.kernel_source
-            )
+        evidence = self.approval_evidence(suggestion, self.repo.history(branch))
         self._gate_shown = True
         self.app.clear_notifications()
         self.app.push_screen(ApprovalScreen(suggestion, False, evidence, branch=branch), done)
@@ -1027,13 +1019,15 @@ class WorkbenchScreen(Screen[None]):
             return [str(r.get("note", "")) for r in recorded if isinstance(r, dict)]
         return list(self._rejected)
 
-    def approval_evidence(self, suggestion: dict[str, Any]) -> Any:
-        """What the suggestion is about: the branch's latest iteration, the one the Judge looked at."""
+    def approval_evidence(self, suggestion: dict[str, Any], history: list[Any] | None = None) -> Any:
+        """What the suggestion is about: the branch's latest iteration, the one the Judge looked at
+        (``history``: another branch's, e.g. an exploration branch waiting at its gate)."""
         from tui.evidence import gather_evidence
 
-        if not self.history:
+        history = self.history if history is None else history
+        if not history:
             return None
-        item = self.history[-1]
+        item = history[-1]
         return gather_evidence(suggestion, item.number, item.eval_result, item.profile, item.kernel_source)
 
     def _decide(self, approval: Approval, by: str) -> None:
