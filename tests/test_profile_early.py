@@ -13,8 +13,11 @@ import threading
 import time
 from pathlib import Path
 
-from engine.profile.candidate import LoopProfiler, ProfileOptions
+import pytest
+
+from engine.profile.candidate import LoopProfiler, ProfileOptions, ProfileRun
 from engine.profile.target import wait_for_go
+from tests.conftest import EXAMPLES
 
 
 def test_the_target_waits_for_the_verdict(tmp_path: Path) -> None:
@@ -41,3 +44,22 @@ def test_a_profile_prepared_for_a_kernel_that_failed_leaves_nothing(tmp_path: Pa
     work = profiler._pending[2].work
     profiler.cancel()
     assert profiler._pending is None and not work.exists()
+
+
+@pytest.mark.gpu
+def test_two_profiles_waiting_at_once_each_runs_when_told_to_go_in_either_order(ext_cache: Path) -> None:
+    """An exploration's branches each start their profile early; the one told to go first may be the
+    one started last. Each takes the GPU's profile lock only at its go: none waits behind another that
+    is still waiting for its own (which held the lock, and both waited ten minutes, before)."""
+    task = (EXAMPLES / "tasks" / "relu_large.py").read_text()
+    kernel = (EXAMPLES / "kernels" / "relu_cuda.py").read_text()
+    options = ProfileOptions(cache_root=ext_cache)
+    first = ProfileRun(task, kernel, options, early=True).start()
+    second = ProfileRun(task, kernel, options, early=True).start()
+    time.sleep(3.0)  # both launched, both waiting
+    started = time.monotonic()
+    later, _ = second.result()
+    earlier, _ = first.result()
+    assert later.kind == "ncu", later.unavailable
+    assert earlier.kind == "ncu", earlier.unavailable
+    assert time.monotonic() - started < 240

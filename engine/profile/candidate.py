@@ -25,6 +25,7 @@ from engine.profile import target
 from engine.profile.availability import ProfileUnavailable
 from engine.profile.fallback import summarize_torch_profiler
 from engine.profile.kernels import kernel_names_from_source
+from engine.profile.lock import gpu_profile_lock
 from engine.profile.ncu import RULE_SECTIONS
 from engine.profile.result import ProfileResult
 from engine.profile.runner import profile_with_ncu
@@ -33,6 +34,7 @@ from engine.profile.summary import summarize
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 GO_FILE, STOP_FILE = target.GO_FILE, target.STOP_FILE
+LOCK_TIMEOUT_S = 600.0  # as long as profile_with_ncu waits for the lock itself
 
 
 @dataclass
@@ -56,7 +58,10 @@ def _launcher(work: Path, cache_root: Path, mode: str):
             command,
             job_dir=work,
             writable=[cache_root],
-            extra_env={"PYTHONUNBUFFERED": "1"},
+            # ncu keeps its own per-GPU lock under TMPDIR: a private one (as bwrap's private /tmp gives),
+            # so profiles started early and waiting for their go never queue on each other there; which
+            # profile may use the GPU is decided by cudaforge's lock (engine.profile.lock), taken at the go
+            extra_env={"PYTHONUNBUFFERED": "1", "TMPDIR": str(work / "tmp")},
             device="cuda",  # ncu profiles GPU kernels only
         )
         return prepared.argv, prepared.env
@@ -120,6 +125,7 @@ class ProfileRun:
 
     def start(self) -> ProfileRun:
         self.cache_root.mkdir(parents=True, exist_ok=True)
+        (self.work / "tmp").mkdir()
         try:
             self._launch = _launcher(self.work, self.cache_root, self.options.sandbox)
         except sandbox.SandboxError as error:
@@ -152,6 +158,7 @@ class ProfileRun:
             env=_env(),
             sections=self.options.sections,
             launcher=self._launch,
+            locked=self.early,  # the lock is taken at the go (``result``), not while the target waits
         )
 
     def result(self, duration_ms: float | None = None) -> tuple[ProfileResult, GpuSpec | None]:
@@ -160,9 +167,14 @@ class ProfileRun:
         try:
             if self._error is not None:
                 return self._error, None
-            (self.work / GO_FILE).touch()
-            if self._thread is not None:
-                self._thread.join()
+            if self.early and self._thread is not None:
+                refused = self._go_under_lock()
+                if refused is not None:
+                    return refused, None
+            else:
+                (self.work / GO_FILE).touch()
+                if self._thread is not None:
+                    self._thread.join()
             result, spec = self._ncu, _spec(self.work / "report.json")
             if result is not None and result.kind == "ncu":
                 # the GPU and the kernel's time are known only now: the roofline against its peaks
@@ -176,6 +188,22 @@ class ProfileRun:
             return fallback, _spec(self.work / "report.json") or spec
         finally:
             shutil.rmtree(self.work, ignore_errors=True)
+
+    def _go_under_lock(self) -> ProfileResult | None:
+        """The go, holding the GPU's profile lock until ncu is done. A run started early waits without
+        the lock: several may wait at once (an exploration's branches), and the one told to go must
+        not queue behind one still waiting for its own go. None when it ran; the result when the lock
+        never came (then the waiting run is stopped)."""
+        try:
+            with gpu_profile_lock(self.options.gpu_index, timeout_s=LOCK_TIMEOUT_S):
+                (self.work / GO_FILE).touch()
+                assert self._thread is not None
+                self._thread.join()
+        except TimeoutError as error:
+            self.cancel()
+            why = ProfileUnavailable("timeout", str(error), "Another profile is running on this GPU; try again later.")
+            return ProfileResult(kind="none", unavailable=why)
+        return None
 
     def cancel(self) -> None:
         """Not needed (the kernel was not correct): the waiting target exits without touching CUDA."""

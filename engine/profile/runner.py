@@ -84,8 +84,12 @@ def profile_with_ncu(
     env: Mapping[str, str] | None = None,
     extra: Sequence[str] = (),
     launcher: Callable[[list[str]], tuple[list[str], dict[str, str]]] | None = None,
+    locked: bool = False,
 ) -> ProfileResult:
-    """Profile `python script_args...` with ncu and return metrics, rule results and the Judge summary."""
+    """Profile `python script_args...` with ncu and return metrics, rule results and the Judge summary.
+
+    ``locked``: the caller holds the GPU's profile lock when the profiling starts (a run started early
+    waits for its go without the lock, and its caller takes it before the go: engine.profile.candidate)."""
     start = time.monotonic()
     ncu = ncu_path or find_ncu(env)
     if ncu is None:
@@ -111,7 +115,8 @@ def profile_with_ncu(
         sections=sections,
     )
     try:
-        with gpu_profile_lock(gpu, lock_dir=lock_dir, timeout_s=lock_timeout_s):
+        held = contextlib.nullcontext() if locked else gpu_profile_lock(gpu, lock_dir=lock_dir, timeout_s=lock_timeout_s)
+        with held:
             # the sandbox (engine.sandbox) wraps ncu and the profiled candidate together
             argv, run_env = launcher(cmd) if launcher else (cmd, env)
             rc, out, err, timed_out = run_command(argv, timeout_s=timeout_s, cwd=workdir, env=run_env)
