@@ -168,6 +168,34 @@ def compare(kernels: list[dict[str, Any]], explored: dict[str, Any], alone: list
     }
 
 
+def started_ahead(session: Path, start: int, count: int) -> dict[str, dict[str, Any]]:
+    """Per branch, from the iteration its round committed: which worker timed it (``spare``: started
+    before the GPU was its own, engine/explore/devices.py) and the profile's own seconds against what
+    ran before its go (the early start)."""
+    from engine.eval.stagetimes import breakdown
+    from sessions.repo import SessionRepo
+
+    found: dict[str, dict[str, Any]] = {}
+    repo = SessionRepo(session)
+    try:
+        for k in range(1, count + 1):
+            name = f"explore/{start}-{k}"
+            if name not in repo.branches():
+                continue
+            last = repo.history(name)[-1]
+            result = last.read_json("eval.json")
+            profile = last.read_json("profile.json") if "profile.json" in last.files() else {}
+            found[name] = {
+                "worker": (result.get("settings") or {}).get("worker"),
+                "start_s": breakdown(result.get("durations")).get("start"),  # the worker's own start
+                "profile_s": profile.get("duration_s"),
+                "profile_before_go_s": (profile.get("phases") or {}).get("before_go"),
+            }
+    finally:
+        repo.close()
+    return found
+
+
 def run_problem(
     assets: Path, out: Path, problem: str, placement: list[str], device: str = "cuda"
 ) -> dict[str, Any]:
@@ -202,6 +230,7 @@ def run_problem(
             alone.append({"status": f"no result (exit {result.returncode})"})
         (work / f"eval-{k}.json").write_text(json.dumps(alone[-1], indent=1))
     report = {"problem": problem, "placement": placement, **compare(kernels, explored, alone, explore_wall)}
+    report["started_ahead"] = started_ahead(session, int(explored["spec"]["start"]), len(kernels))
     (work / "report.json").write_text(json.dumps(report, indent=1))
     return report
 

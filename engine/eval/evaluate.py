@@ -60,11 +60,13 @@ def evaluate(
     on_event: Callable[[EvalEvent], None] | None = None,
     task_name: str = "task",
     kernel_name: str = KERNEL_FILE,
+    worker: spare.Spare | None = None,
 ) -> EvalResult:
     """Evaluate a candidate given as source text; blocks until the verdict (or a timeout).
 
     ``kernel_name``: the file name the candidate is written under for the worker, so Python's own
-    messages (``SyntaxError: … (mykernel.py, line 3)``, tracebacks) name the user's file.
+    messages (``SyntaxError: … (mykernel.py, line 3)``, tracebacks) name the user's file. ``worker``:
+    one the caller started for this evaluation (``start_worker_for``), used or killed here.
     """
     options = options or EvalOptions()
     device = resolve_device(options.device)
@@ -72,19 +74,16 @@ def evaluate(
     started = time.monotonic()
     findings = static_findings(kernel_source, device, guard) if options.guards else []
     guard_seconds = time.monotonic() - started
-    refusals = [
-        f
-        for f in findings
-        if f["severity"] == "refuse" and not f["relaxed"] and f["rule"] not in LEFT_TO_BUILD
-    ]
+    refusals = [f for f in findings if f["severity"] == "refuse" and not f["relaxed"] and f["rule"] not in LEFT_TO_BUILD]
     if refusals:
+        spare.release(worker)
         result = EvalResult(status=REJECTED, stage="guard", device=device, findings=findings)
         result.messages = [
             f"refused by the static guard [{f['rule']}] at line {f['line']}: {f['message']}" for f in refusals
         ]
     else:
         cache_root = _cache_root(options)
-        waiting = spare.take(device, options, cache_root)  # a worker started ahead for this evaluation
+        waiting = spare.claim(worker, device, options, cache_root) if worker else spare.take(device, options, cache_root)
         job_dir = waiting.job_dir if waiting else Path(tempfile.mkdtemp(prefix="cudaforge-eval-"))
         try:
             kernel_names = kernel_names_from_source(kernel_source) if device == "cuda" else []
@@ -203,6 +202,15 @@ def warm_worker(options: EvalOptions) -> None:
     this before the Coder writes, so the evaluation that follows starts with torch imported."""
     with contextlib.suppress(EvaluationError, OSError):  # the evaluation starts its own worker and says why
         spare.prestart(resolve_device(options.device), options, _cache_root(options))
+
+
+def start_worker_for(options: EvalOptions) -> spare.Spare | None:
+    """A worker started now for one evaluation with exactly these options that the caller is about to
+    run (engine.explore.devices starts a timing's while it waits for its GPU): the caller's own, passed
+    as ``evaluate(..., worker=)`` or given up with ``spare.release``. None when it could not start."""
+    with contextlib.suppress(EvaluationError, OSError):  # the evaluation starts its own worker and says why
+        return spare.start(resolve_device(options.device), options, _cache_root(options))
+    return None
 
 
 def static_findings(kernel_source: str, device: str, guard: GuardSettings) -> list[dict[str, Any]]:

@@ -5,6 +5,11 @@ most of it importing torch. The loop knows an evaluation will follow while the C
 writing, so it asks for a spare then (``prestart``); the evaluation that follows takes it (``take``),
 writes its job into the spare's folder and sends the word to go.
 
+An exploration (engine.explore.devices) also starts spares of its own, one per evaluation it is about
+to run (``start``): a timing that waits for its GPU alone has its worker importing torch meanwhile,
+instead of on the GPU's clock. Such a spare is its caller's, passed to that one evaluation
+(``evaluate(..., worker=)``), and killed at exit if never used.
+
 What stays as it was: each spare serves exactly one evaluation (every candidate still gets a fresh
 process), and it is started exactly as that evaluation's own worker would be: the same sandbox, the
 same allow-listed environment, the same GPU, its own job folder. It imports what the stages need but
@@ -56,6 +61,7 @@ class Spare:
 
 _LOCK = threading.Lock()
 _SPARES: dict[tuple[object, ...], Spare] = {}
+_OWNED: dict[int, Spare] = {}  # started by ``start`` for a caller, not yet claimed: killed at exit
 
 
 def spare_key(device: str, options: EvalOptions, cache_root: Path) -> tuple[object, ...]:
@@ -75,18 +81,56 @@ def prestart(device: str, options: EvalOptions, cache_root: Path) -> None:
         _SPARES.clear()
     for spare in stale:
         spare.discard()
-    job_dir = Path(tempfile.mkdtemp(prefix="cudaforge-eval-"))
-    try:
-        worker = start_worker(job_dir, device, options, cache_root, job_dir / JOB_FILE, spare=True)
-    except (EvaluationError, OSError):
-        shutil.rmtree(job_dir, ignore_errors=True)
-        return  # the evaluation starts its own worker, and reports the problem there
-    spare = Spare(key, job_dir, worker)
+    spare = _start(key, device, options, cache_root)
+    if spare is None:
+        return
     with _LOCK:
         if key not in _SPARES:
             _SPARES[key] = spare
             return
     spare.discard()  # another thread started one meanwhile
+
+
+def _start(key: tuple[object, ...], device: str, options: EvalOptions, cache_root: Path) -> Spare | None:
+    job_dir = Path(tempfile.mkdtemp(prefix="cudaforge-eval-"))
+    try:
+        worker = start_worker(job_dir, device, options, cache_root, job_dir / JOB_FILE, spare=True)
+    except (EvaluationError, OSError):
+        shutil.rmtree(job_dir, ignore_errors=True)
+        return None  # the evaluation starts its own worker, and reports the problem there
+    return Spare(key, job_dir, worker)
+
+
+def start(device: str, options: EvalOptions, cache_root: Path) -> Spare | None:
+    """A spare for one evaluation the caller is about to run with exactly these settings, its own
+    (not the shared one ``prestart`` keeps): pass it as ``evaluate(..., worker=)``, or ``release`` it.
+    None when it could not start (the evaluation then starts its own worker and says why)."""
+    spare = _start(spare_key(device, options, cache_root), device, options, cache_root)
+    if spare is not None:
+        with _LOCK:
+            _OWNED[id(spare)] = spare
+    return spare
+
+
+def claim(owned: Spare, device: str, options: EvalOptions, cache_root: Path) -> Spare | None:
+    """``owned`` (from ``start``) for the evaluation about to run: None, and ``owned`` killed, when it
+    was started for other settings or has died (the evaluation starts a worker the usual way)."""
+    with _LOCK:
+        _OWNED.pop(id(owned), None)
+    if owned.key == spare_key(device, options, cache_root) and owned.alive():
+        return owned
+    owned.discard()
+    return None
+
+
+def release(owned: Spare | None) -> None:
+    """An unused spare from ``start`` given up (its evaluation was not needed); idempotent."""
+    if owned is None:
+        return
+    with _LOCK:
+        unclaimed = _OWNED.pop(id(owned), None) is not None
+    if unclaimed:
+        owned.discard()
 
 
 def take(device: str, options: EvalOptions, cache_root: Path) -> Spare | None:
@@ -104,7 +148,8 @@ def take(device: str, options: EvalOptions, cache_root: Path) -> Spare | None:
 @atexit.register
 def discard_all() -> None:
     with _LOCK:
-        spares = list(_SPARES.values())
+        spares = [*_SPARES.values(), *_OWNED.values()]
         _SPARES.clear()
+        _OWNED.clear()
     for spare in spares:
         spare.discard()

@@ -170,10 +170,12 @@ class GpuMemoryPool:
         self.waiting_alone = 0  # evaluations waiting for an idle GPU: nothing new starts meanwhile
         self._cond = threading.Condition()
 
-    def _pick(self, need: int) -> tuple[int, int] | None:
+    def _pick(self, need: int, prefer: int | None = None) -> tuple[int, int] | None:
         if self.waiting_alone:
             return None
         fitting = [g for g in self.budgets if self.used[g] + need <= self.budgets[g]]
+        if prefer in fitting:
+            return prefer, need
         if fitting:
             gpu = max(fitting, key=lambda g: self.budgets[g] - self.used[g])
             return gpu, need
@@ -183,13 +185,16 @@ class GpuMemoryPool:
             return gpu, max(need, self.budgets[gpu])
         return None
 
-    def acquire(self, need: int, stop: threading.Event | None = None) -> tuple[int, int] | None:
-        """Block until ``need`` bytes fit on some GPU; (gpu, bytes reserved), or None when ``stop`` is set."""
+    def acquire(
+        self, need: int, stop: threading.Event | None = None, prefer: int | None = None
+    ) -> tuple[int, int] | None:
+        """Block until ``need`` bytes fit on some GPU (``prefer`` when it fits there: a worker was started
+        for it); (gpu, bytes reserved), or None when ``stop`` is set."""
         with self._cond:
             while True:
                 if stop is not None and stop.is_set():
                     return None
-                picked = self._pick(need)
+                picked = self._pick(need, prefer)
                 if picked is not None:
                     gpu, reserved = picked
                     self.used[gpu] += reserved
@@ -198,15 +203,18 @@ class GpuMemoryPool:
                     return picked
                 self._cond.wait(timeout=0.5)
 
-    def acquire_alone(self, stop: threading.Event | None = None) -> tuple[int, int] | None:
-        """Block until some GPU is idle, then hold all of its budget; None when ``stop`` is set."""
+    def acquire_alone(
+        self, stop: threading.Event | None = None, only: int | None = None
+    ) -> tuple[int, int] | None:
+        """Block until some GPU (``only`` that one, when given: its process was started for it) is idle,
+        then hold all of its budget; None when ``stop`` is set."""
         with self._cond:
             self.waiting_alone += 1
             try:
                 while True:
                     if stop is not None and stop.is_set():
                         return None
-                    idle = [g for g in self.budgets if self.running[g] == 0]
+                    idle = [g for g in self.budgets if self.running[g] == 0 and only in (None, g)]
                     if idle:
                         gpu = max(idle, key=lambda g: self.budgets[g])
                         reserved = self.budgets[gpu]

@@ -16,6 +16,14 @@ is no timing:
 On the CPU the machine is one slot: checks side by side, a timing alone. Every part's window (which
 branch, which GPU, from when to when) is kept, so a summary can show that no two timings shared a
 GPU, and how the wall time compares with the sum of the evaluations.
+
+**Started ahead.** A process's start (Python, torch, cudaforge: seconds) needs no GPU, so it is not
+done on the GPU's clock. When a branch's check starts, its timing's worker starts too
+(engine.eval.spare), and when the loop asks its profiler to ``prepare``, the profile's ncu and target
+start (engine.profile.candidate, ``early``): both wait, importing, for their GPU, and neither touches
+CUDA before it is theirs alone. A process starts with its GPU set, so each is promised one GPU (the
+one with the fewest promises) and later waits for that one; a check prefers the GPU its
+worker was started for. What was started and not needed (the check failed) is given up.
 """
 
 from __future__ import annotations
@@ -30,7 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.eval.evaluate import evaluate
+from engine.eval import spare
+from engine.eval.evaluate import evaluate, start_worker_for
 from engine.eval.options import EvalEvent, EvalOptions
 from engine.eval.result import EvalResult
 from engine.evalset.memory import BUDGET_FRACTION, GpuMemoryPool, estimate_footprint, gpu_free_bytes
@@ -61,11 +70,27 @@ class Window:
         return self.finished_at - self.started_at
 
 
+@dataclass
+class Ahead:
+    """A GPU promised to one coming part, and the worker started for it meanwhile (None: none could
+    start, or none is started for this kind of part)."""
+
+    gpu: int  # the pool's key (0 on the CPU)
+    worker: spare.Spare | None = None
+
+    def take_worker(self) -> spare.Spare | None:
+        worker, self.worker = self.worker, None
+        return worker
+
+
 class SharedDevices:
     """The GPUs (``gpus``, CUDA_VISIBLE_DEVICES indices; default GPU 0) or the CPU, shared by the
     branches of one exploration. ``device`` is resolved already (cpu or cuda). ``budget_bytes``: each
     GPU's memory budget for checks side by side (default: 90% of what is free when the first check
     starts)."""
+
+    #: whether processes start before their GPU is theirs (the module docstring, "Started ahead")
+    starts_ahead = True
 
     def __init__(self, device: str, gpus: list[int] | None = None, budget_bytes: int | None = None) -> None:
         if device not in ("cpu", "cuda"):
@@ -79,6 +104,8 @@ class SharedDevices:
         self._lock = threading.Lock()
         self._pool: GpuMemoryPool | None = None
         self._needs: dict[str, int] = {}  # task source -> the bytes a check of it reserves
+        self._promised: dict[int, int] = {}  # GPU -> coming parts whose process was started for it
+        self._warm: dict[str, Ahead] = {}  # branch -> the worker started for its next check
 
     # ------------------------------------------------------------------ the pool
 
@@ -110,17 +137,59 @@ class SharedDevices:
             self._needs[task_source] = need
         return need
 
+    # ------------------------------------------------------------------ started ahead
+
+    def _promise(self) -> int:
+        """A GPU for a coming part whose process starts now: the one with the fewest such promises."""
+        keys = list(self.pool.budgets)
+        with self._lock:
+            gpu = min(keys, key=lambda g: (self._promised.get(g, 0), keys.index(g)))
+            self._promised[gpu] = self._promised.get(gpu, 0) + 1
+        return gpu
+
+    def _where(self, gpu: int) -> int | None:
+        return None if self.device == "cpu" else gpu
+
+    def _ahead(self, options: EvalOptions) -> Ahead | None:
+        """A GPU promised to an evaluation with ``options``, its worker started now (None when this
+        kind of devices starts nothing ahead)."""
+        if not self.starts_ahead:
+            return None
+        gpu = self._promise()
+        return Ahead(gpu, start_worker_for(dataclasses.replace(options, gpu_index=self._where(gpu))))
+
+    def _let_go(self, ahead: Ahead | None) -> None:
+        """The promise kept or given up: an unused worker killed, the GPU's promise returned."""
+        if ahead is None:
+            return
+        spare.release(ahead.take_worker())
+        with self._lock:
+            self._promised[ahead.gpu] -= 1
+
+    def warm(self, branch: str, options: EvalOptions) -> None:
+        """The worker of ``branch``'s next check started now, while its Coder writes (the loop's
+        ``warm_worker``, here one per branch and on the GPU it will probably run on)."""
+        ahead = self._ahead(dataclasses.replace(options, do_timing=False))
+        with self._lock:
+            ahead, self._warm[branch] = self._warm.pop(branch, None), ahead
+        self._let_go(ahead)
+
+    # ------------------------------------------------------------------ holding a GPU
+
     @contextlib.contextmanager
-    def _hold(self, branch: str, part: str, need: int = 0, alone: bool = False) -> Iterator[int | None]:
+    def _hold(
+        self, branch: str, part: str, need: int = 0, alone: bool = False, ahead: Ahead | None = None
+    ) -> Iterator[int | None]:
         """A GPU for ``part``: beside others within the budget for a check, alone for a timing or a
-        profile (or when ``alone``). Yields the GPU index to run on (None on the CPU) and records
-        the window."""
+        profile (or when ``alone``); the one promised to ``ahead`` for a part that must be alone, else
+        preferred. Yields the GPU index to run on (None on the CPU) and records the window."""
         pool = self.pool
         alone = alone or part in ALONE
-        picked = pool.acquire_alone() if alone else pool.acquire(need)
+        promised = ahead.gpu if ahead is not None else None
+        picked = pool.acquire_alone(only=promised) if alone else pool.acquire(need, prefer=promised)
         assert picked is not None  # no stop event is passed: an evaluation waits for its turn
         gpu, reserved = picked
-        where = None if self.device == "cpu" else gpu
+        where = self._where(gpu)
         started = time.time()
         try:
             yield where
@@ -135,28 +204,34 @@ class SharedDevices:
 
     def _evaluate_part(
         self, branch: str, part: str, sources: tuple[str, str], options: EvalOptions, on_event: Any,
-        names: dict[str, Any], need: int = 0, alone: bool = False,
+        names: dict[str, Any], need: int = 0, alone: bool = False, ahead: Ahead | None = None,
     ) -> EvalResult:  # fmt: skip
-        """One evaluation with ``options`` (timing on or off) on a GPU held as ``part`` needs."""
-        with self._hold(branch, part, need, alone) as gpu:
-            return evaluate(*sources, dataclasses.replace(options, gpu_index=gpu), on_event, **names)
+        """One evaluation with ``options`` (timing on or off) on a GPU held as ``part`` needs, with the
+        worker started ``ahead`` for it when that one's GPU is the one held."""
+        with self._hold(branch, part, need, alone, ahead) as gpu:
+            worker = ahead.take_worker() if ahead is not None else None
+            return evaluate(*sources, dataclasses.replace(options, gpu_index=gpu), on_event, worker=worker, **names)
 
     # ------------------------------------------------------------------ what the loops call
 
-    def evaluator(self, branch: str) -> Callable[..., EvalResult]:
+    def evaluator(self, branch: str) -> BranchEvaluator:
         """``evaluate`` for ``branch``'s loop (LoopOptions.evaluator): check beside others, time alone."""
+        return BranchEvaluator(self, branch)
 
-        def run(
-            task_source: str,
-            kernel_source: str,
-            options: EvalOptions | None = None,
-            on_event: Callable[[EvalEvent], None] | None = None,
-            **names: Any,
-        ) -> EvalResult:
-            options = options or EvalOptions()
-            sources = (task_source, kernel_source)
-            check = dataclasses.replace(options, do_timing=False)
-            checked = self._evaluate_part(branch, CHECK, sources, check, on_event, names, self._need(task_source))
+    def _run(
+        self, branch: str, sources: tuple[str, str], options: EvalOptions, on_event: Any, names: dict[str, Any]
+    ) -> EvalResult:
+        check = dataclasses.replace(options, do_timing=False)
+        timing = dataclasses.replace(options, do_timing=True, shapes=False)  # the check did the shapes
+        with self._lock:
+            warmed = self._warm.pop(branch, None)
+        timing_ahead = self._ahead(timing) if options.do_timing else None  # waits while the check runs
+        try:
+            try:
+                need = self._need(sources[0])
+                checked = self._evaluate_part(branch, CHECK, sources, check, on_event, names, need, ahead=warmed)
+            finally:
+                self._let_go(warmed)
             if _oom_beside_others(checked):
                 checked = self._evaluate_part(branch, CHECK, sources, check, on_event, names, alone=True)
                 checked.messages.insert(
@@ -164,12 +239,11 @@ class SharedDevices:
                 )
             if not checked.ok or not options.do_timing:
                 return checked
-            timing = dataclasses.replace(options, do_timing=True, shapes=False)  # the check did the shapes
-            timed = self._evaluate_part(branch, TIME, sources, timing, on_event, names)
+            timed = self._evaluate_part(branch, TIME, sources, timing, on_event, names, ahead=timing_ahead)
             _carry_check(timed, checked)
             return timed
-
-        return run
+        finally:
+            self._let_go(timing_ahead)
 
     def profiler(self, inner: Any, branch: str) -> GatedProfiler:
         """``inner`` (a loop profiler, engine.profile.candidate.LoopProfiler) run alone on a GPU."""
@@ -177,8 +251,18 @@ class SharedDevices:
 
     # ------------------------------------------------------------------ what happened
 
+    def branch_done(self, branch: str) -> None:
+        """``branch``'s loop has ended: a worker started for a check that will not come is killed."""
+        with self._lock:
+            warmed = self._warm.pop(branch, None)
+        self._let_go(warmed)
+
     def close(self) -> None:
-        """Nothing to let go here (RayDevices leaves its cluster)."""
+        """Workers started for checks that never came are killed (RayDevices leaves its cluster)."""
+        with self._lock:
+            branches = list(self._warm)
+        for branch in branches:
+            self.branch_done(branch)
 
     def overlaps(self) -> list[tuple[Window, Window]]:
         """Pairs of windows that shared a GPU while one of them needed it alone (should be none)."""
@@ -210,26 +294,69 @@ class SharedDevices:
         }
 
 
+class BranchEvaluator:
+    """What a branch's loop calls to evaluate (``LoopOptions.evaluator``): the check beside other
+    branches' checks, then the timing alone; ``warm`` starts the next check's worker while the Coder
+    writes."""
+
+    def __init__(self, devices: SharedDevices, branch: str) -> None:
+        self.devices = devices
+        self.branch = branch
+
+    def warm(self, options: EvalOptions) -> None:
+        self.devices.warm(self.branch, options)
+
+    def __call__(
+        self,
+        task_source: str,
+        kernel_source: str,
+        options: EvalOptions | None = None,
+        on_event: Callable[[EvalEvent], None] | None = None,
+        **names: Any,
+    ) -> EvalResult:
+        return self.devices._run(self.branch, (task_source, kernel_source), options or EvalOptions(), on_event, names)
+
+
 class GatedProfiler:
-    """A loop profiler whose runs hold a GPU alone (see the module docstring). It has no ``prepare``:
-    a profile started early, beside the check, would share the GPU it must have to itself."""
+    """A loop profiler whose runs hold a GPU alone (see the module docstring). ``prepare`` starts the
+    profile's processes early (the inner profiler's own ``prepare``) on a promised GPU; they wait for
+    it without touching CUDA, and the profile itself runs only once that GPU is held alone."""
 
     def __init__(self, inner: Any, devices: SharedDevices, branch: str) -> None:
         self.inner = inner
         self.devices = devices
         self.branch = branch
+        self._ahead: Ahead | None = None
+
+    def _set_gpu(self, gpu: int | None) -> None:
+        options = getattr(self.inner, "options", None)
+        if options is not None and gpu is not None:
+            self.inner.options = dataclasses.replace(options, gpu_index=gpu)
+
+    def prepare(self, task_source: str, kernel_source: str) -> None:
+        prepare = getattr(self.inner, "prepare", None)
+        if prepare is None or not self.devices.starts_ahead:
+            return
+        self.cancel()
+        self._ahead = Ahead(self.devices._promise())
+        self._set_gpu(self.devices._where(self._ahead.gpu))
+        prepare(task_source, kernel_source)
 
     def cancel(self) -> None:
         cancel = getattr(self.inner, "cancel", None)
         if cancel is not None:
             cancel()
+        ahead, self._ahead = self._ahead, None
+        self.devices._let_go(ahead)
 
     def __call__(self, task_source: str, kernel_source: str, result: Any) -> Any:
-        with self.devices._hold(self.branch, PROFILE) as gpu:
-            options = getattr(self.inner, "options", None)
-            if options is not None and gpu is not None:
-                self.inner.options = dataclasses.replace(options, gpu_index=gpu)
-            return self.inner(task_source, kernel_source, result)
+        ahead, self._ahead = self._ahead, None
+        try:
+            with self.devices._hold(self.branch, PROFILE, ahead=ahead) as gpu:
+                self._set_gpu(gpu)
+                return self.inner(task_source, kernel_source, result)
+        finally:
+            self.devices._let_go(ahead)
 
 
 def _carry_check(timed: EvalResult, checked: EvalResult) -> None:

@@ -47,6 +47,8 @@ def remote_profile(
 class RayDevices(SharedDevices):
     """:class:`SharedDevices` whose parts run as Ray tasks (see the module docstring)."""
 
+    starts_ahead = False  # a task's process starts on whichever node Ray picks, when it picks it
+
     def __init__(self, device: str, address: str, workers: int = 4, gpu_bytes: int | None = None) -> None:
         super().__init__(device)
         self.address = address
@@ -87,7 +89,7 @@ class RayDevices(SharedDevices):
 
     def _evaluate_part(
         self, branch: str, part: str, sources: tuple[str, str], options: EvalOptions, on_event: Any,
-        names: dict[str, Any], need: int = 0, alone: bool = False,
+        names: dict[str, Any], need: int = 0, alone: bool = False, ahead: Any = None,
     ) -> EvalResult:  # fmt: skip
         # Ray sets each task's CUDA_VISIBLE_DEVICES: the evaluation uses the first GPU it sees
         remote_options = _with_gpu(options, None)

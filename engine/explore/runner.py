@@ -589,7 +589,10 @@ class Explorer:
         with self._lock:
             if self._loops.get(branch) is loop:
                 del self._loops[branch]
+            devices = self.devices
         loop.close()
+        if devices is not None:
+            devices.branch_done(branch)
 
     # ------------------------------------------------------------------ beam and caps
 

@@ -124,7 +124,8 @@ class LoopOptions:
     check_task: bool = True
     #: runs one evaluation, with :func:`engine.eval.evaluate.evaluate`'s signature; None is that
     #: function. An exploration gives its loops one that shares the GPUs among its branches
-    #: (engine.explore.devices): checks side by side, a timing alone on its GPU.
+    #: (engine.explore.devices): checks side by side, a timing alone on its GPU. Its ``warm(options)``,
+    #: when it has one, starts the next evaluation's worker (else ``warm_worker`` does).
     evaluator: Callable[..., EvalResult] | None = None
 
 
@@ -512,8 +513,14 @@ class Loop:
         """The round's standing prompt context (target, correctness bar, history) and guard policy."""
         return round_context(self.session, self.branch, self.options.eval_options, self.options.hardware)
 
+    def _warm_worker(self) -> None:
+        """The next evaluation's worker started now; an evaluator of its own (an exploration's) starts
+        it where that evaluation will run (its ``warm``)."""
+        warm = getattr(self.options.evaluator, "warm", None)
+        (warm or warm_worker)(self.options.eval_options)
+
     def _seed(self) -> None:
-        warm_worker(self.options.eval_options)  # its evaluation's worker imports torch while the Coder writes
+        self._warm_worker()  # its evaluation's worker imports torch while the Coder writes
         context, guard = self._context()
         turn = self.coder.seed(
             self.reference, guard_policy=guard, context=context, on_token=self._token("coder"), cancel=self._cancel
@@ -586,7 +593,7 @@ class Loop:
         return bool(history and history[-1].eval_result.get("flags"))
 
     def _code(self) -> None:
-        warm_worker(self.options.eval_options)  # its evaluation's worker imports torch while the Coder writes
+        self._warm_worker()  # its evaluation's worker imports torch while the Coder writes
         base = self._base_iteration()
         approved = Suggestion.from_dict(self.pending.approved or {"mode": self.pending.phase})
         context, guard = self._context()
