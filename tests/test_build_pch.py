@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,7 @@ def test_header_is_made_once_then_used_by_a_new_build_and_keeps_old_builds_cache
     assert HeaderStore(root).ready(key), list((root / "pch").glob("*/make.log"))
     assert (root / "pch" / key / FORMAT_MARKER).is_file()
 
-    fresh = f"cf_relu_cpu_pch_{tmp_path.name.replace('-', '_')}"  # a build no earlier run left cached
+    fresh = f"cf_relu_cpu_pch_{uuid.uuid4().hex[:12]}"  # a build no earlier run left cached
     second = evaluate(TASK, KERNEL.replace('name="cf_relu_cpu"', f'name="{fresh}"'), options)
     ext = second.build.extensions[0]
     assert second.status == "correct" and ext.pch == "used" and not ext.cached  # used, not made again
