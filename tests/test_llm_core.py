@@ -189,6 +189,7 @@ def test_both_sdk_providers_use_the_one_completion_skeleton():
 
 def test_a_provider_that_only_says_how_to_call_gets_pricing_and_error_translation(monkeypatch):
     """A new SDK provider supplies its client, parameters and call; the skeleton does the rest."""
+    import httpx2  # the HTTP library the openai SDK is built on
     import openai
 
     from engine.llm.sdk_provider import Completion, SDKProvider
@@ -226,7 +227,9 @@ def test_a_provider_that_only_says_how_to_call_gets_pricing_and_error_translatio
         2.0,
         {"model": "probe"},
     )
-    outcomes.append(openai.APIConnectionError(request=None))  # the SDK keeps the request only for show
+    # a real request: since openai 3.60 the error reads the request's headers (to hide secret ones)
+    request = httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    outcomes.append(openai.APIConnectionError(request=request))
     with pytest.raises(E.LLMError) as info:
         probe.complete(REQ)
     assert "openai/probe" in str(info.value)
