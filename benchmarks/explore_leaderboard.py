@@ -251,7 +251,7 @@ def line(report: dict[str, Any]) -> str:
         f"within_spread={report['two_fastest_within_spread']} status_agrees={report['status_agrees']} "
         f"wall {report['wall_seconds']} s / evaluations {report['evaluation_seconds']} s = {ratio} "
         f"(+profiles {report['profile_seconds']} s: {report['wall_over_evaluations_and_profiles']}) "
-        f"alone_overlaps={report['alone_overlaps']}\n  {rows}"
+        f"alone_overlaps={report['alone_overlaps']} by part {report['seconds_by_part']}\n  {rows}"
     )
 
 

@@ -27,6 +27,7 @@ _NAMES = {
     "setup": "the evaluation",
     "reference": "the evaluation",
     "build": "the build",
+    "gpu_wait": "the wait for a GPU",
     "check": "the correctness check",
     "time": "the timing",
     "done": "the evaluation",

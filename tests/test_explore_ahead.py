@@ -20,7 +20,7 @@ from engine.eval import spare
 from engine.eval.options import EvalOptions
 from engine.eval.timing import TimingPlan
 from engine.evalset.memory import GpuMemoryPool
-from engine.explore.devices import PROFILE, TIME, SharedDevices
+from engine.explore.devices import BUILD, CHECK, PROFILE, TIME, SharedDevices
 from sessions.repo import SessionRepo
 from tests.conftest import EXAMPLES, python_path
 
@@ -69,10 +69,11 @@ def test_the_check_and_the_timing_run_in_workers_started_before_their_turn(
     assert len(started) == 3 and all(s is not None for s in started)  # warm, warm + the timing's
     assert all(s.worker.process.poll() is not None for s in started if s)  # each served once and ended
     parts = [w.part for w in devices.windows]
-    assert parts == ["check", "check", "time"] and devices.overlaps() == []
+    assert parts == ["build", "check", "build", "check", "time"] and devices.overlaps() == []
 
-    cold = devices.evaluator("explore/0-2")(TASK, KERNEL, dataclasses.replace(options, do_timing=False))
-    assert cold.settings["worker"] == "cold"  # nothing warmed for this branch: no one else's is taken
+    other = devices.evaluator("explore/0-2")(TASK, KERNEL, dataclasses.replace(options, do_timing=False))
+    # nothing warmed for this branch: no one else's is taken, one is started for it there and then
+    assert len(started) == 4 and started[-1] is not None and other.settings["worker"] == "spare"
 
 
 @pytest.mark.slow
@@ -84,8 +85,9 @@ def test_a_failed_check_gives_up_the_timings_worker_and_a_finished_branch_its_wa
     evaluate = devices.evaluator("explore/0-1")
     result = evaluate(TASK, WRONG, _options(ext_cache))
     assert result.status == "incorrect"
-    assert [w.part for w in devices.windows] == ["check"]  # never timed
-    (timing_worker,) = started
+    assert [w.part for w in devices.windows] == ["build", "check"]  # never timed
+    (check_worker, timing_worker) = started
+    assert check_worker is not None and check_worker.worker.process.poll() is not None  # served, ended
     assert timing_worker is not None and timing_worker.worker.process.poll() is not None  # killed
     assert not timing_worker.job_dir.exists()
 
@@ -187,8 +189,13 @@ def test_on_the_gpu_each_timing_and_profile_finds_its_process_started(tmp_path: 
     assert explored.returncode == 0, explored.stdout + explored.stderr
     summary = json.loads((tmp_path / "explore.json").read_text())
     assert summary["devices"]["alone_overlaps"] == 0
-    parts = [w["part"] for w in summary["devices"]["windows"]]
+    windows = summary["devices"]["windows"]
+    parts = [w["part"] for w in windows]
     assert parts.count(TIME) == 2 and parts.count(PROFILE) == 2
+    assert parts.count(BUILD) == 2 and parts.count(CHECK) == 2  # each check built before its GPU share
+    for k in (1, 2):
+        build, check = (next(w for w in windows if w["branch"] == f"explore/0-{k}" and w["part"] == p) for p in (BUILD, CHECK))
+        assert check["started_at"] >= build["finished_at"]
     repo = SessionRepo(session)
     try:
         for k in (1, 2):

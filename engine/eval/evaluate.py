@@ -61,12 +61,15 @@ def evaluate(
     task_name: str = "task",
     kernel_name: str = KERNEL_FILE,
     worker: spare.Spare | None = None,
+    gate: Callable[[], None] | None = None,
 ) -> EvalResult:
     """Evaluate a candidate given as source text; blocks until the verdict (or a timeout).
 
     ``kernel_name``: the file name the candidate is written under for the worker, so Python's own
     messages (``SyntaxError: … (mykernel.py, line 3)``, tracebacks) name the user's file. ``worker``:
-    one the caller started for this evaluation (``start_worker_for``), used or killed here.
+    one the caller started for this evaluation (``start_worker_for``), used or killed here. ``gate``: the
+    worker builds first and waits, touching no GPU, until ``gate()`` has returned (the caller then holds
+    the GPU; engine.eval.pipe, GPU_WAIT); never called when the evaluation ends before that.
     """
     options = options or EvalOptions()
     device = resolve_device(options.device)
@@ -89,7 +92,7 @@ def evaluate(
             kernel_names = kernel_names_from_source(kernel_source) if device == "cuda" else []
             run = WorkerSupervisor(
                 job_dir, device, options, cache_root, on_event, guard, kernel_names,
-                spare=waiting.worker if waiting else None,
+                spare=waiting.worker if waiting else None, gate=gate,
             )  # fmt: skip
             result = run.execute(task_source, kernel_source, task_name, kernel_name)
         finally:

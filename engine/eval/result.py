@@ -29,6 +29,8 @@ OUTCOMES = (*STATUSES, HARNESS_ERROR)
 
 # Stages in the order the worker runs them; ``stage`` in a result is the last one reached.
 # "reference": the task's own Model run on its own inputs before any candidate code (a task check).
+# A gated worker (an exploration's check: engine.eval.pipe) builds first, then waits in "gpu_wait"
+# for its GPU, then runs "reference", "build" (the import, finding its build done) and the rest.
 STAGES = ("start", "guard", "reference", "build", "check", "time", "ablation", "shapes", "done")
 # Stages after the evidence for a verdict is in: a crash there keeps the verdict so far.
 LATE_STAGES = ("ablation", "shapes")

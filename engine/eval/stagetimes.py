@@ -15,6 +15,7 @@ from collections.abc import Mapping
 # (shown name, durations keys summed): the round's evaluation stages, in the order they run
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("start", ("process_start", "setup")),
+    ("gpu wait", ("gpu_wait",)),  # a gated worker, built, waiting for its GPU (engine.eval.pipe)
     ("reference", ("reference",)),
     ("build", ("build",)),
     ("check", ("check",)),

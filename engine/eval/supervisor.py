@@ -68,6 +68,7 @@ class WorkerSupervisor:
         kernel_names: list[str] | None = None,
         reference_only: bool = False,
         spare: StartedWorker | None = None,
+        gate: Callable[[], None] | None = None,
     ) -> None:
         self.job_dir = job_dir
         self.reference_only = reference_only  # the task check: the worker stops after the reference
@@ -93,6 +94,10 @@ class WorkerSupervisor:
         self.sandbox_used = ""
         self.sandbox_warnings: list[str] = []
         self.spare = spare  # a worker started before this evaluation, waiting in job_dir (engine.eval.spare)
+        # called when the worker has built and waits for its GPU (pipe.GPU_WAIT): returns once the GPU
+        # is the caller's to use, and the worker is told to go on
+        self.gate = gate
+        self._worker: StartedWorker | None = None
 
     def _emit(self, event: EvalEvent) -> None:
         if self.on_event:
@@ -127,6 +132,7 @@ class WorkerSupervisor:
             reference_only=self.reference_only,
             prebuild=self.options.prebuild,
             check_shapes=self.options.shapes and not self.reference_only,
+            gated=self.gate is not None,
         )
         path = job.write(self.job_dir / "job.json")
         return path
@@ -136,13 +142,15 @@ class WorkerSupervisor:
     ) -> EvalResult:
         job_path = self.write_job(task_source, kernel_source, task_name, kernel_name)
         spare, self.spare = self.spare, None
-        worker = spare if spare is not None else start_worker(self.job_dir, self.device, self.options, self.cache_root, job_path)
+        gated = self.gate is not None
+        worker = spare or start_worker(self.job_dir, self.device, self.options, self.cache_root, job_path, gated=gated)
+        self._worker = worker
         process, read_fd, output = worker.process, worker.read_fd, worker.output
         self.sandbox_used, self.sandbox_warnings = worker.mechanism, worker.warnings
         started = time.monotonic()
         self._set_stage("start")
         if spare is not None:
-            spare.go()  # the job is written: the waiting worker reads it and goes on
+            spare.go(keep_open=gated)  # the job is written: the waiting worker reads it and goes on
         timed_out = False
         try:
             timed_out = self._listen(process, read_fd)
@@ -176,6 +184,8 @@ class WorkerSupervisor:
             self.durations[key] = self.durations.get(key, 0.0) + now - self.stage_started
         self.stage = stage
         self.stage_started = now
+        if stage == "build":  # a gated worker builds twice (ahead, then its import): the log is the import's
+            self.stage_marks[stage] = self._log_size()
         self.stage_marks.setdefault(stage, self._log_size())
         self._emit(EvalEvent(kind="stage", stage=stage))
 
@@ -186,7 +196,18 @@ class WorkerSupervisor:
             return 0
 
     def _stage_limit(self) -> float:
+        if self.stage == pipe.GPU_WAIT:  # the worker waits for the caller's GPU: no limit of its own
+            return float("inf")
         return float(getattr(self.options.timeouts, self.stage, self.options.timeouts.check))
+
+    def _open_gate(self) -> None:
+        """The gated worker has built and waits: once the caller holds its GPU (``gate`` returns), it
+        is told to go on, and the setup stage's clock starts (its CUDA start, then the task)."""
+        assert self.gate is not None and self._worker is not None
+        gate, self.gate = self.gate, None  # once
+        gate()
+        self._worker.go()
+        self._set_stage("setup")
 
     def _listen(self, process: subprocess.Popen, read_fd: int) -> bool:
         """Read messages until the worker is gone; True when a stage timed out."""
@@ -199,6 +220,8 @@ class WorkerSupervisor:
             self._drain_log()  # may take long: a front end's callback runs here
             if ready and not self._read_messages(read_fd):
                 return False  # every holder of the pipe's write end is gone
+            if self.stage == pipe.GPU_WAIT and self.gate is not None and process.poll() is None:
+                self._open_gate()
             if process.poll() is not None:
                 # Exited. What it sent while the log callback ran (``ready`` is from before) is still in
                 # the pipe: read it, but only briefly and boundedly, since a leftover child of the
@@ -344,7 +367,7 @@ class WorkerSupervisor:
     def _explain_death(self, result: EvalResult, returncode: int | None, timed_out: bool) -> None:
         stage = self.stage
         result.stage = stage
-        if stage in ("start", "setup"):  # no task or candidate code has run yet: cudaforge's own start-up
+        if stage in ("start", "setup", pipe.GPU_WAIT):  # no task or candidate code has run yet: cudaforge's own start-up
             self._explain_startup_failure(result, returncode, timed_out)
             return
         if timed_out:
@@ -401,19 +424,25 @@ class StartedWorker:
     warnings: list[str]
     go_fd: int | None = None
 
-    def go(self) -> None:
+    def go(self, keep_open: bool = False) -> None:
+        """The word to go on; ``keep_open`` for a gated job, whose worker waits for a second one."""
         if self.go_fd is not None:
             with contextlib.suppress(OSError):
                 os.write(self.go_fd, pipe.GO_LINE)
+            if keep_open:
+                return
+            with contextlib.suppress(OSError):
                 os.close(self.go_fd)
             self.go_fd = None
 
 
 def start_worker(
-    job_dir: Path, device: str, options: EvalOptions, cache_root: Path, job_path: Path, spare: bool = False
-) -> StartedWorker:
+    job_dir: Path, device: str, options: EvalOptions, cache_root: Path, job_path: Path, spare: bool = False,
+    gated: bool = False,
+) -> StartedWorker:  # fmt: skip
     """Start ``python -m engine.eval.worker`` for ``job_path`` in the sandbox, in its own process group;
-    a ``spare`` imports what the stages need and waits on its stdin until the job is written."""
+    a ``spare`` imports what the stages need and waits on its stdin until the job is written; a ``gated``
+    job's worker waits there for its GPU (pipe.GPU_WAIT)."""
     read_fd, write_fd = os.pipe()
     extra = {pipe.VERDICT_FD_ENV: str(write_fd), "PYTHONUNBUFFERED": "1"}
     if options.gpu_index is not None:
@@ -428,12 +457,12 @@ def start_worker(
         os.close(write_fd)
         raise EvaluationError(str(error)) from error
     out_read, out_write = os.pipe()
-    go_read, go_write = os.pipe() if spare else (None, None)
+    go_read, go_write = os.pipe() if spare or gated else (None, None)
     output = CappedLog(out_read, job_dir / "worker.log")
     try:
         process = subprocess.Popen(
             launch.argv,
-            stdin=go_read if spare else subprocess.DEVNULL,
+            stdin=go_read if go_read is not None else subprocess.DEVNULL,
             stdout=out_write,
             stderr=subprocess.STDOUT,
             cwd=job_dir,

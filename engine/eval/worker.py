@@ -28,6 +28,7 @@ from engine.eval.pipe import (
     BUILD,
     BUILD_DIR,
     GO_LINE,
+    GPU_WAIT,
     PROVISIONAL,
     READY,
     RESULT,
@@ -174,6 +175,8 @@ class Evaluation:
 
             torch.set_num_threads(self.job.cpu_threads)
         self.prebuild = self.start_prebuild()
+        if self.job.gated:
+            self.await_gpu()
         started = time.monotonic()
         self.result.env = envinfo.collect(self.job.device)  # on CUDA this starts CUDA
         self.result.durations["setup_device"] = time.monotonic() - started
@@ -293,6 +296,20 @@ class Evaluation:
         if self.device.type == "cuda" and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
             major, minor = torch.cuda.get_device_capability(self.device)
             os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"
+
+    def await_gpu(self) -> None:
+        """A gated job (an exploration's check): the extensions its source names are built first, then
+        the worker waits for the engine's word that its GPU is held (engine.eval.pipe, GPU_WAIT). Nothing
+        before the word starts a CUDA context, so a build never holds a GPU another evaluation waits
+        for. Builds the source does not name are made at the import, after the word, as always."""
+        before = self.result.stage
+        if self.prebuild is not None:
+            self.stage("build")
+            self.prebuild.wait()
+        self.stage(GPU_WAIT)
+        if not wait_for_go():
+            os._exit(0)  # the evaluating process went away: nobody waits for a verdict
+        self.result.stage = before  # the engine's clock is back in setup (engine.eval.supervisor)
 
     def start_prebuild(self) -> Any:
         """The candidate's extensions built in a thread while the reference is checked, when its source
@@ -778,7 +795,8 @@ def warm_imports() -> None:
 
 
 def wait_for_go() -> bool:
-    """A spare's wait for its job, on stdin; False when the evaluating process went away first."""
+    """A spare's wait for its job, or a gated job's for its GPU, on stdin; False when the evaluating
+    process went away first."""
     line = sys.stdin.buffer.readline()
     return line == GO_LINE
 

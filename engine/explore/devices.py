@@ -4,7 +4,11 @@ Branches run side by side, so their evaluations would meet on the same GPUs. The
 evalset's are (engine.evalset.scheduler), and for the same reason, a timing disturbed by a neighbour
 is no timing:
 
-* **check**: the build and the correctness check (timing off) run beside other branches' checks, each
+* **build**: the check's worker first builds the extensions its source names, holding no GPU at all
+  (a gated job: engine.eval.pipe, ``GPU_WAIT``), so a build of twenty seconds never keeps a timing or
+  a profile from a GPU. What its source does not name statically is built at its import, inside the
+  check.
+* **check**: the correctness check (timing off) then runs beside other branches' checks, each
   holding its task's estimated footprint of one GPU's memory budget
   (:class:`engine.evalset.memory.GpuMemoryPool`). A check that ran out of memory beside others (the
   harness's fault, not the kernel's) runs once more, alone on a GPU.
@@ -22,8 +26,9 @@ done on the GPU's clock. When a branch's check starts, its timing's worker start
 (engine.eval.spare), and when the loop asks its profiler to ``prepare``, the profile's ncu and target
 start (engine.profile.candidate, ``early``): both wait, importing, for their GPU, and neither touches
 CUDA before it is theirs alone. A process starts with its GPU set, so each is promised one GPU (the
-one with the fewest promises) and later waits for that one; a check prefers the GPU its
-worker was started for. What was started and not needed (the check failed) is given up.
+one with the fewest promises) and later waits for that one: a check's worker, started while its
+Coder writes, builds and then waits for its share of that GPU. What was started and not needed (the
+check failed) is given up.
 """
 
 from __future__ import annotations
@@ -46,9 +51,11 @@ from engine.evalset.memory import BUDGET_FRACTION, GpuMemoryPool, estimate_footp
 from engine.evalset.scheduler import _oom_beside_others, carry_shapes
 
 #: the parts of an evaluation (and the profile) a window records
-CHECK, TIME, PROFILE = "check", "time", "profile"
+BUILD, CHECK, TIME, PROFILE = "build", "check", "time", "profile"
 #: parts that hold their GPU alone
 ALONE = frozenset({TIME, PROFILE})
+#: parts that hold a GPU at all (a build ahead of its check holds none)
+HOLDING = frozenset({CHECK, TIME, PROFILE})
 #: the CPU's one slot: its budget is never the limit (checks there hold no GPU memory)
 _CPU_BUDGET = 1 << 62
 
@@ -58,7 +65,7 @@ class Window:
     """One part of one evaluation: who ran what where, and when (``time.time()`` seconds)."""
 
     branch: str
-    part: str  # check | time | profile
+    part: str  # build | check | time | profile
     gpu: int | str | None  # the CUDA_VISIBLE_DEVICES index (Ray: the node's); None on the CPU
     started_at: float
     finished_at: float
@@ -178,15 +185,22 @@ class SharedDevices:
 
     @contextlib.contextmanager
     def _hold(
-        self, branch: str, part: str, need: int = 0, alone: bool = False, ahead: Ahead | None = None
-    ) -> Iterator[int | None]:
+        self, branch: str, part: str, need: int = 0, alone: bool = False, ahead: Ahead | None = None,
+        bound: bool = False,
+    ) -> Iterator[int | None]:  # fmt: skip
         """A GPU for ``part``: beside others within the budget for a check, alone for a timing or a
-        profile (or when ``alone``); the one promised to ``ahead`` for a part that must be alone, else
-        preferred. Yields the GPU index to run on (None on the CPU) and records the window."""
+        profile (or when ``alone``); the one promised to ``ahead`` for a part that must be alone or is
+        ``bound`` to it (its worker waits, set to that GPU), else preferred. Yields the GPU index to run
+        on (None on the CPU) and records the window."""
         pool = self.pool
         alone = alone or part in ALONE
         promised = ahead.gpu if ahead is not None else None
-        picked = pool.acquire_alone(only=promised) if alone else pool.acquire(need, prefer=promised)
+        if alone:
+            picked = pool.acquire_alone(only=promised)
+        elif bound:
+            picked = pool.acquire(need, only=promised)
+        else:
+            picked = pool.acquire(need, prefer=promised)
         assert picked is not None  # no stop event is passed: an evaluation waits for its turn
         gpu, reserved = picked
         where = self._where(gpu)
@@ -218,6 +232,28 @@ class SharedDevices:
         """``evaluate`` for ``branch``'s loop (LoopOptions.evaluator): check beside others, time alone."""
         return BranchEvaluator(self, branch)
 
+    def _built_then_checked(
+        self, branch: str, sources: tuple[str, str], options: EvalOptions, on_event: Any,
+        names: dict[str, Any], need: int, ahead: Ahead,
+    ) -> EvalResult:  # fmt: skip
+        """A check whose worker (started ahead, set to the promised GPU) builds first, holding nothing
+        (a BUILD window), and gets its share of that GPU only once built (its CHECK window)."""
+        where = self._where(ahead.gpu)
+        held = contextlib.ExitStack()
+        started, built = time.time(), None
+
+        def gate() -> None:
+            nonlocal built
+            built = time.time()
+            held.enter_context(self._hold(branch, CHECK, need, ahead=ahead, bound=True))
+
+        with held:
+            try:
+                gated = dataclasses.replace(options, gpu_index=where)
+                return evaluate(*sources, gated, on_event, worker=ahead.take_worker(), gate=gate, **names)
+            finally:
+                self._record(Window(branch, BUILD, where, started, built or time.time()))
+
     def _run(
         self, branch: str, sources: tuple[str, str], options: EvalOptions, on_event: Any, names: dict[str, Any]
     ) -> EvalResult:
@@ -225,11 +261,15 @@ class SharedDevices:
         timing = dataclasses.replace(options, do_timing=True, shapes=False)  # the check did the shapes
         with self._lock:
             warmed = self._warm.pop(branch, None)
+        warmed = warmed or self._ahead(check)  # no warm worker (the first round): one started now
         timing_ahead = self._ahead(timing) if options.do_timing else None  # waits while the check runs
         try:
             try:
                 need = self._need(sources[0])
-                checked = self._evaluate_part(branch, CHECK, sources, check, on_event, names, need, ahead=warmed)
+                if warmed is not None:
+                    checked = self._built_then_checked(branch, sources, check, on_event, names, need, warmed)
+                else:  # nothing starts ahead here (Ray): the check holds its share from its start
+                    checked = self._evaluate_part(branch, CHECK, sources, check, on_event, names, need)
             finally:
                 self._let_go(warmed)
             if _oom_beside_others(checked):
@@ -268,6 +308,7 @@ class SharedDevices:
         """Pairs of windows that shared a GPU while one of them needed it alone (should be none)."""
         with self._lock:
             windows = list(self.windows)
+        windows = [w for w in windows if w.part in HOLDING]
         found = []
         for i, a in enumerate(windows):
             for b in windows[i + 1 :]:
@@ -282,12 +323,13 @@ class SharedDevices:
             windows = list(self.windows)
         sums = {
             part: round(sum(w.seconds for w in windows if w.part == part), 3)
-            for part in (CHECK, TIME, PROFILE)
+            for part in (BUILD, CHECK, TIME, PROFILE)
         }
         return {
             "device": self.device,
             "gpus": self.gpus if self.device == "cuda" else [],
-            "evaluation_seconds": round(sums[CHECK] + sums[TIME], 3),
+            # an evaluation's time: its build ahead, its check and its timing (not its waits for a GPU)
+            "evaluation_seconds": round(sums[BUILD] + sums[CHECK] + sums[TIME], 3),
             "seconds_by_part": sums,
             "alone_overlaps": len(self.overlaps()),
             "windows": [{**dataclasses.asdict(w), "seconds": round(w.seconds, 3)} for w in windows],

@@ -185,6 +185,10 @@ class Prebuild:
         self._thread.start()
         return self
 
+    def wait(self) -> None:
+        """Until every call is built (or has failed, for the import to build again and report)."""
+        self._thread.join()
+
     def _run(self) -> None:
         _IN_PREBUILD.active = True
         try:

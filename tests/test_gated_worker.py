@@ -1,0 +1,124 @@
+"""A gated worker (engine/eval/pipe.py, ``GPU_WAIT``): it builds what its source names, then waits for
+the engine's word before any GPU work or task code runs. An exploration's check uses it so that a
+long build holds no GPU another branch's timing waits for (engine/explore/devices.py). Real workers,
+real builds on the CPU, real threads."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.eval import spare
+from engine.eval.evaluate import evaluate
+from engine.eval.options import EvalEvent, EvalOptions
+from engine.eval.timing import TimingPlan
+from engine.explore.devices import BUILD, CHECK, TIME, SharedDevices
+from tests.conftest import EXAMPLES
+
+TASK = (EXAMPLES / "tasks" / "relu.py").read_text()
+KERNEL = (EXAMPLES / "kernels" / "relu_cpu.py").read_text()
+
+
+def _fresh(kernel: str = KERNEL) -> tuple[str, str]:
+    """The kernel under an extension name and source no cache has seen: its build really runs."""
+    name = f"cf_gate_{uuid.uuid4().hex[:10]}"
+    source = kernel.replace('name="cf_relu_cpu"', f'name="{name}"').replace(
+        "#include <torch/extension.h>", f"#include <torch/extension.h>\n// {name}"
+    )
+    assert name in source and f"// {name}" in source
+    return name, source
+
+
+def _options(cache: Path, **overrides: Any) -> EvalOptions:
+    return EvalOptions(device="cpu", cache_root=cache, timing=TimingPlan(min_trials=5, budget_s=0.5), **overrides)
+
+
+@pytest.mark.slow
+def test_a_gated_worker_has_built_before_its_gate_opens_and_runs_the_task_only_after(ext_cache: Path) -> None:
+    name, kernel = _fresh()
+    stages: list[str] = []
+    at_gate: dict[str, Any] = {}
+
+    def on_event(event: EvalEvent) -> None:
+        if event.kind == "stage":
+            stages.append(event.stage)
+
+    def gate() -> None:
+        at_gate["stages"] = list(stages)
+        at_gate["libraries"] = [p.name for p in ext_cache.rglob(f"{name}*.so")]
+        time.sleep(1.0)  # the GPU is someone else's a while longer
+
+    result = evaluate(TASK, kernel, _options(ext_cache, do_timing=False), on_event, gate=gate)
+    assert result.status == "correct", result.messages
+    assert at_gate["stages"][-2:] == ["build", "gpu_wait"]
+    assert "reference" not in at_gate["stages"]  # no task code ran before the word
+    assert at_gate["libraries"], "the extension was not on disk when the worker asked for its GPU"
+    assert stages.index("reference") > stages.index("gpu_wait")
+    [ext] = result.build.extensions
+    assert ext.prebuilt and not ext.cached  # built ahead by this evaluation; the import found it done
+    assert result.durations["gpu_wait"] >= 1.0  # the wait is its own stage, not the build's or setup's
+    assert result.durations["build"] >= ext.seconds * 0.5, (result.durations, ext.seconds)
+
+
+@pytest.mark.slow
+def test_a_spare_worker_gated_waits_twice_and_a_gate_that_fails_ends_the_evaluation(ext_cache: Path) -> None:
+    options = _options(ext_cache, do_timing=False)
+    worker = spare.start("cpu", options, ext_cache.resolve())
+    assert worker is not None
+    calls: list[float] = []
+    result = evaluate(TASK, KERNEL, options, worker=worker, gate=lambda: calls.append(time.time()))
+    assert result.ok and result.settings["worker"] == "spare" and len(calls) == 1
+
+    def refuse() -> None:
+        raise RuntimeError("the exploration was stopped while this check waited")
+
+    job_dirs_before = set(Path(worker.job_dir).parent.glob("cudaforge-eval-*"))
+    with pytest.raises(RuntimeError, match="stopped"):
+        evaluate(TASK, KERNEL, options, gate=refuse)
+    # the waiting worker was killed and its folder removed: nothing of it is left behind
+    assert set(Path(worker.job_dir).parent.glob("cudaforge-eval-*")) <= job_dirs_before
+
+
+@pytest.mark.slow
+def test_a_branchs_build_holds_no_gpu_so_anothers_timing_runs_meanwhile(ext_cache: Path) -> None:
+    """Branch 1 builds a fresh extension (about 25 s here); branch 2, whose build is cached, is checked
+    and timed meanwhile. Its timing needs the slot alone: before builds were gated it waited for
+    branch 1's whole check, build included."""
+    spare.discard_all()
+    devices = SharedDevices("cpu")
+    slow_name, slow_kernel = _fresh()
+    options = _options(ext_cache)
+    evaluate(TASK, KERNEL, dataclasses.replace(options, do_timing=False))  # branch 2's build, cached
+    building = threading.Event()
+    results: dict[str, Any] = {}
+
+    def branch_1() -> None:
+        def on_event(event: EvalEvent) -> None:
+            if event.kind == "stage" and event.stage == "build":
+                building.set()
+
+        check = dataclasses.replace(options, do_timing=False)
+        results["1"] = devices.evaluator("explore/0-1")(TASK, slow_kernel, check, on_event)
+
+    first = threading.Thread(target=branch_1)
+    first.start()
+    assert building.wait(120), "branch 1's worker never started its build"
+    results["2"] = devices.evaluator("explore/0-2")(TASK, KERNEL, options)
+    first.join(600)
+    assert results["1"].ok and results["2"].ok and results["2"].timing is not None
+    windows = {(w.branch[-1], w.part): w for w in devices.windows}
+    build_1, check_1, time_2 = windows["1", BUILD], windows["1", CHECK], windows["2", TIME]
+    assert time_2.started_at < build_1.finished_at, "branch 2's timing waited for branch 1's build"
+    assert check_1.started_at >= build_1.finished_at  # branch 1 held the slot only once built
+    assert devices.overlaps() == []  # a build beside a timing is no overlap: it holds no GPU
+    stats = devices.stats()
+    assert stats["seconds_by_part"][BUILD] >= build_1.seconds > 0
+    parts = stats["seconds_by_part"]
+    assert stats["evaluation_seconds"] == pytest.approx(parts[BUILD] + parts[CHECK] + parts[TIME], abs=0.01)
+    assert slow_name in results["1"].build.extensions[0].build_dir
