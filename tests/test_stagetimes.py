@@ -28,6 +28,31 @@ def test_the_stages_and_what_no_stage_explains() -> None:
     assert text == "start 1.0 · reference 0.4 · build 1.8 · check 0.6 · time 0.4 · late 0.4 · profile 6.1 · outside 0.4 s"
 
 
+def test_a_gated_checks_wait_for_its_gpu_is_its_own_stage_and_column(tmp_path) -> None:
+    """An exploration's check waits, built, for its GPU (engine/eval/pipe.py, GPU_WAIT): that wait is
+    neither the harness's time (``outside``) nor the build's, and the headless table shows its column
+    only where an evaluation had one."""
+    from engine.cli.run import stage_table
+    from sessions.records import IterationRecord
+    from sessions.repo import SessionRepo
+
+    waited = {**DURATIONS, "gpu_wait": 3.0, "total": 7.6, "evaluate": 8.0}
+    parts = stagetimes.breakdown(waited)
+    assert list(parts)[:2] == ["start", "gpu wait"] and parts["gpu wait"] == 3.0
+    assert round(parts["outside"], 3) == round(8.0 - 7.6, 3)
+    session = SessionRepo.create(tmp_path / "sessions", REPO / "examples" / "tasks" / "relu.py", name="t")
+    try:
+        kernel = (REPO / "examples" / "kernels" / "relu_cpu.py").read_text()
+        session.record_iteration(IterationRecord(kernel, {"status": "correct", "durations": DURATIONS}, phase="seed"))
+        assert "gpu wait" not in stage_table(session, "main")[0]
+        session.record_iteration(IterationRecord(kernel, {"status": "correct", "durations": waited}))
+        header, first, second = stage_table(session, "main")
+        column = header.index("gpu wait")
+        assert first[column] == "" and second[column] == "3.0"
+    finally:
+        session.close()
+
+
 def test_torch_compile_baselines_are_their_own_stage_not_the_harnesss_time() -> None:
     """Measured by the evaluating process after the verdict (a minute of max-autotune on the H200's first
     correct round): counted as ``outside`` it read as the harness's own cost."""

@@ -441,13 +441,16 @@ def _print_table(table: list[list[str]], out: TextIO) -> None:
 def stage_table(session: SessionRepo, branch: str) -> list[list[str]]:
     """Header and one row per evaluated iteration: the evaluation's stages (engine.eval.stagetimes),
     the profile, and the whole evaluation plus profile."""
-    names = [name for name, _ in stagetimes.STAGES] + ["outside"]
     rows: list[tuple[Any, dict[str, float], dict[str, float]]] = []
     for item in session.history(branch):
         durations = (item.read_json("eval.json") or {}).get("durations") or {}
         parts = stagetimes.breakdown(durations)
         if parts:
             rows.append((item, durations, parts))
+    names = [
+        name for name, _ in stagetimes.STAGES
+        if name not in stagetimes.OCCASIONAL or any(name in parts for _, _, parts in rows)
+    ] + ["outside"]  # fmt: skip
     if any(stagetimes.AFTER in parts for _, _, parts in rows):  # a column only where baselines were measured
         names.insert(-1, stagetimes.AFTER)
     table = [["iter", *names, "profile", "total"]]

@@ -22,6 +22,8 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("time", ("time",)),
     ("late", ("ablation", "shapes", "done")),
 )
+#: stages a table shows as a column only where some evaluation had them (an exploration's gated checks)
+OCCASIONAL = frozenset({"gpu wait"})
 WALL = "evaluate"  # evaluate()'s own wall time, recorded by it (the static guard included)
 # measured by the evaluating process once the verdict is in (engine.eval.baselines); kept out of
 # ``outside``, which would otherwise blame a minute of torch.compile on the harness
