@@ -135,6 +135,8 @@ def compare(kernels: list[dict[str, Any]], explored: dict[str, Any], alone: list
         noise = ((ranked[0]["alone_spread"] or 0.0) + (ranked[1]["alone_spread"] or 0.0)) / 2
     best = explored.get("best") or {}
     best_k = int(best["branch"].rsplit("-", 1)[1]) if best.get("branch") else None
+    # the branches the exploration itself said it could not tell from its best (engine/explore/ranking.py)
+    tied_k = [int(name.rsplit("-", 1)[1]) for name in best.get("within_spread") or []]
     devices = explored.get("devices") or {}
     by_part = devices.get("seconds_by_part") or {}
     evaluations = explored.get("evaluation_seconds")
@@ -148,6 +150,9 @@ def compare(kernels: list[dict[str, Any]], explored: dict[str, Any], alone: list
         "ranked_by": explored.get("ranked_by", "speedup"),
         "explore_best": best_k and {"k": best_k, "speedup": best.get("speedup")},
         "best_matches": bool(fastest) and best_k == fastest["k"],
+        "explore_within_spread": tied_k,
+        # the fastest alone is the exploration's best or one it named as within the best's timing spread
+        "best_or_within_spread_matches": bool(fastest) and fastest["k"] in [best_k, *tied_k],
         "gap_between_two_fastest": gap,
         "noise_of_two_fastest": noise,
         # the gap is no wider than their noise: either of the two is an answer within noise
@@ -246,7 +251,9 @@ def line(report: dict[str, Any]) -> str:
     return (
         f"{report['problem']} K={report['kernels']} best branch {report['explore_best']} fastest alone "
         f"{report['fastest_alone']} (highest speedup alone {report['highest_speedup_alone']}) "
-        f"ranked by {report['ranked_by']} match={report['best_matches']} gap={report['gap_between_two_fastest']} "
+        f"ranked by {report['ranked_by']} match={report['best_matches']} "
+        f"within_spread_of_best={report['explore_within_spread']} "
+        f"match_or_within={report['best_or_within_spread_matches']} gap={report['gap_between_two_fastest']} "
         f"noise={report['noise_of_two_fastest']} "
         f"within_spread={report['two_fastest_within_spread']} status_agrees={report['status_agrees']} "
         f"wall {report['wall_seconds']} s / evaluations {report['evaluation_seconds']} s = {ratio} "

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from engine.explore.plan import DONE, PRUNED, STOPPED, ExploreSpec, load_plan
-from engine.explore.runner import Choice, ExploreError, Explorer
+from engine.explore.runner import BranchSummary, Choice, ExploreError, Explorer
 from engine.llm.scripted import branch_model
 from engine.loop.machine import FINISHED, PAUSED, Loop, LoopOptions
 from engine.loop.state import GATE, Pending, read_journal, save_journal
@@ -95,6 +95,17 @@ def test_three_ideas_become_three_branches_of_two_rounds_each(tmp_path: Path, ex
     assert f"cudaforge export {session.name} --branch {best.name} --iteration {best.best_iteration}" in text
     assert any("explore/0-3: branch mispredictions" in line for line in lines)
     assert json.loads(json.dumps(summary.to_dict()))["best"]["branch"] == best.name
+
+    def quartiles(branch: BranchSummary) -> tuple[float, float]:  # the best iteration's, as committed
+        found = session.history(branch.name)[branch.best_iteration].read_json("eval.json")["timing"]["candidate"]
+        return found["p25_ms"], found["p75_ms"]
+
+    low, high = quartiles(best)
+    for other in summary.branches:
+        if other is not best:  # named beside the best exactly when their measured ranges overlap
+            p25, p75 = quartiles(other)
+            assert (other.name in summary.within_spread) == (p25 <= high and low <= p75)
+    assert summary.to_dict()["best"]["within_spread"] == summary.within_spread
     session.close()
 
 

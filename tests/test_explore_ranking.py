@@ -68,3 +68,69 @@ def test_a_kernel_without_a_time_makes_the_speedup_decide(tmp_path: Path) -> Non
     how, order = _bests(session)
     assert how == ranking.SPEEDUP and order[0].branch == "explore/0-1"
     session.close()
+
+
+def test_branches_the_timing_cannot_tell_from_the_best_are_named_beside_it(tmp_path: Path) -> None:
+    """The H200's figures for level 2 problem 16 (benchmarks/RESULTS.md): three kernels whose time was
+    mostly one cuDNN convolution; their interquartile ranges overlap, and alone they came out in
+    another order. The summary names them beside the best instead of implying the best is surely faster."""
+    from engine.cli.explore import format_summary
+    from engine.explore.plan import ExploreSpec
+    from engine.explore.runner import BranchSummary, ExploreSummary
+
+    def measured(branch: str, median: float, p25: float, p75: float, how_fast: float = 1.2) -> ranking.Measured:
+        return ranking.Measured(branch, 1, how_fast, median, "NVIDIA H200", p25, p75)
+
+    best = measured("explore/0-3", 0.1350, 0.1342, 0.1362)
+    others = [
+        measured("explore/0-1", 0.2239, 0.2141, 0.2365),  # apart: its range starts above the best's end
+        measured("explore/0-2", 0.1423, 0.1292, 0.1578),
+        measured("explore/0-4", 0.1451, 0.1331, 0.1636),
+        measured("explore/0-5", 0.1370, 0.1363, 0.1380),  # starts just past the best's range: apart
+    ]
+    tied = ranking.within_spread(best, [best, *others], ranking.KERNEL_TIME)
+    assert [m.branch for m in tied] == ["explore/0-2", "explore/0-4"]
+    assert ranking.within_spread(best, others, ranking.SPEEDUP) == []  # a speedup has no spread to compare
+    no_range = ranking.Measured("explore/0-6", 1, 1.0, 0.1351, "NVIDIA H200")  # an older record: no quartiles
+    assert ranking.within_spread(best, [no_range], ranking.KERNEL_TIME) == []
+
+    summary = ExploreSummary(ExploreSpec(start=0, source="main", width=2, rounds=1), ranked_by=ranking.KERNEL_TIME)
+    summary.branches = [
+        BranchSummary("explore/0-3", "fuse", "done", "", 1, 1.23, 1, 10, 0.0, best_ms=0.1350),
+        BranchSummary("explore/0-2", "tile", "done", "", 1, 1.31, 1, 10, 0.0, best_ms=0.1423),
+    ]
+    summary.best_branch, summary.within_spread = "explore/0-3", ["explore/0-2"]
+    text = format_summary(summary, "s")
+    assert "best: explore/0-3 iteration 1" in text
+    assert "within its timing spread: explore/0-2 (0.1423 ms)" in text
+    assert summary.to_dict()["best"]["within_spread"] == ["explore/0-2"]
+    summary.within_spread = []
+    assert "within its timing spread" not in format_summary(summary, "s")
+
+
+def test_the_explorations_summary_names_the_branches_within_the_bests_spread(tmp_path: Path) -> None:
+    """The same figures committed as three branches' records: the summary (headless, JSON) reads them."""
+    from engine.explore.plan import DONE, BranchState, ExplorePlan, ExploreSpec, save_plan
+    from engine.explore.runner import Explorer
+
+    session = new_session(tmp_path)
+    kernel = RELU_KERNEL.read_text()
+    session.record_iteration(kernel_source=kernel, eval_result=_eval(1.0, 0.2, "NVIDIA H200"), phase="seed")
+    spec = ExploreSpec(start=0, source="main", width=3, rounds=1)
+    branches = []
+    for k, (ms, p25, p75) in enumerate([(0.2239, 0.2141, 0.2365), (0.1423, 0.1292, 0.1578), (0.1350, 0.1342, 0.1362)], 1):
+        name = session.branch_from(0, f"explore/0-{k}")
+        result = _eval(1.2, ms, "NVIDIA H200")
+        result["timing"]["candidate"].update(p25_ms=p25, p75_ms=p75, iqr_ms=p75 - p25)
+        session.record_iteration(kernel_source=kernel + f"\n# {k}\n", eval_result=result, branch=name)
+        branches.append(BranchState(name, {"mode": "optimize", "optimization_method": f"idea {k}"}, state=DONE))
+    save_plan(session.path, ExplorePlan(spec=spec, branches=branches, asked=True))
+    explorer = Explorer(session, spec, make_loop=lambda *args: None)
+    try:
+        summary = explorer.summary()
+    finally:
+        session.release_lock()
+    assert summary.ranked_by == ranking.KERNEL_TIME and summary.best_branch == "explore/0-3"
+    assert summary.within_spread == ["explore/0-2"]  # 0-1's range lies wholly above the best's
+    assert summary.to_dict()["best"]["within_spread"] == ["explore/0-2"]
+    session.close()

@@ -264,6 +264,13 @@ def format_summary(summary: Any, session_name: str) -> str:
             f"best: {best.name} iteration {best.best_iteration} · {format_speedup(best.best_speedup)}{kernel} "
             f"(iteration {summary.spec.start} was {start}; ranked by {summary.ranked_by})"
         )
+        tied = [b for b in summary.branches if b.name in summary.within_spread]
+        if tied:
+            named = ", ".join(f"{b.name} ({b.best_ms:.4g} ms)" if b.best_ms is not None else b.name for b in tied)
+            lines.append(
+                f"within its timing spread: {named} (their per-call interquartile ranges overlap the best's: "
+                "another run may order them differently)"
+            )
         lines.append(
             f"export: cudaforge export {session_name} --branch {best.name} --iteration {best.best_iteration} -o kernel.py"
         )

@@ -29,6 +29,9 @@ class Measured:
     speedup: float | None
     kernel_ms: float | None
     device: str | None  # the GPU's name, or "cpu"
+    #: the interquartile range of the kernel's per-call times: how far this run's timing can tell it apart
+    kernel_p25_ms: float | None = None
+    kernel_p75_ms: float | None = None
 
 
 def measured(branch: str, iteration: Any) -> Measured:
@@ -37,11 +40,13 @@ def measured(branch: str, iteration: Any) -> Measured:
         result = iteration.read_json("eval.json")
     except (SessionError, ValueError):  # no readable record: no time, so the speedup ranks
         result = {}
-    timing = result.get("timing") or {}
-    kernel_ms = (timing.get("candidate") or {}).get("median_ms")
+    candidate = (result.get("timing") or {}).get("candidate") or {}
     env = result.get("env") or {}
     device = env.get("gpu") if env.get("device") == "cuda" else env.get("device")
-    return Measured(branch, iteration.number, iteration.speedup, kernel_ms, device)
+    return Measured(
+        branch, iteration.number, iteration.speedup, candidate.get("median_ms"), device,
+        candidate.get("p25_ms"), candidate.get("p75_ms"),
+    )  # fmt: skip
 
 
 def ranked_by(every: list[Measured]) -> str:
@@ -57,3 +62,18 @@ def sort_key(how: str) -> Any:
     if how == KERNEL_TIME:
         return lambda m: (m.kernel_ms, m.number, m.branch)
     return lambda m: (-(m.speedup if m.speedup is not None else 0.0), m.number, m.branch)
+
+
+def within_spread(best: Measured, others: list[Measured], how: str) -> list[Measured]:
+    """Those of ``others`` this run's timing cannot tell from ``best``: their interquartile ranges of
+    per-call times overlap. Kernels that differ by less than their own timing noise (on the H200, three
+    level-2 kernels whose time was mostly the same cuDNN convolution) swap places from run to run, and
+    the summary says so rather than name one as if it were surely faster. Only when ranked by kernel
+    time: a speedup carries no spread of its own."""
+    if how != KERNEL_TIME or best.kernel_p25_ms is None or best.kernel_p75_ms is None:
+        return []
+    return [
+        m for m in others
+        if m is not best and m.kernel_p25_ms is not None and m.kernel_p75_ms is not None
+        and m.kernel_p25_ms <= best.kernel_p75_ms and best.kernel_p25_ms <= m.kernel_p75_ms
+    ]  # fmt: skip

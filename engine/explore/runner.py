@@ -136,6 +136,8 @@ class ExploreSummary:
     #: how the best was chosen: "kernel time" (every kernel timed on one kind of device) or "speedup"
     ranked_by: str = "speedup"
     best_branch: str | None = None  # the branch holding the best kernel, by ``ranked_by``
+    #: other branches whose best kernel this run's timing cannot tell from the best (ranking.within_spread)
+    within_spread: list[str] = field(default_factory=list)
 
     @property
     def best(self) -> BranchSummary | None:
@@ -168,6 +170,7 @@ class ExploreSummary:
                 "iteration": best.best_iteration,
                 "speedup": best.best_speedup,
                 "kernel_ms": best.best_ms,
+                "within_spread": list(self.within_spread),
             },  # fmt: skip
             "ranked_by": self.ranked_by,
             "tokens": self.tokens,
@@ -719,7 +722,10 @@ class Explorer:
                 )  # fmt: skip
             )
         if bests:
-            out.best_branch = min(bests.values(), key=ranking.sort_key(how)).branch
+            key = ranking.sort_key(how)
+            first = min(bests.values(), key=key)
+            out.best_branch = first.branch
+            out.within_spread = [m.branch for m in sorted(ranking.within_spread(first, list(bests.values()), how), key=key)]
         return out
 
 

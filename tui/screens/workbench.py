@@ -593,8 +593,10 @@ class WorkbenchScreen(Screen[None]):
             elif best is None:
                 self.notify("exploration done: no branch has a correct kernel", timeout=10)
             else:
+                tied = message.summary.within_spread
+                within = f" ({', '.join(tied)} within its timing spread)" if tied else ""
                 self.notify(f"exploration done: best {best.name} #{best.best_iteration} "
-                            f"{best.best_speedup:.2f}x", timeout=10)  # fmt: skip
+                            f"{best.best_speedup:.2f}x{within}", timeout=10)  # fmt: skip
         self.refresh_bindings()
 
     def _branch_live(self, number: int) -> None:
