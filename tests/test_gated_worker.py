@@ -78,11 +78,14 @@ def test_a_spare_worker_gated_waits_twice_and_a_gate_that_fails_ends_the_evaluat
     def refuse() -> None:
         raise RuntimeError("the exploration was stopped while this check waited")
 
-    job_dirs_before = set(Path(worker.job_dir).parent.glob("cudaforge-eval-*"))
+    waiting = spare.start("cpu", options, ext_cache.resolve())
+    assert waiting is not None
     with pytest.raises(RuntimeError, match="stopped"):
-        evaluate(TASK, KERNEL, options, gate=refuse)
-    # the waiting worker was killed and its folder removed: nothing of it is left behind
-    assert set(Path(worker.job_dir).parent.glob("cudaforge-eval-*")) <= job_dirs_before
+        evaluate(TASK, KERNEL, options, worker=waiting, gate=refuse)
+    # the waiting worker was killed and its folder removed: nothing of it is left behind, not even
+    # the pipe it waited on
+    assert waiting.worker.process.poll() is not None and not waiting.job_dir.exists()
+    assert waiting.worker.go_fd is None  # closed (supervisor: close_go)
 
 
 @pytest.mark.slow

@@ -112,11 +112,16 @@ def start(device: str, options: EvalOptions, cache_root: Path) -> Spare | None:
     return spare
 
 
+def _disown(owned: Spare) -> bool:
+    """``owned`` off the list of spares killed at exit; False when it was off it already."""
+    with _LOCK:
+        return _OWNED.pop(id(owned), None) is not None
+
+
 def claim(owned: Spare, device: str, options: EvalOptions, cache_root: Path) -> Spare | None:
     """``owned`` (from ``start``) for the evaluation about to run: None, and ``owned`` killed, when it
     was started for other settings or has died (the evaluation starts a worker the usual way)."""
-    with _LOCK:
-        _OWNED.pop(id(owned), None)
+    _disown(owned)
     if owned.key == spare_key(device, options, cache_root) and owned.alive():
         return owned
     owned.discard()
@@ -125,11 +130,7 @@ def claim(owned: Spare, device: str, options: EvalOptions, cache_root: Path) -> 
 
 def release(owned: Spare | None) -> None:
     """An unused spare from ``start`` given up (its evaluation was not needed); idempotent."""
-    if owned is None:
-        return
-    with _LOCK:
-        unclaimed = _OWNED.pop(id(owned), None) is not None
-    if unclaimed:
+    if owned is not None and _disown(owned):
         owned.discard()
 
 

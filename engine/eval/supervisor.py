@@ -156,6 +156,7 @@ class WorkerSupervisor:
             timed_out = self._listen(process, read_fd)
         finally:
             os.close(read_fd)
+            worker.close_go()  # a gated worker that never reached its gate: its stdin's write end too
             if not timed_out:  # bwrap reports its child's death a moment after the pipe closes
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=2.0)
@@ -429,8 +430,11 @@ class StartedWorker:
         if self.go_fd is not None:
             with contextlib.suppress(OSError):
                 os.write(self.go_fd, pipe.GO_LINE)
-            if keep_open:
-                return
+            if not keep_open:
+                self.close_go()
+
+    def close_go(self) -> None:
+        if self.go_fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self.go_fd)
             self.go_fd = None
