@@ -68,7 +68,7 @@ def evaluate(
     ``kernel_name``: the file name the candidate is written under for the worker, so Python's own
     messages (``SyntaxError: … (mykernel.py, line 3)``, tracebacks) name the user's file. ``worker``:
     one the caller started for this evaluation (``start_worker_for``), used or killed here. ``gate``: the
-    worker builds first and waits, touching no GPU, until ``gate()`` has returned (the caller then holds
+    worker builds first and waits, launching nothing on the GPU, until ``gate()`` has returned (the caller then holds
     the GPU; engine.eval.pipe, GPU_WAIT); never called when the evaluation ends before that.
     """
     options = options or EvalOptions()

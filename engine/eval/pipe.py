@@ -24,7 +24,7 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 SPARE_FLAG = "--spare"
 GO_LINE = b"go\n"
 # A gated worker (``WorkerJob.gated``: an exploration's check, engine.explore.devices) builds what its
-# source names first, touching no GPU, then enters the stage GPU_WAIT and waits for a second GO_LINE,
+# source names first, launching nothing on its GPU, then enters the stage GPU_WAIT and waits for a second GO_LINE,
 # sent once its GPU is held: a build of many seconds then never holds a GPU others wait for.
 GPU_WAIT = "gpu_wait"
 

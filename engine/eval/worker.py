@@ -299,9 +299,10 @@ class Evaluation:
 
     def await_gpu(self) -> None:
         """A gated job (an exploration's check): the extensions its source names are built first, then
-        the worker waits for the engine's word that its GPU is held (engine.eval.pipe, GPU_WAIT). Nothing
-        before the word starts a CUDA context, so a build never holds a GPU another evaluation waits
-        for. Builds the source does not name are made at the import, after the word, as always."""
+        the worker waits for the engine's word that its GPU is held (engine.eval.pipe, GPU_WAIT). Before
+        the word it only reads the GPU's compute capability (the build's target) and launches nothing, so
+        a build never holds a GPU another evaluation waits for. Builds the source does not name are
+        made at the import, after the word, as always."""
         before = self.result.stage
         if self.prebuild is not None:
             self.stage("build")
