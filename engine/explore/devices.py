@@ -185,22 +185,15 @@ class SharedDevices:
 
     @contextlib.contextmanager
     def _hold(
-        self, branch: str, part: str, need: int = 0, alone: bool = False, ahead: Ahead | None = None,
-        bound: bool = False,
-    ) -> Iterator[int | None]:  # fmt: skip
+        self, branch: str, part: str, need: int = 0, alone: bool = False, ahead: Ahead | None = None
+    ) -> Iterator[int | None]:
         """A GPU for ``part``: beside others within the budget for a check, alone for a timing or a
-        profile (or when ``alone``); the one promised to ``ahead`` for a part that must be alone or is
-        ``bound`` to it (its worker waits, set to that GPU), else preferred. Yields the GPU index to run
-        on (None on the CPU) and records the window."""
+        profile (or when ``alone``); the one promised to ``ahead`` when given (its process was started
+        set to that GPU). Yields the GPU index to run on (None on the CPU) and records the window."""
         pool = self.pool
         alone = alone or part in ALONE
         promised = ahead.gpu if ahead is not None else None
-        if alone:
-            picked = pool.acquire_alone(only=promised)
-        elif bound:
-            picked = pool.acquire(need, only=promised)
-        else:
-            picked = pool.acquire(need, prefer=promised)
+        picked = pool.acquire_alone(only=promised) if alone else pool.acquire(need, only=promised)
         assert picked is not None  # no stop event is passed: an evaluation waits for its turn
         gpu, reserved = picked
         where = self._where(gpu)
@@ -245,7 +238,7 @@ class SharedDevices:
         def gate() -> None:
             nonlocal built
             built = time.time()
-            held.enter_context(self._hold(branch, CHECK, need, ahead=ahead, bound=True))
+            held.enter_context(self._hold(branch, CHECK, need, ahead=ahead))
 
         with held:
             try:
