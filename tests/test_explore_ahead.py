@@ -100,8 +100,8 @@ def test_a_failed_check_gives_up_the_timings_worker_and_a_finished_branch_its_wa
 
 def test_a_promised_gpu_is_waited_for_and_promises_spread_over_the_gpus() -> None:
     pool = GpuMemoryPool({0: 10, 1: 10})
-    assert pool.acquire(1, prefer=1) == (1, 1)  # the GPU its worker was started for, when it fits
-    assert pool.acquire(10, prefer=1) == (0, 10)  # else where it fits
+    assert pool.acquire(1, only=1) == (1, 1)  # the GPU its worker was started for, though GPU 0 has as much room
+    assert pool.acquire(10) == (0, 10)  # without ``only``: where it fits
     pool.release(0, 10)
     got: list[tuple[int, int] | None] = []
     waiter = threading.Thread(target=lambda: got.append(pool.acquire_alone(only=1)))

@@ -170,12 +170,10 @@ class GpuMemoryPool:
         self.waiting_alone = 0  # evaluations waiting for an idle GPU: nothing new starts meanwhile
         self._cond = threading.Condition()
 
-    def _pick(self, need: int, prefer: int | None = None, only: int | None = None) -> tuple[int, int] | None:
+    def _pick(self, need: int, only: int | None = None) -> tuple[int, int] | None:
         if self.waiting_alone:
             return None
         fitting = [g for g in self.budgets if self.used[g] + need <= self.budgets[g] and only in (None, g)]
-        if prefer in fitting:
-            return prefer, need
         if fitting:
             gpu = max(fitting, key=lambda g: self.budgets[g] - self.used[g])
             return gpu, need
@@ -186,16 +184,15 @@ class GpuMemoryPool:
         return None
 
     def acquire(
-        self, need: int, stop: threading.Event | None = None, prefer: int | None = None, only: int | None = None
+        self, need: int, stop: threading.Event | None = None, only: int | None = None
     ) -> tuple[int, int] | None:
-        """Block until ``need`` bytes fit on some GPU (``prefer`` when it fits there: a worker was started
-        for it; ``only`` that one: its worker has built and waits for it); (gpu, bytes reserved), or None
-        when ``stop`` is set."""
+        """Block until ``need`` bytes fit on some GPU (``only`` that one, when given: its worker was started
+        for it, has built and waits for it); (gpu, bytes reserved), or None when ``stop`` is set."""
         with self._cond:
             while True:
                 if stop is not None and stop.is_set():
                     return None
-                picked = self._pick(need, prefer, only)
+                picked = self._pick(need, only)
                 if picked is not None:
                     gpu, reserved = picked
                     self.used[gpu] += reserved
