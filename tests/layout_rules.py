@@ -254,7 +254,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("services", ("engine.eval", "engine.guard", "engine.sandbox", "engine.profile", "engine.agents", "engine.llm")),
-    ("batch and loop", ("engine.batch", "engine.bench", "engine.evalset", "engine.explore", "engine.loop")),
+    ("batch and loop", ("engine.batch", "engine.bench", "engine.evalset", "engine.explore", "engine.loop", "engine.model")),
     ("commands", ("engine.cli", "tui")),
 )  # fmt: skip
 

@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "engine.cli.evalset",
     "tui.commands",
     "engine.cli.sessions",
+    "engine.cli.model",
 )
 
 # The TUI's own subcommands (registered by ``tui.commands``). When the command line starts with one,
@@ -61,6 +62,9 @@ HEADLESS_COMMANDS = {
     "export": "engine.cli.sessions",
     "report": "engine.cli.sessions",
     "explore": "engine.cli.explore",
+    "profile": "engine.cli.model",
+    "extract": "engine.cli.model",
+    "apply": "engine.cli.model",
 }
 
 

@@ -75,7 +75,7 @@ def evaluate(
     device = resolve_device(options.device)
     guard = options.guard_settings()
     started = time.monotonic()
-    findings = static_findings(kernel_source, device, guard) if options.guards else []
+    findings = static_findings(kernel_source, device, guard) if options.guards and options.static_guard else []
     guard_seconds = time.monotonic() - started
     refusals = [f for f in findings if f["severity"] == "refuse" and not f["relaxed"] and f["rule"] not in LEFT_TO_BUILD]
     if refusals:

@@ -53,6 +53,9 @@ class EvalOptions:
     make_pch: bool = field(default_factory=lambda: os.environ.get("CUDAFORGE_PCH", "1") not in ("0", "use"))
     gpu_index: int | None = None
     guards: bool = True  # off only to measure their cost; relax single rules with ``relax`` instead
+    # the static guard of the candidate's source; off only where cudaforge wrote the candidate around
+    # sources it guarded one by one (``cudaforge apply``'s whole-model check); the runtime guards still run
+    static_guard: bool = True
     relax: tuple[str, ...] = ()  # guard rule ids (static or runtime) to report but not enforce
     guard_policy: str = DEFAULT_POLICY  # engine.guard.policy: "default" (KernelBench) or "strict"
     refuse: tuple[str, ...] = ()  # guard rule ids whose warnings refuse in this run
