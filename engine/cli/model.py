@@ -108,6 +108,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        "sandboxed worker and check the whole model through it")  # fmt: skip
     apply.add_argument("--json", type=Path, metavar="FILE", help="write the report as JSON")
     apply.add_argument("--trials", type=int, default=None, help="correctness trials (default [eval] trials)")
+    apply.add_argument("--timing-trials", type=int, default=None, help="timed calls per model (default [eval] timing_trials)")
     apply.add_argument("--timeout", type=positive_float, default=None, help="seconds allowed for each stage")
     apply.add_argument("--sandbox", choices=SANDBOX_MODES, default=None)
     add_guard_flags(apply)
@@ -236,6 +237,8 @@ def eval_options(args: argparse.Namespace, device: str) -> EvalOptions:
     overrides: dict[str, Any] = {"device": device}
     if args.trials:
         overrides["trials"] = args.trials
+    if args.timing_trials:
+        overrides["timing_trials"] = args.timing_trials
     if args.timeout:
         overrides["timeouts"] = {name: args.timeout for name in ("start", "setup", "build", "check", "time")}
     if args.compile_baseline:

@@ -9,8 +9,10 @@ layer's ``layer_idx``) and agree where behaviour differs (attributes set after c
 **Selection.** Candidates are the modules the forward called, except the root and pure containers
 (``ModuleList``, ``Sequential``, …). Groups are ranked by the device time of all their members; a group is
 taken when none of its members contains or lies inside a member already taken, and when it is not a
-*wrapper*: a module most of whose time (``WRAPPER_SHARE``) is one group of modules directly inside it (a
-``LlamaModel`` around its decoder layers) is passed over for that group.
+*wrapper*, which is passed over for what it wraps: a module most of whose time (``WRAPPER_SHARE``) is one
+group of modules directly inside it, or a *stack*: a module holding, in a container, two or more identical
+modules that take at least ``STACK_SHARE`` of its time (a ``LlamaModel`` around its ``ModuleList`` of
+decoder layers; a ``LlamaMLP``'s two identical projections are attributes, not a stack).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from engine.model import values
 from engine.model.trace import ModuleRecord
 
 WRAPPER_SHARE = 0.8
+STACK_SHARE = 0.5
 SAME_FUNCTION_TOLERANCE = {"float32": 1e-6, "float64": 1e-9, "float16": 1e-3, "bfloat16": 1e-2}
 
 
@@ -138,8 +141,9 @@ def _overlaps(path: str, taken: set[str]) -> bool:
     return any(path == t or _inside(path, t) or _inside(t, path) for t in taken)
 
 
-def _direct_members(group: Group, parent: str, records: dict[str, ModuleRecord]) -> list[str]:
-    """Members of ``group`` inside ``parent`` with only containers between them and it."""
+def _direct_members(group: Group, parent: str, records: dict[str, ModuleRecord], stacked: bool = False) -> list[str]:
+    """Members of ``group`` inside ``parent`` with only containers between them and it (``stacked``: at
+    least one container)."""
     found = []
     for path in group.paths:
         if not _inside(path, parent) or path == parent:
@@ -151,7 +155,7 @@ def _direct_members(group: Group, parent: str, records: dict[str, ModuleRecord])
             if not records[prefix].container:
                 direct = False
                 break
-        if direct:
+        if direct and (between or not stacked):
             found.append(path)
     return found
 
@@ -166,6 +170,9 @@ def is_wrapper(group: Group, groups: list[Group], records: dict[str, ModuleRecor
             continue
         inner = sum(total_ms.get(p, 0.0) for p in _direct_members(other, parent, records))
         if inner >= WRAPPER_SHARE * own:
+            return True
+        stack = _direct_members(other, parent, records, stacked=True)
+        if len(stack) >= 2 and sum(total_ms.get(p, 0.0) for p in stack) >= STACK_SHARE * own:
             return True
     return False
 

@@ -8,7 +8,10 @@ extraction reports for a module that cannot stand alone. What can be written:
 * classes, functions and enum members reachable by their module and qualified name (``nn.BatchNorm2d``),
   ``functools.partial`` of those;
 * objects of such a class rebuilt from ``to_dict()`` (transformers' configs) or from their dataclass
-  fields, kept only when the rebuilt object compares equal (its ``to_dict()``, or ``==``).
+  fields, kept only when the rebuilt object compares equal (its ``to_dict()``, or ``==``). State kept
+  outside ``to_dict()`` in a private attribute (a config's ``_attn_implementation_internal``: which
+  attention the model runs) is passed back through the constructor keyword of its public name where the
+  class takes one; what still differs is left to extraction's proof, which runs the module alone.
 
 Names defined in the user's model file are written bare and ask for that file to be inlined in the task:
 their "import" is :data:`LOCAL`.
@@ -124,9 +127,29 @@ def _rebuilt(value: Any, local_module: str | None) -> tuple[str, set[str]] | Non
         except Exception:  # noqa: BLE001 - this way does not rebuild it; try the next
             continue
         if same:
+            kwargs = _private_state(cls, value, copy, kwargs)
             text, needed = source(kwargs, local_module)
             return f"{name}(**{text})", imports | needed
     raise NotLiteral(f"a {cls.__name__} that its own fields do not rebuild")
+
+
+def _private_state(cls: type, value: Any, copy: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` plus ``name=...`` for each private attribute ``_name``/``_name_internal`` the rebuilt
+    ``copy`` lacks and the constructor sets from that keyword."""
+    own, rebuilt = getattr(value, "__dict__", {}), getattr(copy, "__dict__", {})
+    for attribute, wanted in own.items():
+        if not attribute.startswith("_") or wanted is None or rebuilt.get(attribute) == wanted:
+            continue
+        if not isinstance(wanted, (str, int, float, bool)):
+            continue
+        keyword = attribute.strip("_").removesuffix("_internal")
+        try:
+            trial = cls(**{**kwargs, keyword: wanted})
+        except Exception:  # noqa: BLE001 - the class takes no such keyword
+            continue
+        if getattr(trial, "__dict__", {}).get(attribute) == wanted:
+            kwargs = {**kwargs, keyword: wanted}
+    return kwargs
 
 
 def source(value: Any, local_module: str | None = None) -> tuple[str, set[str]]:

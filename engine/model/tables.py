@@ -45,7 +45,7 @@ def profile_table(profile: dict[str, Any], min_share: float = 0.01, limit: int =
         name = ("  " * depth + (m["path"].rsplit(".", 1)[-1] if m["path"] else "(model)"))[:34]
         floor = m.get("floor") or {}
         head = f"{m['headroom']:.1f}" if m.get("headroom") else "–"
-        first = values.short(m["args"][0]) if m.get("args") else ""
+        first = values.short(m["args"][0]) if m.get("args") else next((values.short(v) for v in (m.get("kwargs") or {}).values()), "")
         lines.append(
             f"{name:34} {short_type(m['type'])[:18]:18} {m['calls']:>5} {_pct(m['share']['total']):>6} "
             f"{_pct(m['share']['self']):>6} {_ms(m['total_ms']):>7} {_ms(floor.get('floor_ms')):>7} {head:>6}  {first[:28]}"
