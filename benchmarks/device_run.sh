@@ -37,6 +37,9 @@
 #             (benchmarks/explore_gpu.sh, issue 28)
 #   explore_lb  a real search: the leaderboard's kernels of each of $PROBLEMS as an exploration's branches
 #             (--gpus 0, or --ray $EXPLORE_RAY), against each kernel alone (benchmarks/explore_leaderboard.py)
+#   model     a user's model end to end (issue 44): torchvision ResNet-50 and a small transformers Llama in bf16,
+#             profile -> extract -> apply the hand-written kernels of examples/models/kernels, beside
+#             torch.compile (benchmarks/model_e2e.py; MODELS=resnet50,llama)
 set -uo pipefail
 RESULTS=${RESULTS:-/tmp/cf-results}
 CORPUS=${CORPUS:-$PWD/.corpus}
@@ -186,6 +189,10 @@ section_explore_lb() {
   [ -n "${EXPLORE_RAY:-}" ] && placement=(--ray "$EXPLORE_RAY")
   timeout "${EXPLORE_LB_TIMEOUT:-560}" python3 benchmarks/explore_leaderboard.py "$CORPUS/lb/docs/assets" "$1" \
     --problems "${PROBLEMS:-l1_p88,l1_p12,l2_p16}" "${placement[@]}"
+}
+
+section_model() {
+  timeout "${MODEL_TIMEOUT:-570}" python3 benchmarks/model_e2e.py --out "$1" --models "${MODELS:-resnet50,llama}" 2>&1 | tail -40
 }
 
 section_ncu() {
