@@ -30,7 +30,9 @@ def cudaforge(*args: str, cache: Path | None = None, cwd: Path | None = None) ->
 @pytest.fixture(scope="module")
 def extracted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("model") / "tiny"
-    done = cudaforge("extract", *MODEL, "--top", "2", "--out", str(out))
+    # named by path: which modules are heaviest on a loaded CPU moves from run to run (the selection by
+    # time has its own test with fixed times, tests/test_model_extract.py)
+    done = cudaforge("extract", *MODEL, "--path", "blocks.0", "--path", "embed", "--out", str(out))
     assert done.returncode == 0, done.stderr
     return out
 
@@ -55,8 +57,8 @@ def test_profile_gives_each_module_path_its_share_calls_and_shapes(tmp_path: Pat
 
 def test_extract_writes_tasks_a_manifest_and_the_profile(extracted: Path) -> None:
     manifest = json.loads((extracted / "manifest.json").read_text())
-    names = [t["name"] for t in manifest["tasks"]]
-    assert names == ["block", "linear"] and manifest["tasks"][0]["paths"] == ["blocks.0", "blocks.1"]
+    paths = {t["name"]: t["paths"] for t in manifest["tasks"]}
+    assert paths == {"block": ["blocks.0", "blocks.1"], "linear": ["embed"]}
     assert sorted(p.name for p in (extracted / "tasks").iterdir()) == ["block.py", "linear.py"]
     assert (extracted / "profile.json").is_file()
 

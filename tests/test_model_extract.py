@@ -23,8 +23,8 @@ def extract(target: str, inputs: str, **job: object) -> dict:
 
 
 def test_identical_blocks_give_one_task_that_rebuilds_each_block_exactly() -> None:
-    result = extract(f"{TINY}:make_model", f"{TINY}:example_inputs", top=2)
-    block = result["tasks"][0]
+    result = extract(f"{TINY}:make_model", f"{TINY}:example_inputs", paths=["blocks.1"])
+    [block] = result["tasks"]
     assert block["paths"] == ["blocks.0", "blocks.1"] and block["name"] == "block"
     assert block["weights"] == {"blocks.0": {"prefix": "blocks.0.", "tensors": 4}, "blocks.1": {"prefix": "blocks.1.", "tensors": 4}}
     stamp, intact = read_fingerprint(block["source"])
@@ -92,7 +92,7 @@ def test_selection_takes_the_heaviest_groups_without_overlap_and_passes_over_sta
 def test_a_transformers_llama_gives_its_decoder_layer_as_one_task() -> None:
     pytest.importorskip("transformers")
     model = FIXTURES / "llama_tiny.py"
-    result = extract(f"{model}:make_model", f"{model}:example_inputs", top=1)
+    result = extract(f"{model}:make_model", f"{model}:example_inputs", paths=["model.layers.1"])
     [task] = result["tasks"]
     assert task["paths"] == ["model.layers.0", "model.layers.1"]
     assert "class Model(LlamaDecoderLayer)" in task["source"] and "'attn_implementation': 'sdpa'" in task["source"]

@@ -25,10 +25,14 @@ from engine.eval.baselines import speedup_against
 from engine.eval.evaluate import evaluate
 from engine.eval.options import EvalEvent, EvalOptions
 from engine.eval.result import EvalResult
+from engine.eval.tolerances import DEFAULT_TOLERANCES
 from engine.model import wholemodel
 from engine.model.client import run_job
+from engine.model.noise import NOISE_FACTOR, tolerance
 from engine.model.spec import ModelError, ModelSpec
 from engine.model.taskgen import read_fingerprint
+
+CULPRIT_PATHS = 4  # a failing task with more modules is named as a whole, not searched path by path
 
 
 @dataclass
@@ -52,6 +56,7 @@ class ApplyReport:
     failure: str | None = None
     broke: list[str] = field(default_factory=list)
     exported: str | None = None
+    tolerance: dict[str, Any] | None = None  # the whole-model check's bar and why (engine.model.noise)
 
     @property
     def ok(self) -> bool:
@@ -98,7 +103,7 @@ def summary(result: EvalResult) -> dict[str, Any]:
     }
 
 
-def _plans(spec: ModelSpec, choices: list[KernelChoice], progress: Callable[[str], None]) -> tuple[list[dict[str, Any]], list[str]]:
+def _plans(spec: ModelSpec, choices: list[KernelChoice], progress: Callable[[str], None]) -> tuple[list[dict[str, Any]], list[str], dict[str, Any] | None]:
     answer = run_job("plan", spec, progress, targets=[{"kind": c.kind, "value": c.value} for c in choices])
     plans = []
     for choice, plan in zip(choices, answer["plans"], strict=True):
@@ -111,7 +116,7 @@ def _plans(spec: ModelSpec, choices: list[KernelChoice], progress: Callable[[str
             if path in seen:
                 raise ModelError(f"{path} would be replaced by both {seen[path]} and {choice.label}")
             seen[path] = choice.label
-    return plans, answer.get("keywords", [])
+    return plans, answer.get("keywords", []), answer.get("noise")
 
 
 def _swaps(choices: list[KernelChoice], plans: list[dict[str, Any]], only: str | None = None) -> list[wholemodel.Swap]:
@@ -129,7 +134,7 @@ def apply(
 ) -> tuple[ApplyReport, list[wholemodel.Swap], list[str]]:  # fmt: skip
     """Plan, judge each kernel, then the whole model; the report, the swaps and the batch's keyword names."""
     report = ApplyReport(spec=spec.to_dict())
-    plans, keywords = _plans(spec, choices, progress)
+    plans, keywords, noise = _plans(spec, choices, progress)
     for choice, plan in zip(choices, plans, strict=True):
         progress(f"evaluating {choice.label} against its task {plan['name']} ({len(plan['paths'])} module(s))")
         result = evaluate(plan["source"], choice.kernel_source, options, on_event, task_name=plan["name"], kernel_name=choice.kernel_name)
@@ -139,7 +144,10 @@ def apply(
             report.failure = f"{choice.label} is {result.status} on its task {plan['name']}: {entry['message'] or result.status}"
             return report, [], keywords
     swaps = _swaps(choices, plans)
-    whole_options = dataclasses.replace(options, static_guard=False, shapes=False)
+    default = {**DEFAULT_TOLERANCES, **options.tolerances}[spec.torch_dtype]
+    used = tolerance(default, noise)
+    report.tolerance = {"dtype": spec.torch_dtype, "default": default, "noise": noise, "used": used, "factor": NOISE_FACTOR}
+    whole_options = dataclasses.replace(options, static_guard=False, shapes=False, tolerances={**options.tolerances, spec.torch_dtype: used})
     task = wholemodel.whole_task(spec, keywords)
     progress(f"checking and timing the whole model with {sum(len(s.paths) for s in swaps)} module(s) replaced")
     result = evaluate(task, wholemodel.candidate(spec, swaps, keywords), whole_options, on_event, task_name="whole_model", kernel_name="whole_model_kernels.py")
@@ -152,16 +160,28 @@ def apply(
 
 
 def _culprits(spec: ModelSpec, choices: list[KernelChoice], plans: list[dict[str, Any]], keywords: list[str], options: EvalOptions, progress: Callable[[str], None]) -> list[str]:
-    """The module paths whose swap alone makes the whole model fail its check."""
-    paths = [p for plan in plans for p in plan["paths"]]
-    if len(paths) == 1:
-        return paths
+    """The module paths whose swap makes the whole model fail: each task's swaps alone (one evaluation per
+    task, none when there is only one), then each path alone within a failing task of a few paths."""
     task = wholemodel.whole_task(spec, keywords)
-    check = dataclasses.replace(options, do_timing=False, compile_baselines=())
-    broke = []
-    for index, path in enumerate(paths, 1):
-        progress(f"finding the swap that breaks the model: {path} alone ({index}/{len(paths)})")
-        alone = evaluate(task, wholemodel.candidate(spec, _swaps(choices, plans, only=path), keywords), check, task_name="whole_model", kernel_name="whole_model_kernels.py")
-        if not alone.ok:
-            broke.append(path)
+    check = dataclasses.replace(options, do_timing=False, compile_baselines=(), trials=min(options.trials, 2))
+
+    def fails(paths: list[str], what: str) -> bool:
+        progress(f"finding the swap that breaks the model: {what}")
+        swaps = [s for s in (_swaps(choices, plans, only=p) for p in paths) for s in s]
+        merged: dict[str, wholemodel.Swap] = {}
+        for swap in swaps:
+            merged.setdefault(swap.task, dataclasses.replace(swap, paths=[])).paths.extend(swap.paths)
+        alone = evaluate(task, wholemodel.candidate(spec, list(merged.values()), keywords), check, task_name="whole_model", kernel_name="whole_model_kernels.py")
+        return not alone.ok
+
+    groups = [plan["paths"] for plan in plans]
+    if len(groups) > 1:
+        groups = [g for g, plan in zip(groups, plans, strict=True) if fails(g, f"{plan['name']}'s {len(g)} module(s) alone")]
+    broke: list[str] = []
+    for paths in groups:
+        if len(paths) == 1 or len(paths) > CULPRIT_PATHS:
+            broke += paths
+            continue
+        alone = [p for p in paths if fails([p], f"{p} alone")]
+        broke += alone or paths
     return broke

@@ -49,7 +49,11 @@ def _plan(spec: Any, loaded: Any, job: dict[str, Any]) -> dict[str, Any]:
         outcome = extract._one(spec, loaded, records, chosen, captured, set(), profile)
         answers.append({"target": target, **({"error": outcome["reason"]} if "reason" in outcome else {"task": outcome})})
     del taskgen
-    return {"plans": answers, "spec": spec.to_dict(), "keywords": list(loaded.kwargs)}
+    from engine.model.noise import own_deviation
+
+    progress("measuring the model's own rounding noise against a higher-precision run")
+    noise = own_deviation(spec, loaded)
+    return {"plans": answers, "spec": spec.to_dict(), "keywords": list(loaded.kwargs), "noise": noise}
 
 
 def _find(target: dict[str, Any], found: list[Any], loaded: Any, spec: Any, records: Any) -> Any:

@@ -84,6 +84,12 @@ def apply_table(report: dict[str, Any]) -> str:
     if whole:
         lines.append("")
         lines.append(f"whole model: {whole['status']}" + (f" · end to end {_speedup(whole)} vs eager" if whole.get("speedup") else ""))
+        tol = report.get("tolerance") or {}
+        if tol.get("noise"):
+            lines.append(
+                f"  checked at {tol['dtype']} tolerance {tol['used']:.2g} (the eager model's own deviation from its "
+                f"{tol['noise']['truth']} run is {tol['noise']['deviation']:.2g}; ×{tol['factor']:g}, never under the default {tol['default']:g})"
+            )
         if whole.get("reference_ms"):
             lines.append(f"  eager {_ms(whole['reference_ms'])} ms → with the kernels {_ms(whole['candidate_ms'])} ms per forward")
         for mode, b in (whole.get("baselines") or {}).items():

@@ -132,18 +132,26 @@ def _call_text(params: list[Parameter]) -> str:
 
 
 def init_parameters(cls: type, call: InitCall, local_module: str | None) -> tuple[list[Parameter], set[str]]:
-    """The constructor's bound arguments, each with the source that rebuilds it."""
+    """Every constructor parameter in the class's own order, each with the source that rebuilds it: the
+    value the model passed, else the parameter's default. So the task's ``Model`` takes the arguments the
+    class does (``Bottleneck(inplanes, planes, stride, downsample, …)``), which is what a Coder who knows
+    the class writes for ``ModelNew``. A default no source can rebuild is left out (the class uses it)."""
     sig, bound = _bind(cls.__init__, call.args, call.kwargs, "constructor")
     params, imports = [], set()
-    names = list(sig.parameters)[1:]
-    for index, name in enumerate(names):
-        if name not in bound.arguments:
+    for name, param in list(sig.parameters.items())[1:]:
+        variadic = param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        if name not in bound.arguments and (variadic or param.default is inspect.Parameter.empty):
             continue
+        given = name in bound.arguments
         try:
-            text, needed = literals.source(bound.arguments[name], local_module)
+            text, needed = literals.source(bound.arguments[name] if given else param.default, local_module)
         except literals.NotLiteral as why:
+            if not given:
+                continue
             raise NotStandalone(f"constructor argument `{name}` is {why}") from None
-        params.append(Parameter(name, _how(sig.parameters[name], index, len(call.args)), text))
+        how = {inspect.Parameter.VAR_POSITIONAL: "star", inspect.Parameter.VAR_KEYWORD: "starstar",
+               inspect.Parameter.POSITIONAL_ONLY: "positional"}.get(param.kind, "keyword")  # fmt: skip
+        params.append(Parameter(name, how, text))
         imports |= needed
     return params, imports
 
