@@ -164,3 +164,18 @@ def test_a_kernel_right_on_its_task_but_wrong_in_the_model_is_refused_and_nothin
     assert "refused: the whole model with the kernels is runtime_error" in done.stdout
     assert "the swap of blocks.0, blocks.1 breaks it" in done.stdout and "nothing was exported" in done.stdout
     assert not export.exists() and TINY.read_bytes() == before
+
+
+@pytest.mark.slow
+def test_two_tasks_of_one_class_are_applied_together_each_with_its_own_constructor(ext_cache: Path, tmp_path: Path) -> None:
+    model = REPO / "tests" / "fixtures" / "model" / "two_widths.py"
+    spec = [f"{model}:make_model", "--inputs", f"{model}:example_inputs", "--device", "cpu"]
+    done = cudaforge("extract", *spec, "--path", "narrow.0", "--path", "wide", "--out", str(tmp_path / "x"))
+    assert done.returncode == 0, done.stderr
+    tasks = {t["name"]: t["paths"] for t in json.loads((tmp_path / "x" / "manifest.json").read_text())["tasks"]}
+    assert tasks == {"block": ["narrow.0", "narrow.1"], "block_2": ["wide"]}
+    kernels = [a for name in tasks for a in ("--kernel", f"{tmp_path / 'x' / 'tasks' / (name + '.py')}={GOOD}")]
+    done = cudaforge("apply", *spec, *kernels, "--timing-trials", "5", "--json", str(tmp_path / "apply.json"), cache=ext_cache)
+    assert done.returncode == 0, done.stderr + done.stdout
+    report = json.loads((tmp_path / "apply.json").read_text())
+    assert [k["task"] for k in report["kernels"]] == ["block", "block_2"] and report["whole"]["status"] == "correct"

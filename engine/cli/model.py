@@ -263,7 +263,7 @@ def run_apply(args: argparse.Namespace) -> int:
         spec = model_spec(args)
         choices = _choices(args)
         options = eval_options(args, spec.device)
-        report, swaps, keywords = apply(spec, choices, options, _progress("apply"))
+        report, swaps, keywords, whole_options = apply(spec, choices, options, _progress("apply"))
     except (ModelError, EvaluationError, ConfigError, GuardPolicyError, OSError) as error:
         return _fail("apply", str(error))
     results = [k["result"] for k in report.kernels] + ([report.whole["result"]] if report.whole else [])
@@ -271,7 +271,7 @@ def run_apply(args: argparse.Namespace) -> int:
     if report.ok and args.export:
         text = wholemodel.export(spec, swaps, verified=f"Whole-model check passed: {report.whole and report.whole['status']}.")
         if args.verify:
-            report = _verify_export(report, spec, text, keywords, options)
+            report = _verify_export(report, spec, text, keywords, whole_options)
         if report.ok:
             write_atomically(args.export, text)
             report.exported = str(args.export)
@@ -284,7 +284,8 @@ def run_apply(args: argparse.Namespace) -> int:
 
 
 def _verify_export(report: Any, spec: ModelSpec, text: str, keywords: list[str], options: EvalOptions) -> Any:
-    """The export's own text, run as the whole-model candidate in a fresh worker (no timing)."""
+    """The export's own text, run as the whole-model candidate in a fresh worker (no timing), at the
+    whole-model check's options (its bar from the model's own noise)."""
     import dataclasses
 
     from engine.eval.evaluate import evaluate

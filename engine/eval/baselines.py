@@ -77,9 +77,11 @@ def against_text(speedup: float | None, baselines: dict[str, Any] | None) -> str
 
 
 def measure(
-    task_path: Path, device_name: str, mode: str, trials: int, budget_s: float, seed: int
-) -> dict[str, Any]:
-    """Compile the task's reference in ``mode``, check it against eager, time both (one process)."""
+    task_path: Path, device_name: str, mode: str, trials: int, budget_s: float, seed: int,
+    tolerances: dict[str, float] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Compile the task's reference in ``mode``, check it against eager (at the evaluation's tolerances:
+    a whole model's check has a bar of its own, engine.model.noise), time both (one process)."""
     import torch
 
     from engine.eval.compare import compare_outputs
@@ -106,7 +108,7 @@ def measure(
         if device.type == "cuda":
             torch.cuda.synchronize()
         compile_s = time.monotonic() - started
-        check = compare_outputs(eager(*inputs), first, {})
+        check = compare_outputs(eager(*inputs), first, tolerances or {})
         timing = time_models(
             lambda: compiled(*inputs), lambda: eager(*inputs), device, TimingPlan(trials, budget_s)
         )
@@ -145,19 +147,23 @@ def command(
     out: Path,
     python: str = sys.executable,
     plan: TimingSettings | None = None,
+    tolerances: dict[str, float] | None = None,
 ) -> list[str]:
     timing = (
         ["--trials", str(plan.trials), "--budget", str(plan.budget_s), "--seed", str(plan.seed)]
         if plan
         else []
     )
+    if tolerances:
+        timing += ["--tolerances", json.dumps(tolerances)]
     return [python, "-m", "engine.eval.baselines", str(task_path), "--device", device, "--mode", mode,
             "--json", str(out), *timing]  # fmt: skip
 
 
 def reuse_key(
-    task_source: str, device: str, mode: str, plan: TimingSettings | None, gpu_index: int | None
-) -> str:
+    task_source: str, device: str, mode: str, plan: TimingSettings | None, gpu_index: int | None,
+    tolerances: dict[str, float] | None = None,
+) -> str:  # fmt: skip
     """Everything a baseline's figure depends on but the moment it was taken."""
     try:
         torch_version = importlib.metadata.version("torch")  # without importing torch in the parent
@@ -169,6 +175,8 @@ def reuse_key(
         "gpu_index": gpu_index, "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "torch": torch_version, "python": sys.executable,
     }  # fmt: skip
+    if tolerances:  # only where given, so the keys of baselines kept before stay what they were
+        payload["tolerances"] = tolerances
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -199,6 +207,7 @@ def run_baselines(
     cache_root: Path | None = None,
     plan: TimingSettings | None = None,
     gpu_index: int | None = None,
+    tolerances: dict[str, float] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each mode's baseline: kept from an earlier evaluation of the same reference (beside ``cache_root``),
     else measured one after the other, each in its own process, on ``gpu_index`` where given; a failed
@@ -212,7 +221,7 @@ def run_baselines(
         task_path.write_text(task_source, encoding="utf-8")
         for mode in modes:
             kept_at = (
-                store_for(cache_root) / f"{reuse_key(task_source, device, mode, plan, gpu_index)}.json"
+                store_for(cache_root) / f"{reuse_key(task_source, device, mode, plan, gpu_index, tolerances)}.json"
                 if cache_root is not None
                 else None
             )
@@ -222,7 +231,7 @@ def run_baselines(
             out = Path(folder) / f"{mode}.json"
             try:
                 done = subprocess.run(
-                    command(task_path, device, mode, out, plan=plan), capture_output=True, text=True,
+                    command(task_path, device, mode, out, plan=plan, tolerances=tolerances), capture_output=True, text=True,
                     timeout=timeout_s, env=env,
                 )  # fmt: skip
             except subprocess.TimeoutExpired:
@@ -244,8 +253,9 @@ def run_baselines(
 
 
 def measure_into(
-    task: Path, device: str, mode: str, out: Path, plan: TimingSettings | None = None
-) -> dict[str, Any] | None:
+    task: Path, device: str, mode: str, out: Path, plan: TimingSettings | None = None,
+    tolerances: dict[str, float] | None = None,
+) -> dict[str, Any] | None:  # fmt: skip
     """Measure one mode with ``plan`` (default: the project's timing settings) and write the JSON to
     ``out`` atomically; None, after saying why on stderr, when it could not be measured. Both workers use
     it (this module's and the bench's ``engine.bench.compile_baseline``)."""
@@ -259,7 +269,7 @@ def measure_into(
             return None
         plan = TimingSettings(config.eval.timing_trials, config.eval.timing_budget_s, config.eval.seed)
     try:
-        data = measure(task, device, mode, plan.trials, plan.budget_s, plan.seed)
+        data = measure(task, device, mode, plan.trials, plan.budget_s, plan.seed, tolerances)
     except Exception as error:  # torch.compile can fail on any task; the evaluation goes on without it
         traceback.print_exc()
         print(f"compile baseline failed: {type(error).__name__}: {error}", file=sys.stderr)
@@ -280,11 +290,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=None, help="timing trials (default: the config's)")
     parser.add_argument("--budget", type=float, default=None, help="timing budget in seconds")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--tolerances", type=json.loads, default=None, help="per-dtype tolerances as JSON")
     args = parser.parse_args(argv)
     plan = None
     if args.trials is not None and args.budget is not None and args.seed is not None:
         plan = TimingSettings(args.trials, args.budget, args.seed)
-    return 0 if measure_into(args.task, args.device, args.mode, args.json, plan) is not None else 1
+    return 0 if measure_into(args.task, args.device, args.mode, args.json, plan, args.tolerances) is not None else 1
 
 
 if __name__ == "__main__":

@@ -121,7 +121,7 @@ def evaluate(
         plan = TimingSettings(options.timing.min_trials, options.timing.budget_s, options.seed)
         result.baselines = run_baselines(
             task_source, device, options.compile_baselines, cache_root=_cache_root(options), plan=plan,
-            gpu_index=options.gpu_index,
+            gpu_index=options.gpu_index, tolerances=options.tolerances or None,
         )  # fmt: skip
         result.durations["baselines"] = time.monotonic() - started_baselines
     result.kernel_sha256 = hashlib.sha256(kernel_source.encode()).hexdigest()

@@ -131,8 +131,9 @@ def _swaps(choices: list[KernelChoice], plans: list[dict[str, Any]], only: str |
 def apply(
     spec: ModelSpec, choices: list[KernelChoice], options: EvalOptions,
     progress: Callable[[str], None] = lambda _: None, on_event: Callable[[EvalEvent], None] | None = None,
-) -> tuple[ApplyReport, list[wholemodel.Swap], list[str]]:  # fmt: skip
-    """Plan, judge each kernel, then the whole model; the report, the swaps and the batch's keyword names."""
+) -> tuple[ApplyReport, list[wholemodel.Swap], list[str], EvalOptions]:  # fmt: skip
+    """Plan, judge each kernel, then the whole model; the report, the swaps, the batch's keyword names and
+    the whole-model check's options (what an export is checked with again)."""
     report = ApplyReport(spec=spec.to_dict())
     plans, keywords, noise = _plans(spec, choices, progress)
     for choice, plan in zip(choices, plans, strict=True):
@@ -142,7 +143,7 @@ def apply(
         report.kernels.append(entry)
         if not result.ok:
             report.failure = f"{choice.label} is {result.status} on its task {plan['name']}: {entry['message'] or result.status}"
-            return report, [], keywords
+            return report, [], keywords, options
     swaps = _swaps(choices, plans)
     default = {**DEFAULT_TOLERANCES, **options.tolerances}[spec.torch_dtype]
     used = tolerance(default, noise)
@@ -156,7 +157,7 @@ def apply(
         report.broke = _culprits(spec, choices, plans, keywords, whole_options, progress)
         named = f"; the swap of {', '.join(report.broke)} breaks it" if report.broke else ""
         report.failure = f"the whole model with the kernels is {result.status}: {report.whole['message'] or result.status}{named}"
-    return report, swaps, keywords
+    return report, swaps, keywords, whole_options
 
 
 def _culprits(spec: ModelSpec, choices: list[KernelChoice], plans: list[dict[str, Any]], keywords: list[str], options: EvalOptions, progress: Callable[[str], None]) -> list[str]:

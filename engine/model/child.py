@@ -39,6 +39,7 @@ def _plan(spec: Any, loaded: Any, job: dict[str, Any]) -> dict[str, Any]:
     found = groups.partition(loaded.model, loaded.args, loaded.kwargs, groups.key_groups(loaded.model, records, groups.candidates(records)), {p: r.type for p, r in records.items()})
     profile = {"modules": [{"path": p, "total_ms": 0.0} for p in records], "device_ms": 0.0, "gpu": None}
     answers: list[dict[str, Any]] = []
+    used: set[str] = set()  # task names unique over the plan: an export keys its tasks and kernels by them
     for target in job["targets"]:
         group = _find(target, found, loaded, spec, records)
         if isinstance(group, str):
@@ -46,7 +47,7 @@ def _plan(spec: Any, loaded: Any, job: dict[str, Any]) -> dict[str, Any]:
             continue
         chosen = groups.Group([target["value"]] if target["kind"] == "path" else group.paths, group.type)
         captured = extract.capture(loaded.model, loaded, [chosen.representative])
-        outcome = extract._one(spec, loaded, records, chosen, captured, set(), profile)
+        outcome = extract._one(spec, loaded, records, chosen, captured, used, profile)
         answers.append({"target": target, **({"error": outcome["reason"]} if "reason" in outcome else {"task": outcome})})
     del taskgen
     from engine.model.noise import own_deviation

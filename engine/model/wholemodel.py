@@ -167,6 +167,8 @@ Replaced:
 {listing}
 """'''
     dropin = DROPIN.read_text().split('"""', 2)[2].replace("from __future__ import annotations\n", "").lstrip("\n")
+    if len({s.task for s in swaps}) != len(swaps):
+        raise ValueError(f"two swaps share a task name ({', '.join(s.task for s in swaps)}): TASKS and KERNELS are keyed by it")
     tasks = {s.task: s.task_source for s in swaps}
     kernels = {s.task: s.kernel_source for s in swaps}
     data = json.dumps([s.data() for s in swaps], indent=4)
