@@ -446,3 +446,23 @@ def test_round_context_takes_the_policy_and_changed_rules_from_the_options(tmp_p
     assert older_policy == "default" and older.contract.trials == EvalOptions().trials
     text = P.coder_system("cuda", policy, context)
     assert "full replacement" in text and "`functional-in-forward`" in text and "9 trials" in text
+
+
+def test_a_16_bit_task_tells_both_agents_its_dtype_and_bar(tmp_path: Path) -> None:
+    """A task extracted from a bf16 model (``cudaforge extract --dtype bf16``) names its dtype; the round's
+    contract, and so the Coder's and the Judge's prompts, say it and its tolerance."""
+    from sessions.repo import SessionRepo
+
+    bf16_task = (
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Linear):\n    def __init__(self, a, b):\n"
+        "        super().__init__(a, b)\n        self.to(torch.bfloat16)\n\n\ndef get_inputs():\n"
+        "    return [torch.randn((8, 16), dtype=torch.bfloat16)]\n\n\ndef get_init_inputs():\n    return [16, 4]\n"
+    )
+    with SessionRepo.create(tmp_path, task_source=bf16_task, task_name="linear") as session:
+        context, _ = round_context(session, session.current_branch, EvalOptions(device="cuda"))
+    assert context.contract.precision == ("bfloat16",)
+    judge = P.judge_optimize(bf16_task, "class ModelNew: ...", "H200", None, "none", context=context)
+    for text in (P.coder_system("cuda", "default", context), judge.messages[0].content):
+        assert "This task computes in bfloat16" in text and "bfloat16 1e-2" in text
+    plain = Contract.from_settings({}, "import torch\n\ndef get_inputs():\n    return [torch.randn(4)]\n")
+    assert plain.precision == () and "This task computes in" not in plain.text()

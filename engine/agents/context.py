@@ -29,20 +29,59 @@ def format_tolerance(tol: float) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
+LOW_PRECISION = ("bfloat16", "float16")
+
+
+def task_precision(source: str) -> tuple[str, ...]:
+    """The 16-bit floating dtypes a task's source names (``torch.bfloat16``, ``torch.half``, …), in order.
+
+    A task extracted from a bf16 or fp16 model says so in its own text (``self.to(torch.bfloat16)``, the
+    dtype of every ``get_inputs()`` tensor), as KernelBench's precision option makes every tensor of a task
+    that dtype; the agents are told, since the bar and the right accumulation follow from it.
+    """
+    import ast
+
+    aliases = {"bfloat16": "bfloat16", "float16": "float16", "half": "float16"}
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ()
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+            name = aliases.get(node.attr)
+            if name and name not in found:
+                found.append(name)
+    return tuple(found)
+
+
 @dataclass(frozen=True)
 class Contract:
-    """The correctness bar as the evaluator applies it: trials and a tolerance per output dtype."""
+    """The correctness bar as the evaluator applies it: trials and a tolerance per output dtype, and the
+    16-bit dtypes the task computes in, when it names any (``task_precision``)."""
 
     trials: int = DEFAULT_TRIALS
     tolerances: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
+    precision: tuple[str, ...] = ()
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any] | None) -> Contract:
+    def from_settings(cls, settings: Mapping[str, Any] | None, task_source: str = "") -> Contract:
         """From ``EvalOptions.settings()`` or an EvalResult's ``settings`` (missing keys: the defaults)."""
         settings = settings or {}
         tolerances = {**DEFAULT_TOLERANCES, **dict(settings.get("tolerances") or {})}
         trials = int(settings.get("trials") or DEFAULT_TRIALS)
-        return cls(trials=trials, tolerances=tolerances)
+        return cls(trials=trials, tolerances=tolerances, precision=task_precision(task_source))
+
+    def precision_text(self) -> list[str]:
+        if not self.precision:
+            return []
+        bars = ", ".join(f"{d} {format_tolerance(self.tolerances.get(d, DEFAULT_TOLERANCES[d]))}" for d in self.precision)
+        return [
+            f"- This task computes in {' and '.join(self.precision)}: its weights and floating inputs are that dtype,"
+            f" and its outputs are compared at that dtype's tolerance ({bars}). Keep the outputs in that dtype;"
+            " accumulate sums, norms and matmuls in float32 and round where the reference rounds (its"
+            " intermediate results are that dtype too), so the rounding error stays the reference's own.",
+        ]
 
     def text(self) -> str:
         tols = ", ".join(f"{dtype} {format_tolerance(tol)}" for dtype, tol in self.tolerances.items())
@@ -61,6 +100,7 @@ class Contract:
                 " fail the check.",
                 "- Your forward runs before and after the reference on the same inputs: it must not modify"
                 " its inputs, and must return fresh outputs on every call.",
+                *self.precision_text(),
             ]
         )
 

@@ -64,6 +64,13 @@ def guard_changes(eval_options: Any, result: Mapping[str, Any] | None = None) ->
     return GuardChanges(tuple(refuse or ()), tuple(relax or ()))
 
 
+def _task_source(session: Any) -> str:
+    try:
+        return str(session.task_source)
+    except Exception:  # noqa: BLE001 - a session without its task text: no precision line
+        return ""
+
+
 def round_context(
     session: Any, branch: str, eval_options: Any, hardware: str = "", with_history: bool = True
 ) -> tuple[PromptContext, str]:
@@ -83,7 +90,7 @@ def round_context(
     table = history.render(history.rows_from_iterations(items)) if with_history else ""
     context = PromptContext(
         target=target,
-        contract=Contract.from_settings(settings),
+        contract=Contract.from_settings(settings, _task_source(session)),
         guard=guard_changes(eval_options, latest),
         history=table,
     )

@@ -235,6 +235,7 @@ def _one(spec: ModelSpec, loaded: Loaded, records: dict[str, ModuleRecord], grou
         "share": group.total_ms / device_ms if device_ms else 0.0, "calls": sum(records[p].calls for p in group.paths),
     }  # fmt: skip
     seen = captured.get(group.representative)
+    name = ""
     try:
         if seen is None:
             raise taskgen.NotStandalone("it was not called again in a second forward (data-dependent control flow)")
@@ -245,6 +246,7 @@ def _one(spec: ModelSpec, loaded: Loaded, records: dict[str, ModuleRecord], grou
         prove(code, dict(loaded.model.named_modules())[group.representative], seen, spec)
     except taskgen.NotStandalone as why:
         group.skipped = str(why)
+        used.discard(name)  # a skipped group leaves its name to the next task
         return {**entry, "reason": str(why)}
     record = records[group.representative]
     return {
