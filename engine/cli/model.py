@@ -99,7 +99,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        "and the kernel file for it (repeatable)")  # fmt: skip
     apply.add_argument("--from-session", action="append", default=[], metavar="SESSION[:ITER]",
                        help="the kernel of a session's best correct iteration (or ITER) for the task of that session")  # fmt: skip
-    apply.add_argument("--tasks", type=Path, metavar="DIR", help="the folder cudaforge extract wrote (for task names)")
+    apply.add_argument("--tasks", type=Path, metavar="DIR", help="the folder cudaforge extract wrote (for task names; "
+                       "the report is kept there as apply.json)")  # fmt: skip
     apply.add_argument("--sessions-dir", type=Path, default=None, help="sessions root for --from-session names")
     apply.add_argument("--compile-baseline", action="append", choices=COMPILE_MODES, metavar="MODE",
                        help="also time torch.compile of the model (default, max-autotune) beside eager")  # fmt: skip
@@ -275,8 +276,11 @@ def run_apply(args: argparse.Namespace) -> int:
         if report.ok:
             write_atomically(args.export, text)
             report.exported = str(args.export)
+    text = json.dumps(report.to_dict(), indent=1, default=str)
     if args.json:
-        write_atomically(args.json, json.dumps(report.to_dict(), indent=1, default=str))
+        write_atomically(args.json, text)
+    if args.tasks:  # the model folder keeps its last apply (the workbench's model view and the report read it)
+        write_atomically(args.tasks / "apply.json", text)
     print(apply_table(report.to_dict()))
     if harness:
         return EXIT_HARNESS

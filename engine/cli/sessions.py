@@ -50,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report = subparsers.add_parser(
         "report", help="write a session as one self-contained HTML page (charts, diff, iterations, metrics)"
     )
-    report.add_argument("session", metavar="SESSION", help="a session path or a name under the sessions root")
+    report.add_argument("session", metavar="SESSION", help="a session path or a name under the sessions root, or a "
+                        "model folder cudaforge extract wrote (the model's page: profile, tasks, end to end)")  # fmt: skip
     report.add_argument("--branch", help="branch (default: the current one)")
     report.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file to write")
     _add_sessions_dir(report)
@@ -124,6 +125,22 @@ def run_branch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model_report(folder: Path, output: Path) -> int:
+    from engine.model.report import render
+    from engine.model.spec import ModelError
+
+    try:
+        page = render(folder)
+    except ModelError as error:
+        return _fail(str(error))
+    try:
+        output.write_text(page, encoding="utf-8")
+    except OSError as error:
+        return _fail(f"cannot write {output}: {error.strerror}")
+    print(f"wrote {output}: the model of {folder}")
+    return 0
+
+
 def run_export(args: argparse.Namespace) -> int:
     try:
         with SessionRepo.open(args.session, args.sessions_dir) as repo:
@@ -144,6 +161,10 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_report(args: argparse.Namespace) -> int:
     from engine.batch.report import CHARTS_HINT, gather, render_html
+    from engine.model.folder import is_model_folder
+
+    if is_model_folder(Path(args.session)):  # a folder cudaforge extract wrote: the model's report
+        return _model_report(Path(args.session), Path(args.output))
 
     try:
         with SessionRepo.open(args.session, args.sessions_dir) as repo:
