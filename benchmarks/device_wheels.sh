@@ -3,7 +3,7 @@
 #   .whl/*.whl   cudaforge's core dependencies only: what `pip install -e .` gives a GPU box
 #   .whl/dev/    the test tools ([dev] minus ruff), installed only by the tests and timing sections
 #   .whl/deb/    bubblewrap's Debian package (the device image has none), unpacked by device_run.sh
-# torch, triton, numpy and the NVIDIA libraries are the device's own and never shipped.
+# torch, triton, numpy, transformers and the NVIDIA libraries are the device's own and never shipped.
 # Usage, from the repository root: bash benchmarks/device_wheels.sh   (then carry ".whl")
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
@@ -19,7 +19,7 @@ project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 names = project["dependencies"] if sys.argv[1] == "core" else project["optional-dependencies"]["dev"]
 for name in names:
     name = name.split(";")[0].strip()
-    if not re.match(r"^(torch|triton|numpy|tomli|ruff)\b", name, re.I):
+    if not re.match(r"^(torch|triton|numpy|tomli|ruff|transformers)\b", name, re.I):
         print(name)
 PY
 }

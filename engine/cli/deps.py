@@ -1,4 +1,4 @@
-"""What cudaforge's code imports, against what an install provides (ARCHITECTURE.md §9).
+"""What cudaforge's code imports, against what an install provides (ARCHITECTURE.md §10).
 
 Why this exists: the split build imported ``tree_sitter_cuda`` lazily, inside a function, and the
 grammar came only with the ``syntax`` extra; a plain ``pip install -e .`` on a GPU box then failed

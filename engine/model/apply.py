@@ -1,4 +1,4 @@
-"""Put accepted kernels back into the user's model and prove the whole model (ARCHITECTURE.md §9, "Apply").
+"""Put accepted kernels back into the user's model and prove the whole model (ARCHITECTURE.md §9).
 
 1. **Plan** (the model process): which modules each kernel replaces. A module path replaces that module;
    a task (its file, a name from an extraction's manifest, or a session's ``task.py``) replaces every

@@ -1,4 +1,4 @@
-"""A module of the user's model written as a KernelBench task file (ARCHITECTURE.md §9, "Extract").
+"""A module of the user's model written as a KernelBench task file (ARCHITECTURE.md §9).
 
 The task's ``Model`` *is* the module: a subclass of its class, built from the arguments the model built it
 with (``engine.model.initargs``), cast to the model's dtype and put in eval mode, whose ``forward`` takes the

@@ -1,4 +1,4 @@
-"""Source text for the whole-model check and the drop-in export (ARCHITECTURE.md §9, "Apply").
+"""Source text for the whole-model check and the drop-in export (ARCHITECTURE.md §9).
 
 Three files are written from one set of pieces, so what is checked is what is exported:
 
