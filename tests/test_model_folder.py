@@ -95,3 +95,13 @@ def test_the_model_report_holds_the_profile_the_tasks_and_the_end_to_end(tmp_pat
                           env={"PYTHONPATH": python_path(), "PATH": "/usr/bin:/bin"}, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "m.html").read_text() == render(root)
+
+
+def test_the_terminal_table_names_a_row_from_its_nearest_shown_ancestor_and_says_what_cpu_time_is(tmp_path: Path) -> None:
+    from engine.model.tables import profile_table
+
+    profile = json.loads((make_folder(tmp_path / "m") / "profile.json").read_text())
+    lines = profile_table(profile).splitlines()
+    assert "operators' time under the profiler 2.000 ms per forward" in lines[1]
+    [row] = [line for line in lines if line.lstrip().startswith("a.0")]
+    assert row.startswith("  a.0 ") and "25.0%" in row  # "a" is no module of the profile: the row says a.0, under the model

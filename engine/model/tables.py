@@ -30,19 +30,36 @@ def rows_shown(profile: dict[str, Any], min_share: float, limit: int) -> list[di
     return shown
 
 
+def _label(path: str, shown: set[str]) -> tuple[int, str]:
+    """(depth, name) of a row: its path from the nearest ancestor that is shown, indented under it."""
+    if not path:
+        return 0, "(model)"
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        if ".".join(parts[:cut]) in shown:
+            return _label(".".join(parts[:cut]), shown)[0] + 1, ".".join(parts[cut:])
+    return 1, path
+
+
 def profile_table(profile: dict[str, Any], min_share: float = 0.01, limit: int = 40) -> str:
     latency = profile["latency"]
     where = profile.get("gpu") or profile["device"]
+    if profile["device"] == "cpu":  # operators' CPU time, inflated by the profiler on small operators
+        spent = f"operators' time under the profiler {_ms(profile['device_ms'])} ms per forward (its overhead inflates small operators: read the shares)"
+    else:
+        spent = f"device time {_ms(profile['device_ms'])} ms per forward"
     lines = [
         f"{profile['model']} · {profile['dtype']} · {where}",
         f"forward {_ms(latency['median_ms'])} ms (quartiles {_ms(latency['q1_ms'])}–{_ms(latency['q3_ms'])}, "
-        f"{latency['runs']} runs) · device time {_ms(profile['device_ms'])} ms per forward",
+        f"{latency['runs']} runs) · {spent}",
         "",
         f"{'module':34} {'type':18} {'calls':>5} {'total':>6} {'self':>6} {'ms':>7} {'floor':>7} {'×floor':>6}  input",
     ]
-    for m in rows_shown(profile, min_share, limit):
-        depth = m["path"].count(".") + (1 if m["path"] else 0)
-        name = ("  " * depth + (m["path"].rsplit(".", 1)[-1] if m["path"] else "(model)"))[:34]
+    rows = rows_shown(profile, min_share, limit)
+    shown = {m["path"] for m in rows}
+    for m in rows:
+        depth, label = _label(m["path"], shown)
+        name = ("  " * depth + label)[:34]
         floor = m.get("floor") or {}
         head = f"{m['headroom']:.1f}" if m.get("headroom") else "–"
         first = values.short(m["args"][0]) if m.get("args") else next((values.short(v) for v in (m.get("kwargs") or {}).values()), "")
