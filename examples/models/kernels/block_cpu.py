@@ -2,6 +2,8 @@
 kept in PyTorch (the default guard policy allows that beside own kernels). Parameter names are the
 module's own (fc1.weight, …), so `cudaforge apply` loads each block's weights into it by name."""
 
+# guard policy: default (PyTorch layers are kept beside the own kernels, as KernelBench allows)
+
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

@@ -5,6 +5,8 @@ conv1 and conv2, BN + the residual add + ReLU after conv3. Eager runs those as 2
 in-place passes between them. Each step rounds to bf16 where eager's would, so the result stays within
 bf16's tolerance. Submodule names are torchvision's, so `cudaforge apply` loads each block's weights."""
 
+# guard policy: default (PyTorch layers are kept beside the own kernels, as KernelBench allows)
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1,6 +1,8 @@
 """A kernel for tiny_mlp's Linear task (the `embed` layer) on CPU: y = x Wᵀ + b in C++. Its parameters
 are named as nn.Linear's (weight, bias), so `cudaforge apply` loads the layer's weights into it by name."""
 
+# guard policy: default (PyTorch layers are kept beside the own kernels, as KernelBench allows)
+
 import math
 
 import torch
