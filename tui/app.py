@@ -63,12 +63,16 @@ class CudaforgeApp(App[int]):
         notice: str | None = None,
         config: Any = None,
         session_config: Callable[[SessionRepo], Any] | None = None,
+        model_folder: Path | None = None,
     ) -> None:
         """``config``: the command line's resolved settings, for ``session`` (the session it named).
         ``session_config(repo)``: the settings for any other session opened here (the browser's
         ``o``, or the named one opened again): its stored models and round target, as
-        ``cudaforge open`` would resolve them; without it, ``config`` serves every session."""
+        ``cudaforge open`` would resolve them; without it, ``config`` serves every session.
+        ``model_folder``: a folder ``cudaforge extract`` wrote, shown first in the model view
+        (``cudaforge new OUT``) when no session is named."""
         super().__init__()
+        self.model_folder = Path(model_folder) if model_folder else None
         self.notice = notice  # shown for as long as the app runs (the demo says it is scripted)
         self.sessions_root = Path(sessions_root) if sessions_root else default_sessions_root()
         self.session = session
@@ -127,6 +131,8 @@ class CudaforgeApp(App[int]):
             self.push_screen(
                 WorkbenchScreen(self.session, mode=self.start_mode, loop_factory=self.loop_factory)
             )
+        elif self.model_folder is not None:
+            self.open_model(self.model_folder)
         else:
             from tui.screens.browser import BrowserScreen  # only when no session was named: faster start
 
@@ -136,16 +142,25 @@ class CudaforgeApp(App[int]):
     # ------------------------------------------------------------------ navigation
 
     def show_browser(self) -> None:
-        """Back to the session browser: the one under the current screen, or a new one in its place.
+        """Back to the screen the current one was opened from: the session browser or the model view
+        under it, or else a new browser in its place.
 
-        Screens navigate through the app, so the browser and the workbench need not import each other.
+        Screens navigate through the app, so the browser, the model view and the workbench need not
+        import each other.
         """
         from tui.screens.browser import BrowserScreen
+        from tui.screens.model import ModelScreen
 
-        if any(isinstance(s, BrowserScreen) for s in self.screen_stack[:-1]):
+        if any(isinstance(s, (BrowserScreen, ModelScreen)) for s in self.screen_stack[:-1]):
             self.pop_screen()
         else:
             self.switch_screen(BrowserScreen(self.sessions_root))
+
+    def open_model(self, root: Path) -> None:
+        """The model view of the folder ``cudaforge extract`` wrote at ``root``, above the current screen."""
+        from tui.screens.model import ModelScreen  # imported only when a model folder is shown
+
+        self.push_screen(ModelScreen(root))
 
     def open_workbench(self, repo: SessionRepo, mode: str, owns_repo: bool = True) -> None:
         """A workbench on ``repo`` above the current screen (``owns_repo``: it closes the repo when it leaves)."""

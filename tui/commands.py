@@ -1,4 +1,5 @@
-"""The TUI's subcommands: ``new TASK.py``, ``open SESSION``, ``replay SESSION``, and the bare
+"""The TUI's subcommands: ``new TASK.py`` (``new OUT``, a folder ``cudaforge extract`` wrote: the model
+view), ``open SESSION``, ``replay SESSION``, and the bare
 ``cudaforge`` (the session browser, through :func:`launch_browser`), and ``demo``.
 
 Textual is imported only when a command runs, so ``cudaforge --help`` and the engine commands
@@ -60,8 +61,10 @@ def _guard_flags(args: argparse.Namespace) -> dict[str, Any]:
 def register(subparsers: Any) -> None:
     from engine.cli.args import add_loop_flags
 
-    new = subparsers.add_parser("new", help="start a session from a task file, in the TUI")
-    new.add_argument("task", type=Path, metavar="TASK.py")
+    new = subparsers.add_parser(
+        "new", help="start a session from a task file, or show a folder cudaforge extract wrote, in the TUI"
+    )
+    new.add_argument("task", type=Path, metavar="TASK.py|OUT")
     add_common_options(new)
     add_loop_flags(new)
     add_guard_flags(new)
@@ -227,9 +230,34 @@ def run_replay(args: argparse.Namespace) -> int:
     return _open_session(args, "replay")
 
 
+def _names_model_folder(path: Path) -> bool:
+    """A folder with a manifest: what ``cudaforge extract`` writes (loaded, or refused, as one)."""
+    from engine.model.folder import MANIFEST, is_model_folder
+
+    return is_model_folder(path) or (path.is_dir() and (path / MANIFEST).exists())
+
+
+def run_model(args: argparse.Namespace) -> int:
+    """``cudaforge new OUT``: the model view of the folder (its tasks' sessions live in ``OUT/sessions``)."""
+    from engine.config import ConfigError
+    from engine.model.spec import ModelError
+    from tui.model_view import check
+
+    try:
+        folder = check(args.task)  # a folder that cannot be shown is refused before the app starts
+        config, _ = _settings(args)
+    except (ModelError, ConfigError) as error:
+        print(f"cudaforge: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    app = _app(args, sessions_root=folder.sessions_root, model_folder=folder.root, config=config)
+    return _run_app(args, app)
+
+
 def run_new(args: argparse.Namespace) -> int:
     if args.serve:
         return _serve(_argv_for(args, "new", str(args.task)), args.port)
+    if _names_model_folder(args.task):
+        return run_model(args)
     from engine.config import ConfigError
     from engine.llm.errors import LLMError
     from engine.loop.session_settings import session_settings

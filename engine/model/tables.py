@@ -30,14 +30,14 @@ def rows_shown(profile: dict[str, Any], min_share: float, limit: int) -> list[di
     return shown
 
 
-def _label(path: str, shown: set[str]) -> tuple[int, str]:
+def label(path: str, shown: set[str]) -> tuple[int, str]:
     """(depth, name) of a row: its path from the nearest ancestor that is shown, indented under it."""
     if not path:
         return 0, "(model)"
     parts = path.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         if ".".join(parts[:cut]) in shown:
-            return _label(".".join(parts[:cut]), shown)[0] + 1, ".".join(parts[cut:])
+            return label(".".join(parts[:cut]), shown)[0] + 1, ".".join(parts[cut:])
     return 1, path
 
 
@@ -58,8 +58,8 @@ def profile_table(profile: dict[str, Any], min_share: float = 0.01, limit: int =
     rows = rows_shown(profile, min_share, limit)
     shown = {m["path"] for m in rows}
     for m in rows:
-        depth, label = _label(m["path"], shown)
-        name = ("  " * depth + label)[:34]
+        depth, text = label(m["path"], shown)
+        name = ("  " * depth + text)[:34]
         floor = m.get("floor") or {}
         head = f"{m['headroom']:.1f}" if m.get("headroom") else "–"
         first = values.short(m["args"][0]) if m.get("args") else next((values.short(v) for v in (m.get("kwargs") or {}).values()), "")

@@ -2,14 +2,13 @@
 
 A module's first call is described (tensors by shape, dtype and, for integers and booleans, the range
 their values took), so the profile can show it, extraction can group identical calls and write
-``get_inputs()``, and the apply step can check a kernel is called as its task was.
+``get_inputs()``, and the apply step can check a kernel is called as its task was. Only ``describe``
+needs torch (the model process calls it); the rest reads the JSON and imports nothing heavy.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-import torch
 
 # JSON form: {"t": "tensor", "shape", "dtype", ["low", "high"] | ["true"]}, {"t": "tuple"|"list", "items"},
 # {"t": "dict", "items": {...}}, {"t": "const", "repr"}, {"t": "object", "type"}
@@ -17,6 +16,8 @@ SMALL_CONSTANT = 200  # characters: a longer repr is described as an object
 
 
 def describe(value: Any) -> dict[str, Any]:
+    import torch  # here, not at the top: short() and key() serve the TUI and the report, which load no torch
+
     if isinstance(value, torch.Tensor):
         spec: dict[str, Any] = {"t": "tensor", "shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch.")}
         if value.numel() and not value.is_floating_point() and not value.is_complex() and not value.is_meta:
