@@ -179,3 +179,25 @@ def test_two_tasks_of_one_class_are_applied_together_each_with_its_own_construct
     assert done.returncode == 0, done.stderr + done.stdout
     report = json.loads((tmp_path / "apply.json").read_text())
     assert [k["task"] for k in report["kernels"]] == ["block", "block_2"] and report["whole"]["status"] == "correct"
+
+
+def test_ctrl_c_stops_extract_with_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    import signal
+
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": python_path()}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", "extract", *MODEL, "--path", "blocks.0", "--out", str(out)],
+        stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    assert process.stderr is not None
+    lines = []
+    for line in process.stderr:  # the model process is at work: stop it there, as a person would
+        lines.append(line)
+        if "tracing the model's modules" in line:
+            process.send_signal(signal.SIGINT)
+            break
+    rest = process.stderr.read()
+    assert process.wait(timeout=120) == 130
+    assert "cudaforge extract: stopped (Ctrl-C); nothing was written" in rest and "Traceback" not in rest
+    assert not out.exists() and list(tmp_path.iterdir()) == []

@@ -24,7 +24,7 @@ from engine.eval.options import EvalOptions, EvaluationError, resolve_device
 from engine.guard.policy import GuardPolicyError
 from engine.model.spec import ModelError, ModelSpec, build_spec
 
-EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_HARNESS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
@@ -78,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     profile.add_argument("--json", type=Path, metavar="FILE", help="write the whole profile as JSON")
     profile.add_argument("--min-share", type=float, default=0.01, help="table rows: modules with at least this share (default 0.01)")
     profile.add_argument("--passes", type=int, default=3, help="profiled forwards averaged (default 3)")
-    profile.set_defaults(func=run_profile)
+    profile.set_defaults(func=_stoppable(run_profile, "profile"))
 
     extract = subparsers.add_parser("extract", help="the heaviest modules of a model as KernelBench tasks",
                                     description="Write the K heaviest modules (identical ones once) as KernelBench "
@@ -88,7 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     extract.add_argument("--top", type=int, default=5, help="how many tasks (default 5)")
     extract.add_argument("--leaves", action="store_true", help="leaf modules only (single layers)")
     extract.add_argument("--path", action="append", metavar="MODULE", help="extract exactly this module's task (repeatable)")
-    extract.set_defaults(func=run_extract)
+    extract.set_defaults(func=_stoppable(run_extract, "extract"))
 
     apply = subparsers.add_parser("apply", help="swap kernels into a model, check the whole model, time it end to end",
                                   description="Replace modules by kernels (their ModelNew), check each kernel against "
@@ -113,7 +113,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     apply.add_argument("--timeout", type=positive_float, default=None, help="seconds allowed for each stage")
     apply.add_argument("--sandbox", choices=SANDBOX_MODES, default=None)
     add_guard_flags(apply)
-    apply.set_defaults(func=run_apply)
+    apply.set_defaults(func=_stoppable(run_apply, "apply"))
+
+
+def _stoppable(command: Any, name: str) -> Any:
+    """``command`` that a Ctrl-C stops with one line and exit 130: the model process is killed with it
+    (engine.model.client), an evaluation's worker with its process group, and nothing is written half-way
+    (every output appears whole, at the end)."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return command(args)
+        except KeyboardInterrupt:
+            print(f"cudaforge {name}: stopped (Ctrl-C); nothing was written", file=sys.stderr)
+            return EXIT_INTERRUPTED
+
+    return run
 
 
 def run_profile(args: argparse.Namespace) -> int:
