@@ -28,15 +28,16 @@ def progress(text: str) -> None:
 
 
 def _plan(spec: Any, loaded: Any, job: dict[str, Any]) -> dict[str, Any]:
-    from engine.model import extract, groups, taskgen
+    from engine.model import extract, groups
     from engine.model.load import run_once
+    from engine.model.noise import own_deviation
     from engine.model.trace import trace
 
     run_once(loaded, spec)
     progress("tracing the model's modules")
     records, _ = trace(loaded.model, loaded.args, loaded.kwargs)
     progress("finding identical modules")
-    found = groups.partition(loaded.model, loaded.args, loaded.kwargs, groups.key_groups(loaded.model, records, groups.candidates(records)), {p: r.type for p, r in records.items()})
+    found = groups.identical(loaded.model, loaded.args, loaded.kwargs, records)
     profile = {"modules": [{"path": p, "total_ms": 0.0} for p in records], "device_ms": 0.0, "gpu": None}
     answers: list[dict[str, Any]] = []
     used: set[str] = set()  # task names unique over the plan: an export keys its tasks and kernels by them
@@ -47,11 +48,8 @@ def _plan(spec: Any, loaded: Any, job: dict[str, Any]) -> dict[str, Any]:
             continue
         chosen = groups.Group([target["value"]] if target["kind"] == "path" else group.paths, group.type)
         captured = extract.capture(loaded.model, loaded, [chosen.representative])
-        outcome = extract._one(spec, loaded, records, chosen, captured, used, profile)
+        outcome = extract.write_and_prove(spec, loaded, records, chosen, captured, used, profile)
         answers.append({"target": target, **({"error": outcome["reason"]} if "reason" in outcome else {"task": outcome})})
-    del taskgen
-    from engine.model.noise import own_deviation
-
     progress("measuring the model's own rounding noise against a higher-precision run")
     noise = own_deviation(spec, loaded)
     return {"plans": answers, "spec": spec.to_dict(), "keywords": list(loaded.kwargs), "noise": noise}
@@ -90,12 +88,11 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     else:
         from engine.model.profiling import profile
 
-        result = {"profile": profile(spec, loaded, progress, passes=int(job.get("passes", 3)))}
+        profiled, records = profile(spec, loaded, progress, passes=int(job.get("passes", 3)))
+        result = {"profile": profiled}
         if job["action"] == "extract":
             from engine.model.extract import extract
-            from engine.model.trace import trace
 
-            records, _ = trace(loaded.model, loaded.args, loaded.kwargs)
             started_extract = time.monotonic()
             result.update(extract(spec, loaded, records, result["profile"], int(job.get("top", 5)), progress, bool(job.get("leaves")), job.get("paths") or None))
             seconds["extract"] = time.monotonic() - started_extract

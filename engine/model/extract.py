@@ -203,9 +203,8 @@ def extract(
     """Tasks and skipped groups as JSON-able dicts (sources included); nothing is written here."""
     model = loaded.model
     total_ms = {m["path"]: m["total_ms"] for m in profile["modules"]}
-    types = {p: r.type for p, r in records.items()}
     progress("finding identical modules")
-    found = grouping.partition(model, loaded.args, loaded.kwargs, grouping.key_groups(model, records, grouping.candidates(records)), types)
+    found = grouping.identical(model, loaded.args, loaded.kwargs, records)
     if wanted:
         missing = [p for p in wanted if not any(p in g.paths for g in found)]
         if missing:
@@ -220,7 +219,7 @@ def extract(
         progress(f"writing and proving {len(chosen)} task(s)")
         captured = capture(model, loaded, [g.representative for g in chosen])
         for group in chosen:
-            outcome = _one(spec, loaded, records, group, captured, used, profile)
+            outcome = write_and_prove(spec, loaded, records, group, captured, used, profile)
             (tasks if "source" in outcome else skipped).append(outcome)
         if wanted or len(tasks) >= top:
             break
@@ -228,7 +227,12 @@ def extract(
     return {"tasks": tasks[: top if not wanted else None], "skipped": skipped}
 
 
-def _one(spec: ModelSpec, loaded: Loaded, records: dict[str, ModuleRecord], group: Group, captured: dict[str, Captured], used: set[str], profile: dict[str, Any]) -> dict[str, Any]:
+def write_and_prove(
+    spec: ModelSpec, loaded: Loaded, records: dict[str, ModuleRecord], group: Group, captured: dict[str, Captured],
+    used: set[str], profile: dict[str, Any],
+) -> dict[str, Any]:  # fmt: skip
+    """The group's task written and proven (``source``, ``fingerprint``, paths, weights, …), or the group
+    with the ``reason`` it cannot stand alone; a name is taken from ``used`` only for a task written."""
     device_ms = profile.get("device_ms") or 0.0
     entry = {
         "paths": group.paths, "type": group.type, "total_ms": group.total_ms,

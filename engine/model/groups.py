@@ -200,3 +200,9 @@ def select(
         chosen.append(group)
         taken |= set(group.paths)
     return chosen
+
+
+def identical(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], records: dict[str, ModuleRecord]) -> list[Group]:
+    """The groups of identical modules among the candidates (one forward for the behaviour test)."""
+    types = {path: record.type for path, record in records.items()}
+    return partition(model, args, kwargs, key_groups(model, records, candidates(records)), types)

@@ -48,8 +48,9 @@ def module_entry(record: ModuleRecord, times: dict[str, Any], dtype: str, spec: 
     return entry
 
 
-def profile(spec: ModelSpec, loaded: Loaded, progress: Any, passes: int = 3) -> dict[str, Any]:
-    """Trace, time per module and end to end; the profile as a JSON-able dict."""
+def profile(spec: ModelSpec, loaded: Loaded, progress: Any, passes: int = 3) -> tuple[dict[str, Any], dict[str, ModuleRecord]]:
+    """Trace, time per module and end to end; the profile as a JSON-able dict, and the trace's records
+    (extraction reads them rather than tracing the model again)."""
     device = torch.device(spec.device)
     seconds: dict[str, float] = {}
     started = time.monotonic()
@@ -67,7 +68,7 @@ def profile(spec: ModelSpec, loaded: Loaded, progress: Any, passes: int = 3) -> 
     seconds["latency"] = time.monotonic() - started
     gpu, row = gpu_spec(device)
     modules = [module_entry(r, times, spec.torch_dtype, row) for r in records.values()]
-    return {
+    profiled = {
         "model": spec.target,
         "spec": spec.to_dict(),
         "device": spec.device,
@@ -81,3 +82,4 @@ def profile(spec: ModelSpec, loaded: Loaded, progress: Any, passes: int = 3) -> 
         "modules": modules,
         "seconds": seconds,
     }
+    return profiled, records
