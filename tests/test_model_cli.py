@@ -201,3 +201,21 @@ def test_ctrl_c_stops_extract_with_one_line_and_writes_nothing(tmp_path: Path) -
     assert process.wait(timeout=120) == 130
     assert "cudaforge extract: stopped (Ctrl-C); nothing was written" in rest and "Traceback" not in rest
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_task_that_cannot_run_in_the_sandbox_is_the_tasks_failure_not_the_kernels(ext_cache: Path, tmp_path: Path) -> None:
+    """net.py imports its block class from layers.py beside it: the model process reads it, the evaluation's
+    sandbox does not (the user's folders are hidden). That is said as the task's failure, exit 2, never
+    as the kernel's refusal (exit 1)."""
+    net = REPO / "tests" / "fixtures" / "model" / "sibling" / "net.py"
+    spec = [f"{net}:make_model", "--inputs", f"{net}:example_inputs", "--device", "cpu"]
+    done = cudaforge("extract", *spec, "--path", "0", "--out", str(tmp_path / "x"))
+    assert done.returncode == 0, done.stderr
+    assert "from layers import Block" in (tmp_path / "x" / "tasks" / "block.py").read_text()
+    done = cudaforge("apply", *spec, "--kernel", f"{tmp_path / 'x' / 'tasks' / 'block.py'}={GOOD}", "--json", str(tmp_path / "a.json"), cache=ext_cache)
+    assert done.returncode == 2, done.stdout + done.stderr
+    report = json.loads((tmp_path / "a.json").read_text())
+    assert report["failed"] == "task" and report["whole"] is None
+    assert "the task block was not judged (the task itself failed, in the evaluation's sandbox)" in report["failure"]
+    assert "No module named 'layers'" in report["failure"]

@@ -1,8 +1,9 @@
 """``cudaforge profile`` / ``extract`` / ``apply``: from a user's own model to tasks and back (ARCHITECTURE.md §9).
 
 Exit codes: 0 done; 1 (``apply``) a kernel or the whole model with the kernels is not correct, so nothing
-was replaced or exported; 2 bad input (a model, inputs, dtype, flag or output folder that cannot be used),
-said in one line; 3 cudaforge's own fault (a harness error in an evaluation, the model process dying).
+was replaced or exported; 2 bad input (a model, inputs, dtype, flag or output folder that cannot be used,
+said in one line; or, in ``apply``, a task or the model failing on its own in the evaluation's sandbox);
+3 cudaforge's own fault (a harness error in an evaluation, the model process dying).
 Nothing is written half-way: ``--json``, the extraction folder and the export appear whole or not at all.
 """
 
@@ -282,8 +283,6 @@ def run_apply(args: argparse.Namespace) -> int:
         report, swaps, keywords, whole_options = apply(spec, choices, options, _progress("apply"))
     except (ModelError, EvaluationError, ConfigError, GuardPolicyError, OSError) as error:
         return _fail("apply", str(error))
-    results = [k["result"] for k in report.kernels] + ([report.whole["result"]] if report.whole else [])
-    harness = any(r.get("status") == "harness_error" for r in results)
     if report.ok and args.export:
         text = wholemodel.export(spec, swaps, verified=f"Whole-model check passed: {report.whole and report.whole['status']}.")
         if args.verify:
@@ -297,9 +296,9 @@ def run_apply(args: argparse.Namespace) -> int:
     if args.tasks:  # the model folder keeps its last apply (the workbench's model view and the report read it)
         write_atomically(args.tasks / "apply.json", text)
     print(apply_table(report.to_dict()))
-    if harness:
-        return EXIT_HARNESS
-    return EXIT_OK if report.ok else EXIT_REFUSED
+    if report.ok:
+        return EXIT_OK
+    return {"task": EXIT_USAGE, "harness": EXIT_HARNESS}.get(report.failed or "kernel", EXIT_REFUSED)
 
 
 def _verify_export(report: Any, spec: ModelSpec, text: str, keywords: list[str], options: EvalOptions) -> Any:
@@ -315,5 +314,8 @@ def _verify_export(report: Any, spec: ModelSpec, text: str, keywords: list[str],
     check = dataclasses.replace(options, static_guard=False, do_timing=False, compile_baselines=(), shapes=False)
     result = evaluate(wholemodel.whole_task(spec, keywords), candidate, check, task_name="whole_model", kernel_name="export.py")
     if not result.ok:
+        from engine.model.apply import whose
+
+        report.failed = whose(result)
         report.failure = f"the written export does not pass the whole-model check: {result.status}: {(result.messages or [''])[0]}"
     return report

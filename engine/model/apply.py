@@ -57,6 +57,8 @@ class ApplyReport:
     broke: list[str] = field(default_factory=list)
     exported: str | None = None
     tolerance: dict[str, Any] | None = None  # the whole-model check's bar and why (engine.model.noise)
+    # whose the failure is: "kernel" (refused), "task" (the task or the model failed on its own), "harness"
+    failed: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -142,7 +144,11 @@ def apply(
         entry = {"label": choice.label, "task": plan["name"], "paths": plan["paths"], **summary(result)}
         report.kernels.append(entry)
         if not result.ok:
-            report.failure = f"{choice.label} is {result.status} on its task {plan['name']}: {entry['message'] or result.status}"
+            report.failed = whose(result)
+            if report.failed == "kernel":
+                report.failure = f"{choice.label} is {result.status} on its task {plan['name']}: {entry['message'] or result.status}"
+            else:
+                report.failure = f"the task {plan['name']} was not judged ({_WHOSE[report.failed]}): {entry['message'] or result.status}"
             return report, [], keywords, options
     swaps = _swaps(choices, plans)
     default = {**DEFAULT_TOLERANCES, **options.tolerances}[spec.torch_dtype]
@@ -154,10 +160,24 @@ def apply(
     result = evaluate(task, wholemodel.candidate(spec, swaps, keywords), whole_options, on_event, task_name="whole_model", kernel_name="whole_model_kernels.py")
     report.whole = summary(result)
     if not result.ok:
+        report.failed = whose(result)
+    if report.failed in ("task", "harness"):  # no kernel's fault: no kernel is searched for or blamed
+        report.failure = f"the whole-model check did not judge the kernels ({_WHOSE[report.failed]}): {report.whole['message'] or result.status}"
+    elif not result.ok:
         report.broke = _culprits(spec, choices, plans, keywords, whole_options, progress)
         named = f"; the swap of {', '.join(report.broke)} breaks it" if report.broke else ""
         report.failure = f"the whole model with the kernels is {result.status}: {report.whole['message'] or result.status}{named}"
     return report, swaps, keywords, whole_options
+
+
+_WHOSE = {"task": "the task itself failed, in the evaluation's sandbox", "harness": "cudaforge's own fault"}
+
+
+def whose(result: EvalResult) -> str:
+    """Whose a failed evaluation's failure is: ``harness`` (cudaforge's), ``task`` (the task or model's own), else ``kernel``."""
+    if result.harness_failed:
+        return "harness"
+    return "task" if result.task_error else "kernel"
 
 
 def _culprits(spec: ModelSpec, choices: list[KernelChoice], plans: list[dict[str, Any]], keywords: list[str], options: EvalOptions, progress: Callable[[str], None]) -> list[str]:

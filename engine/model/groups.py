@@ -30,7 +30,11 @@ from engine.model.trace import ModuleRecord
 
 WRAPPER_SHARE = 0.8
 STACK_SHARE = 0.5
-SAME_FUNCTION_TOLERANCE = {"float32": 1e-6, "float64": 1e-9, "float16": 1e-3, "bfloat16": 1e-2}
+# "The same function" is asked of two runs of one computation, so the bar is far under the check's
+# (fp32 1e-4); it is not bitwise, because BLAS may order a sum differently for a copy (another alignment,
+# another split over threads on a busy machine). A grouping it gets wrong cannot pass unseen: apply
+# verifies every path's kernel against that path's own module.
+SAME_FUNCTION_TOLERANCE = {"float32": 1e-5, "float64": 1e-9, "float16": 1e-3, "bfloat16": 1e-2}
 
 
 @dataclass
