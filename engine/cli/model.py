@@ -118,16 +118,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _stoppable(command: Any, name: str) -> Any:
-    """``command`` that a Ctrl-C stops with one line and exit 130: the model process is killed with it
-    (engine.model.client), an evaluation's worker with its process group, and nothing is written half-way
-    (every output appears whole, at the end)."""
+    """``command`` that Ctrl-C, a hang-up or SIGTERM stops with one line and exit 128 + the signal. These
+    commands keep nothing to resume, so the first signal stops them where they are (the handlers of
+    engine/cli/interrupts.py, installed even where the shell started us with SIGINT ignored): the model
+    process is killed with them (engine.model.client), an evaluation's worker with its process group,
+    and nothing is written half-way (every output appears whole, at the end). A second one leaves at once."""
 
     def run(args: argparse.Namespace) -> int:
+        from engine.cli.interrupts import Interrupts
+
+        interrupts = Interrupts().install()
+        interrupts.raise_in_main = True
         try:
             return command(args)
         except KeyboardInterrupt:
-            print(f"cudaforge {name}: stopped (Ctrl-C); nothing was written", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            what = {2: "Ctrl-C", 1: "hang-up", 15: "SIGTERM"}.get(interrupts.signum or 2, "a signal")
+            print(f"cudaforge {name}: stopped ({what}); nothing was written", file=sys.stderr)
+            return interrupts.exit_code or EXIT_INTERRUPTED
+        finally:
+            interrupts.restore()
 
     return run
 
