@@ -2,8 +2,8 @@
 
 No Textual here. :func:`read` is what the screen's thread worker runs: the folder (``engine.model.folder``:
 the manifest, the profile, each task's session and its best), the profile tree's rows and the chart's bars.
-It imports ``engine.model.tables`` (and so torch, through ``engine.model.values``) only when called, so
-opening the app stays light and the first frame never waits for torch.
+Its formatting and rows come from ``engine.model.tables``, which loads no torch, so opening the app stays
+light; the folder's sessions are read in the screen's worker, not in the first frame.
 
 The profile tree is ``rows_shown(profile, 0.01, 40)`` as ``cudaforge profile`` prints it, each module
 marked with the task that covers it: the task's own modules by name, the modules inside them by the
@@ -23,6 +23,7 @@ from rich.text import Text
 
 from engine.model.folder import ModelFolder, TaskState, load
 from engine.model.spec import ModelError
+from engine.model.tables import label, ms, pct, rows_shown, short_type
 
 MIN_SHARE, ROW_LIMIT, CHART_LIMIT = 0.01, 40, 12
 EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -67,16 +68,6 @@ def cut(text: str, width: int) -> str:
     return text[: max(0, width - 1)] + "…"
 
 
-def _ms(value: Any) -> str:
-    if not isinstance(value, (int, float)):
-        return "–"
-    return f"{value:.3f}" if value < 10 else f"{value:.1f}"
-
-
-def _pct(value: Any) -> str:
-    return f"{100 * value:.1f}%" if isinstance(value, (int, float)) else "–"
-
-
 # ---------------------------------------------------------------------- reading
 
 
@@ -109,7 +100,6 @@ def read(root: Path) -> Snapshot:
     folder = check(root)
     snapshot = Snapshot(folder)
     if folder.profile:
-        from engine.model.tables import rows_shown
 
         shown = rows_shown(folder.profile, MIN_SHARE, ROW_LIMIT)
         snapshot.rows = profile_rows(shown, folder.tasks)
@@ -129,7 +119,6 @@ def task_of(path: str, owners: dict[str, str]) -> tuple[str, bool]:
 
 
 def profile_rows(modules: list[dict[str, Any]], tasks: list[TaskState]) -> list[ProfileRow]:
-    from engine.model.tables import label, short_type
 
     owners = {path: task.name for task in tasks for path in task.paths}
     shown = {m["path"] for m in modules}
@@ -147,7 +136,6 @@ def profile_rows(modules: list[dict[str, Any]], tasks: list[TaskState]) -> list[
 def heaviest(profile: dict[str, Any], limit: int = CHART_LIMIT) -> list[tuple[str, float]]:
     """The heaviest leaf modules (by total share) as (label, share); leaves are the profile's ``leaf``
     modules, or those with no module under them in a profile that does not say."""
-    from engine.model.tables import short_type
 
     modules = [m for m in profile["modules"] if m["path"]]
     if any("leaf" in m for m in modules):
@@ -170,8 +158,8 @@ def header_line(folder: ModelFolder) -> str:
         runs = f" (median of {latency['runs']})" if latency.get("runs") else ""
         parts = [
             profile.get("model") or manifest.get("model"), profile.get("dtype"),
-            profile.get("gpu") or profile.get("device"), f"eager forward {_ms(latency.get('median_ms'))} ms{runs}",
-            f"device time {_ms(profile.get('device_ms'))} ms per forward",
+            profile.get("gpu") or profile.get("device"), f"eager forward {ms(latency.get('median_ms'))} ms{runs}",
+            f"device time {ms(profile.get('device_ms'))} ms per forward",
         ]  # fmt: skip
     else:
         spec = manifest.get("spec") or {}
@@ -194,7 +182,7 @@ def task_cells(task: TaskState, narrow: bool) -> tuple[str, str, str, str, str]:
     if task.best_speedup is not None:
         branch = cut(task.best_branch or "main", 12 if narrow else 24)
         best = f"{task.best_speedup:.2f}x · {branch} #{task.best_iteration}"
-    return cut(task.name, 18 if narrow else 32), str(len(task.paths)), _pct(task.share), session, best
+    return cut(task.name, 18 if narrow else 32), str(len(task.paths)), pct(task.share), session, best
 
 
 TASK_COLUMNS = ("task", "modules", "share", "session", "best")
@@ -221,7 +209,7 @@ def profile_table(snapshot: Snapshot | None) -> RenderableType:
             else Text(f"({row.task})" if row.task else "", style="dim")
         )
         table.add_row(
-            row.name, row.type, str(row.calls), _pct(row.total), _pct(row.self_share), _ms(row.total_ms),
+            row.name, row.type, str(row.calls), pct(row.total), pct(row.self_share), ms(row.total_ms),
             f"{row.headroom:.1f}" if isinstance(row.headroom, (int, float)) else "–", mark,
         )  # fmt: skip
     if not snapshot.hidden:

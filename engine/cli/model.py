@@ -214,6 +214,7 @@ def _choices(args: argparse.Namespace) -> list[Any]:
 
     choices = []
     manifest = json.loads((args.tasks / "manifest.json").read_text()) if args.tasks else None
+    names = {t["name"]: t for t in (manifest or {}).get("tasks", [])}
     for text in args.kernel:
         target, sep, kernel = text.rpartition("=")
         if not sep or not target or not kernel:
@@ -222,7 +223,6 @@ def _choices(args: argparse.Namespace) -> list[Any]:
         if not kernel_path.is_file():
             raise ModelError(f"--kernel {text!r}: no such kernel file: {kernel_path}")
         source = kernel_path.read_text()
-        names = {t["name"]: t for t in (manifest or {}).get("tasks", [])}
         if target.endswith(".py") or Path(target).is_file():
             if not Path(target).is_file():
                 raise ModelError(f"--kernel {text!r}: no such task file: {target}")

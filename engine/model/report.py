@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.batch.report import CHARTS_HINT, STYLE, _e, _png, _table, _x
 from engine.model import folder as model_folder
-from engine.model.tables import rows_shown, short_type
+from engine.model.tables import pct, rows_shown, short_type
 from sessions.errors import SessionError
 from sessions.repo import SessionRepo
 
@@ -39,10 +39,6 @@ def share_chart(profile: dict[str, Any], limit: int = 12) -> str:
     return _png(figure)
 
 
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.1f}%"
-
-
 def profile_section(profile: dict[str, Any] | None) -> list[str]:
     if not profile:
         return ["<p>No profile.json in the folder.</p>"]
@@ -51,8 +47,8 @@ def profile_section(profile: dict[str, Any] | None) -> list[str]:
     for m in rows_shown(profile, 0.01, 40):
         floor = m.get("floor") or {}
         rows.append([
-            _e(m["path"] or "(model)"), _e(short_type(m["type"])), str(m["calls"]), _pct(m["share"]["total"]),
-            _pct(m["share"]["self"]), f"{m['total_ms']:.3f}", f"{floor['floor_ms']:.3f}" if floor else "—",
+            _e(m["path"] or "(model)"), _e(short_type(m["type"])), str(m["calls"]), pct(m["share"]["total"]),
+            pct(m["share"]["self"]), f"{m['total_ms']:.3f}", f"{floor['floor_ms']:.3f}" if floor else "—",
             f"{m['headroom']:.1f}" if m.get("headroom") else "—", _e(floor.get("bound", "")),
         ])  # fmt: skip
     chart = share_chart(profile)
@@ -80,7 +76,7 @@ def _best_kernel(task: model_folder.TaskState) -> str:
 
 def tasks_section(folder: model_folder.ModelFolder) -> list[str]:
     rows = [
-        [_e(t.name), str(len(t.paths)), _pct(t.share), _e(", ".join(t.paths[:4]) + (" …" if len(t.paths) > 4 else "")),
+        [_e(t.name), str(len(t.paths)), pct(t.share), _e(", ".join(t.paths[:4]) + (" …" if len(t.paths) > 4 else "")),
          str(t.iterations) if t.session else "no session", _x(t.best_speedup)]
         for t in folder.tasks
     ]  # fmt: skip
@@ -89,7 +85,7 @@ def tasks_section(folder: model_folder.ModelFolder) -> list[str]:
     skipped = folder.manifest.get("skipped") or []
     if skipped:
         parts.append("<h3>Not extracted</h3>")
-        parts.append(_table(["modules", "type", "share", "why"], [[_e(", ".join(s["paths"][:3])), _e(short_type(s["type"])), _pct(s.get("share")), _e(s["reason"])] for s in skipped], {2}))
+        parts.append(_table(["modules", "type", "share", "why"], [[_e(", ".join(s["paths"][:3])), _e(short_type(s["type"])), pct(s.get("share")), _e(s["reason"])] for s in skipped], {2}))
     return parts
 
 

@@ -7,14 +7,16 @@ from typing import Any
 from engine.model import values
 
 
-def _ms(value: float | None) -> str:
-    if value is None:
+def ms(value: Any) -> str:
+    """Milliseconds as every model view prints them (the terminal, the workbench, the report); "–" for none."""
+    if not isinstance(value, (int, float)):
         return "–"
     return f"{value:.3f}" if value < 10 else f"{value:.1f}"
 
 
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}%"
+def pct(value: Any) -> str:
+    """A share (0–1) as a percentage; "–" for none."""
+    return f"{100 * value:.1f}%" if isinstance(value, (int, float)) else "–"
 
 
 def short_type(name: str) -> str:
@@ -45,12 +47,12 @@ def profile_table(profile: dict[str, Any], min_share: float = 0.01, limit: int =
     latency = profile["latency"]
     where = profile.get("gpu") or profile["device"]
     if profile["device"] == "cpu":  # operators' CPU time, inflated by the profiler on small operators
-        spent = f"operators' time under the profiler {_ms(profile['device_ms'])} ms per forward (its overhead inflates small operators: read the shares)"
+        spent = f"operators' time under the profiler {ms(profile['device_ms'])} ms per forward (its overhead inflates small operators: read the shares)"
     else:
-        spent = f"device time {_ms(profile['device_ms'])} ms per forward"
+        spent = f"device time {ms(profile['device_ms'])} ms per forward"
     lines = [
         f"{profile['model']} · {profile['dtype']} · {where}",
-        f"forward {_ms(latency['median_ms'])} ms (quartiles {_ms(latency['q1_ms'])}–{_ms(latency['q3_ms'])}, "
+        f"forward {ms(latency['median_ms'])} ms (quartiles {ms(latency['q1_ms'])}–{ms(latency['q3_ms'])}, "
         f"{latency['runs']} runs) · {spent}",
         "",
         f"{'module':34} {'type':18} {'calls':>5} {'total':>6} {'self':>6} {'ms':>7} {'floor':>7} {'×floor':>6}  input",
@@ -64,8 +66,8 @@ def profile_table(profile: dict[str, Any], min_share: float = 0.01, limit: int =
         head = f"{m['headroom']:.1f}" if m.get("headroom") else "–"
         first = values.short(m["args"][0]) if m.get("args") else next((values.short(v) for v in (m.get("kwargs") or {}).values()), "")
         lines.append(
-            f"{name:34} {short_type(m['type'])[:18]:18} {m['calls']:>5} {_pct(m['share']['total']):>6} "
-            f"{_pct(m['share']['self']):>6} {_ms(m['total_ms']):>7} {_ms(floor.get('floor_ms')):>7} {head:>6}  {first[:28]}"
+            f"{name:34} {short_type(m['type'])[:18]:18} {m['calls']:>5} {pct(m['share']['total']):>6} "
+            f"{pct(m['share']['self']):>6} {ms(m['total_ms']):>7} {ms(floor.get('floor_ms')):>7} {head:>6}  {first[:28]}"
         )
     hidden = len(profile["modules"]) - len(rows_shown(profile, min_share, limit))
     if hidden:
@@ -79,9 +81,9 @@ def extraction_table(manifest: dict[str, Any]) -> str:
     lines = [f"{'task':24} {'modules':8} {'share':>6}  paths"]
     for task in manifest["tasks"]:
         paths = ", ".join(task["paths"][:4]) + (f", … ({len(task['paths'])})" if len(task["paths"]) > 4 else "")
-        lines.append(f"{task['name'][:24]:24} {len(task['paths']):>8} {_pct(task['share']):>6}  {paths}")
+        lines.append(f"{task['name'][:24]:24} {len(task['paths']):>8} {pct(task['share']):>6}  {paths}")
     for skip in manifest["skipped"]:
-        lines.append(f"not extracted: {', '.join(skip['paths'][:3])} ({short_type(skip['type'])}, {_pct(skip['share'])}): {skip['reason']}")
+        lines.append(f"not extracted: {', '.join(skip['paths'][:3])} ({short_type(skip['type'])}, {pct(skip['share'])}): {skip['reason']}")
     return "\n".join(lines)
 
 
@@ -108,10 +110,10 @@ def apply_table(report: dict[str, Any]) -> str:
                 f"{tol['noise']['truth']} run is {tol['noise']['deviation']:.2g}; ×{tol['factor']:g}, never under the default {tol['default']:g})"
             )
         if whole.get("reference_ms"):
-            lines.append(f"  eager {_ms(whole['reference_ms'])} ms → with the kernels {_ms(whole['candidate_ms'])} ms per forward")
+            lines.append(f"  eager {ms(whole['reference_ms'])} ms → with the kernels {ms(whole['candidate_ms'])} ms per forward")
         for mode, b in (whole.get("baselines") or {}).items():
             if b.get("speedup"):
-                lines.append(f"  vs torch.compile {mode}: {b['speedup']:.2f}x (compiled {_ms(b['compiled_ms'])} ms)")
+                lines.append(f"  vs torch.compile {mode}: {b['speedup']:.2f}x (compiled {ms(b['compiled_ms'])} ms)")
             else:
                 lines.append(f"  torch.compile {mode}: {b.get('error') or 'no usable measurement'}")
     if report.get("failure"):
