@@ -195,17 +195,29 @@ async def test_r_reads_the_folder_again_and_a_faster_branch_moves_the_estimate(m
 async def test_the_timer_reads_the_folder_again_while_the_view_is_shown(
     model_out: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(model_screen, "RELOAD_S", 0.05)
+    """The view sets an interval timer of RELOAD_S; its tick (fired here as the timer would, so nothing waits
+    on the clock) reads the folder again and shows a session's new best."""
+    timers: list[tuple[float, Any]] = []
+    original = ModelScreen.set_interval
+
+    def recording(self: ModelScreen, interval: float, callback: Any = None, **kwargs: Any) -> Any:
+        timers.append((interval, callback))
+        return original(self, 3600.0, callback, **kwargs)  # registered, but never ticking by itself here
+
+    monkeypatch.setattr(ModelScreen, "set_interval", recording)
     app = model_app(model_out)
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await settled(app, pilot)
+        # Textual sets timers of its own on a screen: the view's is the one that ticks _tick
+        [(interval, tick)] = [(i, cb) for i, cb in timers if getattr(cb, "__name__", "") == "_tick"]
+        assert interval == model_screen.RELOAD_S
+        reads = screen.reads
         with SessionRepo.open(model_out / "sessions" / "block") as repo:
             repo.record_iteration(kernel_source=kernel(1), eval_result=correct(3.0), phase="optimize")
-        for _ in range(200):  # a timer: its ticks come on the clock (bounded: 10 s at most)
-            if FASTER in flat(app):
-                break
-            await pilot.pause(0.05)
-        assert FASTER in flat(app) and screen.reads >= 2
+        assert FASTER not in flat(app)
+        tick()
+        await settled(app, pilot)
+        assert FASTER in flat(app) and screen.reads > reads
 
 
 @pytest.mark.asyncio
