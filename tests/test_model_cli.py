@@ -95,6 +95,24 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> None:
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+def test_a_model_larger_than_memory_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    # 2**48 weights: more than any address space, so the allocator refuses at once whatever the overcommit
+    huge = tmp_path / "huge.py"
+    huge.write_text("import torch.nn as nn\n\ndef make():\n    return nn.Linear(1 << 24, 1 << 24)\n")
+    done = cudaforge("profile", f"{huge}:make", "--input-shape", "2,16777216", "--device", "cpu")
+    assert done.returncode == 2
+    [line] = [x for x in done.stderr.splitlines() if not x.endswith("…")]
+    assert line.startswith("cudaforge profile: the model does not fit on cpu: ")
+
+
+def test_a_model_process_killed_by_a_signal_says_which_and_why_it_likely_was(tmp_path: Path) -> None:
+    killer = tmp_path / "killer.py"
+    killer.write_text("import os\nimport signal\n\ndef make():\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    done = cudaforge("profile", f"{killer}:make", "--input-shape", "2,4", "--device", "cpu")
+    assert done.returncode == 2
+    assert "the model process was killed by SIGKILL (on Linux most often the out-of-memory killer" in done.stderr
+
+
 @pytest.mark.slow
 def session_with(kernel: Path, task: Path, root: Path) -> str:
     """A session of ``task`` whose iteration 0 is ``kernel``, judged correct (as the loop would commit it)."""

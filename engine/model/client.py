@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,9 +52,26 @@ def run_job(
             process.wait()
             raise
         if not result_path.is_file():
-            last = next((t for t in reversed(tail) if t.strip()), "")
-            raise ModelError(f"the model process ended without a result (exit {process.returncode}){': ' + last if last else ''}")
+            raise ModelError(_no_result(process.returncode, tail))
         result = json.loads(result_path.read_text())
     if "error" in result:
         raise ModelError(result["error"])
     return result
+
+
+def _no_result(returncode: int, tail: list[str]) -> str:
+    """Why the model process left no result, in words: a kill by signal says which, and SIGKILL names the
+    usual culprit (the host's out-of-memory killer), so the person is not left with a bare exit code."""
+    last = next((t for t in reversed(tail) if t.strip()), "")
+    if returncode < 0:
+        number = -returncode
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        why = f"the model process was killed by {name}"
+        if number == signal.SIGKILL:
+            why += " (on Linux most often the out-of-memory killer: the host ran out of memory)"
+    else:
+        why = f"the model process ended without a result (exit {returncode})"
+    return why + (f": {last}" if last else "")

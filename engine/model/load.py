@@ -111,13 +111,22 @@ def _inputs(spec: ModelSpec, user: ModuleType | None) -> Any:
     return batch
 
 
+def _out_of_memory(error: BaseException) -> bool:
+    """An allocation the device refused: CUDA raises its own type, the CPU allocator a RuntimeError."""
+    return isinstance(error, torch.OutOfMemoryError) or (
+        isinstance(error, RuntimeError) and "DefaultCPUAllocator: can't allocate memory" in str(error)
+    )
+
+
 def _construct(spec: ModelSpec) -> tuple[nn.Module, ModuleType | None, str | None]:
     user, source = (None, None)
     if spec.file:
         user, source = _import_file(spec.file)
     files = tuple(f for f in (spec.file,) if f)
     try:
-        with initargs.recording():
+        # Built straight on the device: a model larger than the host's memory, or than the device's,
+        # ends here with one clear line instead of the host's out-of-memory killer.
+        with initargs.recording(), torch.device(spec.device):
             if spec.kind == "kernelbench":
                 assert user is not None
                 model = user.Model(*user.get_init_inputs())
@@ -133,6 +142,8 @@ def _construct(spec: ModelSpec) -> tuple[nn.Module, ModuleType | None, str | Non
     except ModelError:
         raise
     except Exception as error:
+        if _out_of_memory(error):
+            raise ModelError(f"the model does not fit on {spec.device}: {describe_error(error)}") from None
         raise ModelError(f"building the model failed: {describe_error(error)}{where(error, files)}") from None
     if not isinstance(model, nn.Module):
         raise ModelError(f"{spec.target} returned a {type(model).__name__}, not a torch.nn.Module")
@@ -149,7 +160,9 @@ def load(spec: ModelSpec) -> Loaded:
     batch = _inputs(spec, user)
     try:
         model = model.to(device=device, dtype=dtype).eval()
-    except torch.OutOfMemoryError as error:
+    except (torch.OutOfMemoryError, RuntimeError) as error:
+        if not _out_of_memory(error):
+            raise
         raise ModelError(f"the model does not fit on {device}: {describe_error(error)}") from None
     args, kwargs = _as_call(cast(batch, dtype, device))
     return Loaded(model, args, kwargs, user, source)
@@ -161,7 +174,7 @@ def run_once(loaded: Loaded, spec: ModelSpec) -> Any:
     try:
         with torch.no_grad():
             return loaded.model(*loaded.args, **loaded.kwargs)
-    except torch.OutOfMemoryError as error:
-        raise ModelError(f"the model does not fit on {spec.device} with these inputs: {describe_error(error)}") from None
     except Exception as error:
+        if _out_of_memory(error):
+            raise ModelError(f"the model does not fit on {spec.device} with these inputs: {describe_error(error)}") from None
         raise ModelError(f"the model failed on its inputs: {describe_error(error)}{where(error, files)}") from None
