@@ -105,3 +105,13 @@ def test_the_terminal_table_names_a_row_from_its_nearest_shown_ancestor_and_says
     assert "operators' time under the profiler 2.000 ms per forward" in lines[1]
     [row] = [line for line in lines if line.lstrip().startswith("a.0")]
     assert row.startswith("  a.0 ") and "25.0%" in row  # "a" is no module of the profile: the row says a.0, under the model
+
+
+def test_the_apply_table_keeps_a_long_kernel_paths_file_name_behind_an_ellipsis() -> None:
+    from engine.model.tables import apply_table
+
+    entry = {"task": "bottleneck_with_a_long_name", "paths": ["layer1.1", "layer1.2"], "status": "correct", "speedup": 0.5, "interval": [0.4, 0.6]}
+    report = {"kernels": [{**entry, "label": "/tmp/cf-results/model/resnet50/tasks/tasks/bottleneck_2.py"}]}
+    row = apply_table(report).splitlines()[1]
+    assert row.startswith("…") and "bottleneck_2.py " in row and " …ck_with_a_long_name " in row
+    assert row.index("bottleneck_2.py") + len("bottleneck_2.py") == 28  # the column keeps its width

@@ -19,6 +19,12 @@ def pct(value: Any) -> str:
     return f"{100 * value:.1f}%" if isinstance(value, (int, float)) else "–"
 
 
+def tail(text: str, width: int) -> str:
+    """``text`` in ``width`` columns, its end kept behind an ellipsis when cut: a kernel's path is told
+    apart by its file name, not by the folders every path shares."""
+    return text if len(text) <= width else "…" + text[len(text) - width + 1 :]
+
+
 def short_type(name: str) -> str:
     return name.rsplit(".", 1)[-1]
 
@@ -98,7 +104,7 @@ def _speedup(entry: dict[str, Any]) -> str:
 def apply_table(report: dict[str, Any]) -> str:
     lines = [f"{'kernel':28} {'task':20} {'modules':>7}  speedup on its task (quartile range)"]
     for k in report["kernels"]:
-        lines.append(f"{k['label'][:28]:28} {k['task'][:20]:20} {len(k['paths']):>7}  {_speedup(k)}")
+        lines.append(f"{tail(k['label'], 28):28} {tail(k['task'], 20):20} {len(k['paths']):>7}  {_speedup(k)}")
     whole = report.get("whole")
     if whole:
         lines.append("")
