@@ -15,7 +15,7 @@ from engine.eval import stagetimes
 from engine.eval.result import EvalResult
 from engine.guard.findings import summarize
 from engine.guard.policy import GuardPolicyError, GuardSettings, severity_table
-from engine.guard.rules import PARTIAL_REPLACEMENT_RULES, all_rule_ids
+from engine.guard.rules import KERNELBENCH_LEVEL_RULES, PARTIAL_REPLACEMENT_RULES, all_rule_ids
 from engine.guard.share import share_record, trivial_share_message
 from engine.guard.static import check_file, check_source
 
@@ -27,11 +27,17 @@ MNIST2 = Path("/work/main/.corpus/kb/src/kernelbench/prompts/few_shot/model_new_
 
 def test_default_warns_on_partial_replacement_rules_and_strict_refuses() -> None:
     default, strict = severity_table("default"), severity_table("strict")
-    for rule in PARTIAL_REPLACEMENT_RULES:
+    for rule in PARTIAL_REPLACEMENT_RULES | KERNELBENCH_LEVEL_RULES:
         assert default[rule] == "warn" and strict[rule] == "refuse"
     for rule, severity in all_rule_ids().items():
-        if rule not in PARTIAL_REPLACEMENT_RULES:
+        if rule not in PARTIAL_REPLACEMENT_RULES | KERNELBENCH_LEVEL_RULES:
             assert default[rule] == strict[rule] == severity, rule
+
+
+def test_the_worker_is_told_to_refuse_l2_persistence_only_under_strict() -> None:
+    assert "l2-persisting" in GuardSettings("strict").runtime_refuse
+    assert "l2-persisting" not in GuardSettings("default").runtime_refuse
+    assert GuardSettings("default", refuse=("l2-persisting",)).runtime_refuse == ["l2-persisting"]
 
 
 def test_refuse_turns_a_warning_into_a_refusal_and_unknown_ids_are_errors() -> None:
@@ -387,7 +393,8 @@ def test_classify_kernels_per_forward_and_own_names() -> None:
         "sm90_xmma_fprop_implicit_gemm_tf32": (1.2, 3),
         "at::native::vectorized_elementwise_kernel<4, ...>": (0.3, 6),
     }
-    rows = {r["name"][:12]: r for r in classify_kernels(times, ["relu_scale_kernel"], calls_per=3)}
+    own = ["void relu_scale_kernel<float>(float const*, float*, float, long)"]
+    rows = {r["name"][:12]: r for r in classify_kernels(times, own, calls_per=3)}
     assert rows["void relu_sc"]["own"] and rows["void relu_sc"]["ms"] == pytest.approx(0.1)
     assert not rows["sm90_xmma_fp"]["own"] and rows["at::native::"]["calls"] == 2
     record = share_record(rows.values(), "cuda-profiler")

@@ -5,7 +5,10 @@ flushes the L2 (so no call profits from the previous one's cache, and the flush 
 launch latency); on CPU a monotonic clock does the same job after a smaller cache-flushing write.
 The two models are timed in alternating blocks so that clock and power drift hit both alike.
 Host-clock calls with a device-wide sync, interleaved with the event-timed ones, record what the
-events cannot see: work launched on a side stream shows up there and not in the events.
+events cannot see: work launched on a side stream shows up there and not in the events. Lines a
+candidate marked persisting would survive the flush: on CUDA the persisting-L2 limit is put back and
+those lines reset before each timed call (engine.eval.l2). What the callables run on, and what keeps
+them from replaying results, is the caller's (engine.eval.replay).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from engine.eval.result import Timing, TimingStats
 
 if TYPE_CHECKING:
     import torch
+
+    from engine.eval.l2 import PersistingL2
 
 CUDA_FLUSH_BYTES = 256 * 1024 * 1024
 CPU_FLUSH_BYTES = 32 * 1024 * 1024
@@ -37,16 +42,23 @@ class TimingPlan:
     host_per_block: int = 2  # host-clock calls per model per block, interleaved with the event-timed ones
 
 
+def make_timer(device: torch.device, l2: PersistingL2 | None = None) -> _CudaTimer | _CpuTimer:
+    """The flushed single-call clock for ``device``; on CUDA, ``l2`` (engine.eval.l2) is put back before
+    every timed call's flush."""
+    return _CudaTimer(device, l2) if device.type == "cuda" else _CpuTimer()
+
+
 def time_models(
     candidate: Callable[[], object],
     reference: Callable[[], object],
     device: torch.device,
     plan: TimingPlan,
+    timer: _CudaTimer | _CpuTimer | None = None,
 ) -> Timing:
     """Time two zero-argument callables; returns medians, spread and the host-clock medians."""
     import torch  # noqa: F401  (the timers need it; importing this module alone must not)
 
-    timer = _CudaTimer(device) if device.type == "cuda" else _CpuTimer()
+    timer = timer or make_timer(device)
     fns = {"candidate": candidate, "reference": reference}
     for fn in fns.values():
         _warm_up(fn, timer, plan)
@@ -96,10 +108,11 @@ def _median(values: list[float]) -> float:
 class _CudaTimer:
     method = "cuda-events"
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, l2: PersistingL2 | None = None) -> None:
         import torch
 
         self.device = device
+        self.l2 = l2
         self.flush_bytes = CUDA_FLUSH_BYTES
         self.cache = torch.empty(CUDA_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
         self.start = torch.cuda.Event(enable_timing=True)
@@ -113,6 +126,8 @@ class _CudaTimer:
     def time_once(self, fn: Callable[[], object]) -> float:
         import torch
 
+        if self.l2 is not None:
+            self.l2.restore()  # persisting lines would survive the flush
         self.cache.zero_()
         self.start.record()
         fn()
@@ -123,6 +138,8 @@ class _CudaTimer:
     def host_time_once(self, fn: Callable[[], object]) -> float:
         import torch
 
+        if self.l2 is not None:
+            self.l2.restore()
         torch.cuda.synchronize(self.device)
         t0 = time.perf_counter()
         fn()

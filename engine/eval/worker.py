@@ -13,8 +13,6 @@ this worker never outlives one evaluation, so a poisoned context is never reused
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import sys
 import time
@@ -22,7 +20,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from engine.eval import faults
+from engine.eval import faults, launches
 from engine.eval.job import JobError, WorkerJob
 from engine.eval.pipe import (
     BUILD,
@@ -55,8 +53,6 @@ from engine.eval.result import (
 from engine.eval.values import clone as _clone
 from engine.eval.values import to_device
 
-SHARE_REPEATS = 3  # forwards profiled for the own-kernel share (after one warm-up)
-
 
 def _error_info(error: BaseException) -> dict[str, str]:
     return {
@@ -80,6 +76,7 @@ class Evaluation:
         self.pin: Any = None  # the numeric-mode flags as before any candidate code (engine.eval.precision)
         self.output_sizes: list[int] = []  # the reference's last output storage sizes (the CPU NaN fill)
         self.prebuild: Any = None  # the thread building the candidate's extensions ahead (engine.eval.build.prebuild)
+        self.l2: Any = None  # the persisting-L2 limit before any candidate code ran (engine.eval.l2), on CUDA
 
     def stage(self, name: str) -> None:
         sys.stdout.flush()
@@ -180,6 +177,10 @@ class Evaluation:
         started = time.monotonic()
         self.result.env = envinfo.collect(self.job.device)  # on CUDA this starts CUDA
         self.result.durations["setup_device"] = time.monotonic() - started
+        if self.device.type == "cuda":
+            from engine.eval.l2 import PersistingL2
+
+            self.l2 = PersistingL2()  # read before the candidate's import can change it
         started = time.monotonic()
         try:
             task = import_module_from_source(Path(self.job.task_path).read_text(), self.job.task_path)
@@ -198,15 +199,15 @@ class Evaluation:
         if self.job.reference_only:  # the loop's task check: nothing of a candidate runs
             return self.finish(CORRECT)
         candidate = self.build()
-        if candidate is None or self.precision_changed("its import"):
+        if candidate is None or self.precision_changed("its import") or self.extension_failed():
             return self.result
         models = self.construct(task, candidate)
         if models is None or self.precision_changed("ModelNew's constructor"):
             return self.result
         reference, new = models
-        if not self.check(task, reference, new):
+        if not self.check(task, reference, new) or self.extension_failed():
             return self.result
-        if self.job.guards and self.launch_guard(task, new):
+        if self.job.guards and launches.launch_refused(self, task, reference, new):
             return self.result
         if self.job.guards and self.device.type == "cpu":
             self.cpu_share(task, new)
@@ -453,6 +454,18 @@ class Evaluation:
         self.finish(REJECTED, f"refused by the runtime guard [{rule}]: {message}")
         return True
 
+    def extension_failed(self) -> bool:
+        """A ``load_inline`` call failed and the candidate went on (it caught the error): whatever it
+        returns was not computed by that extension. True when that refuses it."""
+        failed = getattr(getattr(self, "recorder", None), "failed", [])
+        if not failed or any(f["rule"] == "extension-load-failed" for f in self.result.findings):
+            return False
+        return self.guard(
+            "extension-load-failed",
+            f"load_inline failed for {'; '.join(failed)}, and the candidate caught the error and went on: "
+            "its results come from some other code path (a fallback), not from that extension",
+        )
+
     def precision_changed(self, when: str) -> bool:
         """A numeric-mode flag the candidate changed (put back at once); True when that refuses it."""
         changes = self.pin.changed() if self.pin is not None else []
@@ -647,24 +660,6 @@ class Evaluation:
             "output-cached", f"output(s) {reused} reuse the storage of a previous call's output"
         )
 
-    def launch_memo(self) -> Path:
-        """Where the launches of this (task, kernel, GPU, torch) are kept: starting the profiler costs
-        seconds, so a kernel evaluated again does not measure them again."""
-        import torch
-
-        key = hashlib.sha256(
-            "\0".join(
-                [
-                    Path(self.job.task_path).read_text(),
-                    Path(self.job.kernel_path).read_text(),
-                    torch.__version__,
-                    torch.cuda.get_device_name(self.device),
-                ]
-            ).encode()
-        ).hexdigest()[:24]
-        # v2: per-kernel device times (the own-kernel share), not only the names
-        return Path(self.job.cache_root) / "launch-checks-v2" / f"{key}.json"
-
     def warm_profiler(self) -> None:
         """Start the PyTorch profiler once, at the start of the build stage, when the launch check will
         need it (engine.guard.share.warm_profiler): with the extensions prebuilt in a thread meanwhile, its
@@ -672,7 +667,7 @@ class Evaluation:
         refuses a client registered from another one."""
         if self.device.type != "cuda" or not self.job.kernel_names or not self.job.guards:
             return
-        if self.launch_memo().is_file():
+        if launches.memo_path(self).is_file():
             return
         from engine.guard import share
 
@@ -683,52 +678,6 @@ class Evaluation:
             return
         finally:
             self.add_seconds("profiler_warmup", started)
-
-    def launch_guard(self, task: Any, new: Any) -> bool:
-        """On CUDA, at least one of the source's own kernels must launch in a forward; True when refused."""
-        import torch
-
-        from engine.guard import runtime as rg
-        from engine.guard import share
-
-        names = list(self.job.kernel_names)
-        if self.device.type != "cuda" or not names:
-            return False
-        memo = self.launch_memo()
-        try:
-            times = {name: tuple(v) for name, v in json.loads(memo.read_text()).items()}
-        except (OSError, ValueError):
-            inputs = self.make_inputs(task, self.job.seed)
-            try:
-                with torch.no_grad():
-                    # warm-up: library autotuning and first-call allocations stay out of the share
-                    new(*inputs)
-                    times = share.cuda_kernel_times(lambda: new(*inputs), repeats=SHARE_REPEATS)
-            except Exception as error:  # no CUPTI here: say so rather than refuse
-                self.guard(
-                    "kernel-launch-unverified", f"the PyTorch profiler could not list launches: {error}"
-                )
-                return False
-            memo.parent.mkdir(parents=True, exist_ok=True)
-            memo.write_text(json.dumps(times))
-        launched = list(times)
-        record = share.share_record(share.classify_kernels(times, names, SHARE_REPEATS), share.CUDA_METHOD)
-        self.result.kernel_share = record
-        own = rg.own_kernels_in(launched, names)
-        self.result.messages.append(f"kernels launched by one forward: {', '.join(launched) or 'none'}")
-        if not own:
-            return self.guard(
-                "no-own-kernel",
-                f"none of the source's kernels ({', '.join(names)}) launched; launched: {', '.join(launched) or 'none'}",
-            )
-        from engine.eval import late
-
-        if late.ablation_applies(self):  # the ablation stage decides whether the own kernels are needed
-            record["test"] = "ablation"
-            return False
-        record["test"] = "share"
-        trivial = share.trivial_share_message(record)
-        return bool(trivial) and self.guard("own-kernel-trivial", trivial or "")
 
     def cpu_share(self, task: Any, new: Any) -> None:
         """On CPU, record the wall-time share of the forward spent inside the C++ extension (never refuses)."""
@@ -747,40 +696,10 @@ class Evaluation:
             self.result.messages.append(f"the CPU own-kernel share could not be measured: {error}")
 
     def time(self, task: Any, reference: Any, new: Any) -> bool:
-        """Time both models; then re-check on fresh inputs and compare the two clocks. False when refused."""
-        import torch
+        """The timing stage (engine.eval.timing_stage); False when the candidate was refused there."""
+        from engine.eval.timing_stage import time_stage
 
-        from engine.eval.compare import compare_outputs
-        from engine.eval.timing import TimingPlan, time_models
-        from engine.guard.runtime import timing_disagreement
-
-        self.stage("time")
-        plan = self.job.timing or TimingPlan()
-        inputs = self.make_inputs(task, self.job.seed)
-        with torch.no_grad():
-            timing = time_models(lambda: new(*inputs), lambda: reference(*inputs), self.device, plan)
-        self.result.timing = timing
-        from engine.eval import floor  # the task's lower bounds (judged by engine.eval.plausibility)
-
-        self.result.hardware_floor = floor.measure(reference, inputs)
-        with torch.no_grad():  # a kernel that changes behaviour after many calls is caught here
-            fresh = self.make_inputs(task, self.job.seed + 1000)
-            recheck = compare_outputs(reference(*_clone(fresh)), new(*_clone(fresh)), self.job.tolerances)
-            self.sync()
-        if not recheck.passed:
-            self.finish(INCORRECT, f"after timing, on fresh inputs: {recheck.message}")
-            return False
-        message = self.device.type == "cuda" and timing_disagreement(
-            timing.candidate.median_ms,
-            timing.candidate.host_median_ms,
-            timing.reference.median_ms,
-            timing.reference.host_median_ms,
-        )
-        if message and self.guard("timing-disagreement", message):
-            return False
-        if timing.candidate.median_ms > 0:
-            self.result.speedup = timing.reference.median_ms / timing.candidate.median_ms
-        return True
+        return time_stage(self, task, reference, new)
 
 
 def warm_imports() -> None:

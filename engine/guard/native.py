@@ -49,6 +49,17 @@ _NATIVE_PATTERNS: list[tuple[str, re.Pattern[str], str]] = [
         "names cudaforge's generated launch code ({m}), which decides whether the own kernels are needed",
     ),
     (
+        "l2-persistence",
+        re.compile(
+            r"\b(?:cudaStreamAttributeAccessPolicyWindow|cudaLaunchAttributeAccessPolicyWindow"
+            r"|CU_(?:STREAM|LAUNCH)_ATTRIBUTE_ACCESS_POLICY_WINDOW|cudaLimitPersistingL2CacheSize"
+            r"|CU_LIMIT_PERSISTING_L2_CACHE_SIZE|cudaAccessPropertyPersisting|CU_ACCESS_PROPERTY_PERSISTING"
+            r"|accessPolicyWindow|cudaAccessPolicyWindow|CUaccessPolicyWindow)\b"
+        ),
+        "sets up L2 persistence ({m}): data kept in L2 survives the timing's cache flush; cudaforge resets "
+        "persisting lines before every timed call",
+    ),
+    (
         "native-static-state",
         re.compile(
             r"\bstatic\s+(?:const\s+)?(?:(?:torch|at)::Tensor\b|std::(?:unordered_)?map\b|std::vector\b)"

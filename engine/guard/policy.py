@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from engine.guard.rules import (
     DEFAULT_POLICY,
+    KERNELBENCH_LEVEL_RULES,
     PARTIAL_REPLACEMENT_RULES,
     RULES,
     RUNTIME_RULES,
@@ -34,8 +35,10 @@ from engine.guard.rules import (
 
 def policy_severity(rule: str, policy: str, table_severity: str) -> str:
     """The severity of ``rule`` under ``policy`` before per-run changes."""
-    if policy == "default" and rule in PARTIAL_REPLACEMENT_RULES:
+    if policy == "default" and (rule in PARTIAL_REPLACEMENT_RULES or rule in KERNELBENCH_LEVEL_RULES):
         return "warn"
+    if policy == "strict" and rule in KERNELBENCH_LEVEL_RULES:
+        return "refuse"
     return table_severity
 
 
@@ -76,7 +79,10 @@ class GuardSettings:
 
     @property
     def runtime_refuse(self) -> list[str]:
-        return [r for r in self.refuse if r in RUNTIME_RULES]
+        """The runtime rules that refuse beyond their table severity: this run's ``refuse`` list, and
+        under ``strict`` the KernelBench-level ones (the worker knows no policy, only this list)."""
+        extra = [r for r in sorted(KERNELBENCH_LEVEL_RULES & RUNTIME_RULES.keys()) if self.severity(r) == "refuse"]
+        return list(dict.fromkeys([*(r for r in self.refuse if r in RUNTIME_RULES), *extra]))
 
     def changed(self) -> dict[str, list[str]]:
         """What differs from the policy's table: recorded in eval.json, session.toml and summaries."""

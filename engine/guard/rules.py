@@ -40,6 +40,7 @@ human and recorded). Every rule can be relaxed per run; a relaxed finding is sti
 | kernel-not-built               | refuse   | CUDA backend: no extension the hot path calls is built from sources with a `__global__` kernel |
 | kernel-source-unresolved       | warn     | a build call's sources could not be resolved statically, so they were not fully checked |
 | torch-compute-in-extension     | refuse   | ATen/torch compute called from the C++/CUDA source (`torch::matmul`, `at::native::...`, `.mm(`) |
+| l2-persistence                 | refuse   | L2 persistence set up in the C++/CUDA source (an access-policy window, a persisting-L2 limit): data kept in L2 across the timing's cache flush |
 
 The severities above are the ``strict`` policy's. Under the ``default`` policy (KernelBench's semantics,
 ``engine.guard.policy``) the five "PyTorch on the hot path" rules — torch-compute-in-forward,
@@ -47,7 +48,11 @@ functional-in-forward, submodule-compute-in-forward, tensor-arithmetic-in-forwar
 torch-compute-in-extension — warn instead, and the runtime rules ``own-kernel-unneeded`` (split builds:
 the output still passes with the own kernels' launches switched off) and ``own-kernel-trivial`` (other
 builds: the own kernels do no measurable work; ``engine.guard.runtime``) refuse a candidate whose own
-kernels the result does not need.
+kernels the result does not need. ``l2-persistence`` and its runtime twin ``l2-persisting`` (the worker
+found the persisting-L2 limit changed after a candidate call) warn under ``default`` and refuse under
+``strict``: KernelBench's own timing does nothing about L2 persistence, and cudaforge's puts the limit
+back and resets the persisting lines before every timed call's flush (engine.eval.l2), so the figure
+stays honest either way.
 
 The runtime rules (``RUNTIME_RULES`` below) are checked by the worker while the candidate runs; their
 table, with what each catches, is in ``engine.guard.runtime``.
@@ -101,6 +106,9 @@ RUNTIME_RULES: dict[str, str] = {
     "output-degenerate": "refuse",
     "precision-changed": "refuse",
     "shape-specific": "warn",
+    "extension-load-failed": "refuse",
+    "output-replayed": "refuse",
+    "l2-persisting": "warn",
 }
 
 # Guard policies (ARCHITECTURE.md §3, "Guard policy"): ``default`` follows KernelBench, ``strict`` demands
@@ -120,6 +128,10 @@ PARTIAL_REPLACEMENT_RULES: frozenset[str] = frozenset(
         "torch-compute-in-extension",
     }
 )
+
+# What KernelBench's own harness leaves alone and cudaforge neutralises at run time: warnings under
+# ``default``, refusals under ``strict`` (the static rule and its runtime twin).
+KERNELBENCH_LEVEL_RULES: frozenset[str] = frozenset({"l2-persistence", "l2-persisting"})
 
 # Static findings that are not cheats but a candidate that does not load: the build stage reports them
 # as a compile_error with the real error (what the Judge's repair mode needs), and ``cudaforge check``

@@ -18,6 +18,9 @@ is recorded):
 | own-kernel-unneeded | refuse | on CUDA, split-built: with every own kernel's launch switched off the output still passes (engine.eval.ablation) |
 | output-degenerate | refuse | on a weak output (a degenerate answer passes the tolerance): the candidate's is all zeros, a constant, an input returned, or the same for every trial's inputs (engine.eval.degenerate) |
 | precision-changed | refuse | a numeric-mode flag (TF32, matmul precision, reduced-precision reductions, cuDNN benchmark) changed by the candidate (engine.eval.precision) |
+| extension-load-failed | refuse | a ``load_inline`` call of the candidate's failed (build or load) and the candidate went on and returned results: whatever it computed, it was not with that extension |
+| output-replayed | refuse | timing that cannot be replayed (engine.eval.replay): a timed call returned another input set's result or the same storage as a call on other inputs, or calls on inputs it had seen ran far faster than on new ones (a value-keyed memo) |
+| l2-persisting | warn | on CUDA (refuses under `strict`), the persisting-L2 limit changed after a candidate call: put back, and the persisting lines reset, before every timed call (engine.eval.l2) |
 | shape-specific | warn | correct at the task's shape but not at perturbed sizes the reference accepts (engine.eval.shapes); ``refuse`` it to make it a refusal |
 
 A speedup above the review threshold is a *flag* (``EvalResult.flags``), never a refusal.

@@ -8,9 +8,9 @@ module turns measurements into the ``EvalResult.kernel_share`` record:
      "kernels": [{"name", "own", "ms", "calls"}] sorted by ms descending}
 
 - CUDA (``method`` "cuda-profiler"): the PyTorch profiler (CUPTI) lists every kernel one forward
-  launches with its device time; a kernel is the candidate's own when its name matches a ``__global__``
-  of the candidate's sources (``engine.guard.runtime.own_kernels_in``), else a library one (cuBLAS,
-  cuDNN, ATen, ...).
+  launches with its device time; a kernel is the candidate's own when its full signature is compiled
+  into one of the candidate's extensions (engine.guard.binary: evidence from the binary, never from a
+  name in the source), else a library one (cuBLAS, cuDNN, ATen, ...).
 - CPU (``method`` "cpu-extension-wall"): there are no kernels to list. The worker wraps the functions
   of the extension modules ``load_inline`` returned and sums the wall time spent inside them during a
   forward; share = that time / the forward's wall time. What it cannot see: an extension function
@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from engine.guard.runtime import OWN_SHARE_MIN, own_kernels_in
+from engine.guard.runtime import OWN_SHARE_MIN
 
 CUDA_METHOD = "cuda-profiler"
 CPU_METHOD = "cpu-extension-wall"
@@ -53,10 +53,11 @@ def share_record(kernels: Iterable[dict[str, Any]], method: str) -> dict[str, An
 
 
 def classify_kernels(
-    times: dict[str, tuple[float, int]], own_names: Iterable[str], calls_per: int = 1
+    times: dict[str, tuple[float, int]], own_launched: Iterable[str], calls_per: int = 1
 ) -> list[dict[str, Any]]:
-    """Rows from ``{kernel name: (total ms, launches)}`` measured over ``calls_per`` forwards (per-forward values)."""
-    own = set(own_kernels_in(list(times), list(own_names)))
+    """Rows from ``{kernel name: (total ms, launches)}`` measured over ``calls_per`` forwards (per-forward
+    values); ``own_launched``: the launched names attributed to the candidate (engine.guard.binary)."""
+    own = set(own_launched)
     n = max(1, calls_per)
     return [
         {"name": name, "own": name in own, "ms": ms / n, "calls": max(1, round(count / n)) if count else 0}

@@ -134,6 +134,7 @@ class BuildRecorder:
         self.notices: list[str] = []
         self.modules: list[Any] = []  # what each load_inline returned (the CPU own-kernel share wraps them)
         self.module_paths: list[str] = []  # each module's build path ("split", "stock", "fast", "cpp"), in order
+        self.failed: list[str] = []  # the load_inline calls that raised to the candidate, described
         # The first failure of cudaforge's own code in the hook: kept even if the candidate catches it
         self.fault: faults.HarnessFault | None = None
         self._original: Callable[..., Any] | None = None
@@ -183,6 +184,21 @@ class BuildRecorder:
                 record.units = plan.units()
 
     def _build(
+        self, name: str, cpp_sources: Any, cuda_sources: Any, args: tuple, kwargs: dict[str, Any]
+    ) -> Any:
+        """One ``load_inline`` call; a failure that reaches the candidate is remembered in ``failed``
+        (the candidate may catch it and fall back, which the worker refuses: extension-load-failed)."""
+        try:
+            return self._build_any_path(name, cpp_sources, cuda_sources, args, kwargs)
+        except Prebuilt:
+            raise
+        except BaseException as error:
+            if self.fault is None:  # cudaforge's own failure is a harness fault, not the candidate's
+                first = next((line for line in str(error).strip().splitlines() if line.strip()), "")
+                self.failed.append(f"{name!r} ({type(error).__name__}{': ' + first[:200] if first else ''})")
+            raise
+
+    def _build_any_path(
         self, name: str, cpp_sources: Any, cuda_sources: Any, args: tuple, kwargs: dict[str, Any]
     ) -> Any:
         cpp_text, cuda_text = _as_text(cpp_sources), _as_text(cuda_sources)

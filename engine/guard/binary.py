@@ -1,0 +1,133 @@
+"""Which launched kernels are the candidate's own, from its built binary (ARCHITECTURE.md §4).
+
+A kernel counts as the candidate's only when it was compiled into one of the candidate's extensions: for
+every ``__global__`` function nvcc emits a host-side stub with the kernel's own (mangled) name, so the
+extension's symbol table lists every kernel it can launch. Matching the profiler's kernel names against
+the ``__global__`` names *written in the source* is not evidence: ATen's
+``void at::native::(anonymous namespace)::hardsigmoid_kernel<float>(...)`` matched a candidate's
+``hardsigmoid_kernel``, and a candidate whose extension never loaded borrowed PyTorch's time as its own.
+
+The names compared are the full demangled signatures (namespaces, template arguments, parameter types):
+``nm -C`` demangles with the same GNU scheme the PyTorch profiler uses for CUPTI's names. binutils'
+``nm`` is on every machine that can build an extension at all (the C++ toolchain needs its linker).
+
+One more case is refused credit: a launched kernel that the *reference* launches too. A candidate can
+only share a full signature with one of PyTorch's kernels by copying its namespaces and template
+arguments on purpose; its time is then PyTorch's as far as anything here can tell.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_FUNCTION_TYPES = set("tTwW")  # text (code) symbols, local or global, and weak ones (template instances)
+_SPACES = re.compile(r"\s+")
+
+
+class AttributionUnavailable(RuntimeError):
+    """The extension's symbols could not be read (no ``nm``, or an unreadable library)."""
+
+
+def canonical(name: str) -> str:
+    """A kernel's signature in one form: no return type in front (CUPTI writes ``void`` for templates
+    only), single spaces, none around punctuation."""
+    text = _SPACES.sub(" ", name.strip())
+    if text.startswith("void "):
+        text = text[5:]
+    return re.sub(r"\s*([(),<>*&])\s*", r"\1", text)
+
+
+def defined_functions(library: Path) -> set[str]:
+    """The canonical names of the functions ``library`` defines (its static symbol table, or its dynamic
+    one when it was stripped)."""
+    nm = shutil.which("nm")
+    if nm is None:
+        raise AttributionUnavailable("binutils' nm was not found, so the extension's kernels cannot be read")
+    names: set[str] = set()
+    for table in ([], ["-D"]):
+        try:
+            done = subprocess.run(
+                [nm, "--defined-only", "-C", *table, str(library)], capture_output=True, text=True, timeout=120
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise AttributionUnavailable(f"nm could not read {library.name}: {error}") from None
+        for line in done.stdout.splitlines():
+            parts = line.split(maxsplit=2)
+            if len(parts) == 3 and parts[1] in _FUNCTION_TYPES:
+                names.add(canonical(parts[2]))
+        if names:
+            return names
+    if done.returncode != 0:
+        raise AttributionUnavailable(f"nm could not read {library.name}: {done.stderr.strip()[:200]}")
+    return names
+
+
+@dataclass
+class Attribution:
+    """Each launched kernel's owner, by the evidence above."""
+
+    own: list[str] = field(default_factory=list)  # compiled into one of the candidate's extensions
+    library: list[str] = field(default_factory=list)  # everything else (cuBLAS, cuDNN, ATen, ...)
+    # named like one of the source's __global__ functions, yet not in its extensions: PyTorch's, by name only
+    lookalikes: list[str] = field(default_factory=list)
+    # in an extension of the candidate's *and* launched by the reference: not credited
+    shared_with_reference: list[str] = field(default_factory=list)
+
+    def note(self) -> str | None:
+        """What the attribution refused to credit, for the result's messages; None when nothing."""
+        parts = []
+        if self.lookalikes:
+            parts.append(
+                "named like the source's kernels but not compiled into its extensions (so not its own): "
+                + ", ".join(self.lookalikes)
+            )
+        if self.shared_with_reference:
+            parts.append(
+                "in the candidate's extension but also launched by the reference (credited to PyTorch): "
+                + ", ".join(self.shared_with_reference)
+            )
+        return "; ".join(parts) or None
+
+
+def attribute(
+    launched: Iterable[str],
+    extension_functions: set[str],
+    source_names: Iterable[str] = (),
+    reference_launched: Iterable[str] = (),
+) -> Attribution:
+    """Split ``launched`` kernel names into the candidate's own and the library's.
+
+    ``extension_functions``: :func:`defined_functions` over every extension the candidate loaded;
+    ``source_names``: its ``__global__`` names (only to say which library kernels merely look like
+    them); ``reference_launched``: the kernels the reference's forward launches."""
+    from engine.guard.runtime import own_kernels_in
+
+    reference = {canonical(n) for n in reference_launched}
+    names = list(dict.fromkeys(launched))
+    by_name = set(own_kernels_in(names, list(source_names)))
+    out = Attribution()
+    for name in names:
+        key = canonical(name)
+        if key in extension_functions and key in reference:
+            out.shared_with_reference.append(name)
+            out.library.append(name)
+        elif key in extension_functions:
+            out.own.append(name)
+        else:
+            out.library.append(name)
+            if name in by_name:
+                out.lookalikes.append(name)
+    return out
+
+
+def extension_functions(libraries: Iterable[str | Path]) -> set[str]:
+    """:func:`defined_functions` over several libraries together."""
+    names: set[str] = set()
+    for library in libraries:
+        names |= defined_functions(Path(library))
+    return names

@@ -1,0 +1,220 @@
+"""The trust holes of issue 45, closed on CPU with real candidates, real builds and the real worker:
+an extension that failed to load, results replayed by value or by storage, kernels attributed from the
+built binary, L2 persistence named by the static guard and undone before each timed call."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from engine.eval.evaluate import evaluate
+from engine.eval.options import EvalOptions
+from engine.eval.result import EvalResult
+from engine.eval.timing import TimingPlan
+from tests.fixtures.trust.cpu_trust import candidate, failing_load
+
+TASK = Path(__file__).parent / "fixtures" / "trust" / "matmul_small.py"
+
+
+def run(source: str, cache: Path, **options: object) -> EvalResult:
+    settings = {"device": "cpu", "cache_root": cache, "timing": TimingPlan(min_trials=20, budget_s=10.0), **options}
+    return evaluate(TASK.read_text(), source, EvalOptions(**settings), task_name="matmul_small")
+
+
+def runtime_rules(result: EvalResult) -> list[str]:
+    return [f["rule"] for f in result.findings if f.get("source") == "runtime"]
+
+
+@pytest.mark.slow
+def test_an_honest_kernel_is_timed_over_several_verified_input_sets(ext_cache: Path) -> None:
+    result = run(candidate("matmul_naive"), ext_cache)
+    assert result.status == "correct", result.messages
+    replay = result.settings["replay"]
+    assert replay["sets"] == 3 and replay["timed_calls_checked"] >= 3
+    assert replay["fresh_median_ms"] > 0 and replay["seen_median_ms"] > 0
+    assert "output-replayed" not in runtime_rules(result)
+
+
+@pytest.mark.slow
+def test_a_value_keyed_memo_is_refused_as_replayed(ext_cache: Path) -> None:
+    result = run(candidate("matmul_value_memo"), ext_cache)
+    assert result.status == "rejected" and runtime_rules(result)[-1] == "output-replayed", result.messages
+    assert "results are being replayed" in result.messages[-1]
+    assert result.settings["replay"]["confirmed_on_new_sets"] is True
+
+
+@pytest.mark.slow
+def test_a_kernel_that_returns_one_kept_tensor_once_timing_starts_is_refused_as_replayed(ext_cache: Path) -> None:
+    result = run(candidate("matmul_replay_late"), ext_cache)
+    assert result.status == "rejected" and runtime_rules(result)[-1] == "output-replayed", result.messages
+    assert "timed call" in result.messages[-1] and "still alive" in result.messages[-1]
+
+
+@pytest.mark.slow
+def test_a_candidate_that_survives_its_failed_extension_is_refused_by_its_own_rule(ext_cache: Path) -> None:
+    result = run(failing_load(), ext_cache, do_timing=False)
+    assert result.status == "rejected" and runtime_rules(result) == ["extension-load-failed"], result.messages
+    assert "load_inline failed for 'cf_trust_failing_cpu'" in result.messages[-1]
+    assert "caught the error and went on" in result.messages[-1]
+
+
+# ---- attribution from the binary ---------------------------------------------------------------------
+
+KERNELS_CU = r"""
+__global__ void hardsigmoid_kernel(const float* x, float* y, long n) {
+    long i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+namespace { template <typename T> __global__ void scale_kernel(const T* x, T* y, int n) { y[0] = x[0]; } }
+extern "C" __global__ void plain_c_kernel(float* y) { y[0] = 1.0f; }
+void launch(const float* x, float* y, long n) {
+    hardsigmoid_kernel<<<1, 1>>>(x, y, n);
+    scale_kernel<float><<<1, 1>>>(x, y, 1);
+    plain_c_kernel<<<1, 1>>>(y);
+}
+"""
+
+# The names as the PyTorch profiler reports them (CUPTI's names, demangled the GNU way)
+OWN = "hardsigmoid_kernel(float const*, float*, long)"
+OWN_TEMPLATE = "void (anonymous namespace)::scale_kernel<float>(float const*, float*, int)"
+ATEN_LOOKALIKE = "void at::native::(anonymous namespace)::hardsigmoid_kernel<float>(float const*, float*, long)"
+GEMM = "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+
+
+@pytest.fixture(scope="module")
+def kernels_so(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("no nvcc here")
+    folder = tmp_path_factory.mktemp("binary")
+    (folder / "k.cu").write_text(KERNELS_CU)
+    subprocess.run([nvcc, "-shared", "-Xcompiler", "-fPIC", "-o", str(folder / "k.so"), str(folder / "k.cu")], check=True, timeout=300)
+    return folder / "k.so"
+
+
+def test_a_kernel_is_own_only_when_its_signature_is_in_the_built_library(kernels_so: Path) -> None:
+    from engine.guard.binary import attribute, extension_functions
+
+    functions = extension_functions([kernels_so])
+    launched = [OWN, OWN_TEMPLATE, "plain_c_kernel", ATEN_LOOKALIKE, GEMM]
+    who = attribute(launched, functions, ["hardsigmoid_kernel", "scale_kernel", "plain_c_kernel"])
+    assert who.own == [OWN, OWN_TEMPLATE, "plain_c_kernel"]
+    assert who.library == [ATEN_LOOKALIKE, GEMM]
+    assert who.lookalikes == [ATEN_LOOKALIKE]  # named like the source's kernel: said, never credited
+    assert "not compiled into its extensions" in (who.note() or "")
+
+
+def test_a_borrowed_aten_kernel_gets_no_credit_even_when_the_source_names_it(kernels_so: Path) -> None:
+    """The fallback case of the issue: the extension holds its kernel, but only ATen's launched."""
+    from engine.guard.binary import attribute, extension_functions
+    from engine.guard.share import CUDA_METHOD, classify_kernels, share_record, trivial_share_message
+
+    times = {ATEN_LOOKALIKE: (0.3, 3), GEMM: (0.6, 3)}
+    who = attribute(list(times), extension_functions([kernels_so]), ["hardsigmoid_kernel"])
+    assert who.own == []
+    record = share_record(classify_kernels(times, who.own, calls_per=3), CUDA_METHOD)
+    assert record["share"] == 0.0 and trivial_share_message(record) is None  # no own kernel: no-own-kernel's case
+
+
+def test_a_kernel_the_reference_also_launches_is_credited_to_pytorch(kernels_so: Path) -> None:
+    from engine.guard.binary import attribute, extension_functions
+
+    who = attribute([OWN, GEMM], extension_functions([kernels_so]), ["hardsigmoid_kernel"], reference_launched=[OWN])
+    assert who.own == [] and who.shared_with_reference == [OWN]
+    assert "also launched by the reference" in (who.note() or "")
+
+
+def test_an_unreadable_library_says_attribution_is_unavailable(tmp_path: Path) -> None:
+    from engine.guard.binary import AttributionUnavailable, defined_functions
+
+    junk = tmp_path / "junk.so"
+    junk.write_bytes(b"not an ELF file")
+    with pytest.raises(AttributionUnavailable, match="junk.so"):
+        defined_functions(junk)
+
+
+# ---- L2 persistence -----------------------------------------------------------------------------------
+
+L2_CANDIDATE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <torch/extension.h>
+__global__ void copy_kernel(const float* x, float* y, long n) {
+    long i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+torch::Tensor run(torch::Tensor x) {
+    cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 4 << 20);
+    cudaStreamAttrValue attr;
+    attr.accessPolicyWindow.base_ptr = x.data_ptr();
+    attr.accessPolicyWindow.num_bytes = x.numel() * sizeof(float);
+    attr.accessPolicyWindow.hitRatio = 1.0f;
+    attr.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+    attr.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+    cudaStreamSetAttribute(0, cudaStreamAttributeAccessPolicyWindow, &attr);
+    auto y = torch::empty_like(x);
+    copy_kernel<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+"""
+ext = load_inline(name="l2", cpp_sources="torch::Tensor run(torch::Tensor x);", cuda_sources=cuda_source, functions=["run"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.run(x)
+'''
+
+
+def test_the_static_guard_names_l2_persistence_warns_by_default_and_refuses_under_strict() -> None:
+    from engine.guard.static import check_source
+
+    default = [f for f in check_source(L2_CANDIDATE, policy="default") if f.rule == "l2-persistence"]
+    strict = [f for f in check_source(L2_CANDIDATE, policy="strict") if f.rule == "l2-persistence"]
+    assert default and {f.severity for f in default} == {"warn"}
+    assert strict and {f.severity for f in strict} == {"refuse"}
+    assert "cudaLimitPersistingL2CacheSize" in " ".join(f.message for f in default)
+
+
+class _Driver:
+    """The three driver entry points engine.eval.l2 calls, kept in Python: the real ones need a GPU
+    (tests/test_trust_gpu.py runs them on the H200). Same signatures and return codes as cuda.h's."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self.resets = 0
+
+    def cuCtxGetLimit(self, pointer: object, limit: int) -> int:  # noqa: N802 - the driver's name
+        assert limit == 0x06
+        ctypes.cast(pointer, ctypes.POINTER(ctypes.c_size_t)).contents.value = self.value
+        return 0
+
+    def cuCtxSetLimit(self, limit: int, value: ctypes.c_size_t) -> int:  # noqa: N802
+        self.value = value.value
+        return 0
+
+    def cuCtxResetPersistingL2Cache(self) -> int:  # noqa: N802
+        self.resets += 1
+        return 0
+
+
+def test_a_changed_persisting_limit_is_put_back_and_its_lines_reset_before_each_timed_call() -> None:
+    from engine.eval.l2 import PersistingL2
+
+    driver = _Driver()
+    l2 = PersistingL2(driver)
+    assert l2.available and l2.baseline == 0 and not l2.restore() and l2.message() is None
+    driver.value = 4 << 20  # what the candidate set
+    assert l2.restore() and driver.value == 0 and driver.resets == 1
+    assert not l2.restore()  # nothing changed since
+    driver.value = 8 << 20
+    l2.restore()
+    message = l2.message() or ""
+    assert l2.restores == 2 and "4194304 bytes, 8388608 bytes" in message and "put back" in message
