@@ -13,7 +13,7 @@ import torch
 
 from engine.eval import degenerate, shapes
 from engine.eval.precision import PrecisionPin
-from engine.eval.stale import FILL_BYTE, byte_sizes, poison_free_memory
+from engine.eval.stale import CPU_COPIES, CPU_HEAP_LIMIT, byte_sizes, poison_free_memory
 from engine.eval.tolerances import DEFAULT_TOLERANCES
 from engine.guard.native import scan_native
 from engine.tasks import import_module_from_source
@@ -75,6 +75,42 @@ def test_degenerate_kinds_are_named_only_where_the_reference_differs() -> None:
     assert degenerate.degenerate_kind(torch.zeros(8, 8), zero_ref, [x]) is None
 
 
+
+def test_an_answer_equal_to_a_constant_or_identity_reference_is_not_degenerate() -> None:
+    """A constant or an input returned is the right answer where the reference gives that too."""
+    x = torch.randn(8, 8)
+    flat = torch.full((8, 8), 0.125)
+    assert degenerate.degenerate_kind(flat.clone(), flat, [x]) is None
+    assert degenerate.degenerate_kind(x.clone(), x.clone(), [x]) is None  # an identity task
+
+
+def _weak_softmax() -> tuple[torch.Tensor, torch.Tensor, list[dict]]:
+    torch.manual_seed(0)
+    x = torch.rand(4, 65536)
+    expected = torch.softmax(x, dim=1)  # ~1.5e-5 each, under fp32's atol: zeros pass the value check
+    return x, expected, degenerate.weak_outputs(expected, [x], DEFAULT_TOLERANCES)
+
+
+def test_the_call_after_the_reference_and_a_nested_output_are_checked_for_degenerate_answers() -> None:
+    x, expected, weak = _weak_softmax()
+    zeros = torch.zeros_like(expected)
+    assert degenerate.first_degenerate(weak, expected, [expected.clone(), zeros], [x]) == ("output", "zeros")
+    y = torch.randn(8, 8)
+    nested = (torch.relu(y), expected)
+    nested_weak = degenerate.weak_outputs(nested, [x], DEFAULT_TOLERANCES)
+    found = degenerate.first_degenerate(nested_weak, nested, [(torch.relu(y), zeros)], [x])
+    assert found == ("output[1]", "zeros")
+
+
+def test_a_single_calls_weak_failure_names_zeros_degenerate_and_a_far_off_answer_failing() -> None:
+    """Answers inside the tolerance and wrong by far more than rounding: all zeros, and halfway to the
+    mean (half the reference's spread off); the honest answer passes."""
+    x, expected, weak = _weak_softmax()
+    assert degenerate.weak_failure(weak, expected, torch.zeros_like(expected), [x]) == "output is degenerate (zeros)"
+    halfway = 0.5 * (expected + 1 / 65536)
+    assert degenerate.weak_failure(weak, expected, halfway, [x]) == "output fails the weak-output check"
+    assert degenerate.weak_failure(weak, expected, expected.clone(), [x]) == ""
+
 def _spread_of(reference_and_candidate) -> list[dict]:  # noqa: ANN001
     check = degenerate.SpreadCheck({"output": ["spread"]})
     for seed in range(3):
@@ -124,10 +160,12 @@ def test_the_cpu_fill_reaches_a_same_sized_allocation_that_follows_it() -> None:
     size = 64 * 1024  # below glibc's mmap threshold: from the heap, so reused
     hits = 0
     for _ in range(5):
-        assert poison_free_memory(torch.device("cpu"), [size]) == size
+        assert poison_free_memory(torch.device("cpu"), [size]) == CPU_COPIES * size  # several chunks each
         fresh = torch.empty(size, dtype=torch.uint8)
-        hits += int(bool((fresh[size // 2 :] == FILL_BYTE).all()))
+        hits += int(bool(fresh[size // 2 :].view(torch.float32).isnan().all()))  # what a float read gets
     assert hits >= 3  # the allocator's own bookkeeping may take the chunk's start; mostly it is the fill
+    huge = CPU_HEAP_LIMIT * 2  # beyond glibc's heap: freed to the kernel anyway, so one chunk
+    assert poison_free_memory(torch.device("cpu"), [huge]) == huge
     assert byte_sizes((torch.ones(3), [torch.ones(2, dtype=torch.float64)], {"a": torch.ones(1)})) == [12, 16, 4]
 
 
@@ -149,6 +187,47 @@ def test_a_lowered_matmul_precision_is_seen_through_either_api() -> None:
     assert any("float32_matmul_precision" in c or "fp32_precision" in c for c in pin.changed())
     assert torch.get_float32_matmul_precision() == "highest" and pin.changed() == []
 
+
+
+def test_the_reduced_precision_reduction_flags_are_named_and_put_back() -> None:
+    pin = PrecisionPin()
+    matmul = torch.backends.cuda.matmul
+    for kind in ("fp16", "bf16"):
+        flag = f"allow_{kind}_reduced_precision_reduction"
+        before = getattr(matmul, flag)
+        setattr(matmul, flag, not before)
+        (change,) = pin.changed()
+        assert change.startswith(f"torch.backends.cuda.matmul.{flag}: ")
+        assert getattr(matmul, flag) == before and pin.changed() == []
+
+
+@pytest.mark.parametrize(
+    ("where", "name"),
+    [
+        ("torch.backends", "torch.backends.fp32_precision"),  # every op's "none" falls back to it
+        ("torch.backends.cuda.matmul", "torch.backends.cuda.matmul.fp32_precision"),
+        ("torch.backends.cudnn.conv", "torch.backends.cudnn.conv.fp32_precision"),
+        ("torch.backends.mkldnn.conv", "torch.backends.mkldnn.conv.fp32_precision"),  # no legacy flag sees it
+    ],
+)
+def test_a_new_api_precision_is_named_with_the_value_set_and_put_back(where: str, name: str) -> None:
+    import importlib
+
+    *module, last = where.split(".")
+    holder = getattr(importlib.import_module(".".join(module)), last)
+    pin = PrecisionPin()
+    holder.fp32_precision = "tf32" if pin.pinned[name] != "tf32" else "ieee"
+    set_to = holder.fp32_precision
+    assert f"{name}: {pin.pinned[name]!r} -> {set_to!r}" in pin.changed()
+    assert pin.changed() == [] and PrecisionPin().pinned == pin.pinned  # every flag as it was
+
+
+def test_a_flag_torch_refuses_to_read_is_named_unreadable_and_readable_once_put_back() -> None:
+    pin = PrecisionPin()
+    torch.backends.cuda.matmul.fp32_precision = "tf32"  # then torch refuses to read the legacy allow_tf32
+    changes = pin.changed()
+    assert any(c.startswith("torch.backends.cuda.matmul.allow_tf32: False -> 'unreadable (") for c in changes)
+    assert torch.backends.cuda.matmul.allow_tf32 is False
 
 def test_the_native_scan_names_the_aten_and_cublas_switches_and_cudaforges_generated_names() -> None:
     source = """
@@ -215,6 +294,8 @@ def test_an_output_that_barely_depends_on_its_inputs_is_recorded_as_weak_without
     blind = degenerate.input_blind_outputs(first, second, DEFAULT_TOLERANCES)
     assert blind == [{"output": "output", "passes": ["other-inputs"], "checks": []}]
     assert degenerate.input_blind_outputs(first, torch.randn(8, 10), DEFAULT_TOLERANCES) == []
+    # the same answer for other inputs: the output does not depend on them, so ignoring them is right
+    assert degenerate.input_blind_outputs(first, first.clone(), DEFAULT_TOLERANCES) == []
     spread = [{"output": "output", "passes": ["zeros"], "checks": ["spread"]}]
     merged = degenerate.merge_weak([spread, blind])  # zeros already pass: other-inputs adds nothing
     assert merged == [{"output": "output", "passes": ["zeros"], "checks": ["spread"]}]

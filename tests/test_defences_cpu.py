@@ -128,3 +128,26 @@ def test_a_crash_at_another_shape_is_a_refusal_where_the_run_refuses_shape_speci
     assert result.status == "rejected" and result.failed_side == "candidate", result.messages
     assert result.messages[-1].startswith("refused by the runtime guard [shape-specific]: the worker was killed by SIGSEGV")
     assert result.shapes["crashed"]
+
+
+def test_a_weak_tasks_degenerate_or_far_off_answer_at_another_shape_is_found(ext_cache: Path) -> None:
+    """At the other shapes one call judges (engine.eval.degenerate.weak_failure): zeros at the even
+    widths are named degenerate, the halfway answer at the odd one fails the spread check; both pass the
+    value check there, so without it the kernel would be correct at every shape."""
+    result = run("softmax_wide", "softmax_or_off_elsewhere", ext_cache, shapes=True)
+    assert result.status == "correct", result.messages  # right at the task's own width
+    found = {v["name"]: (v["status"], v["message"]) for v in result.shapes["variants"]}
+    assert found == {
+        "half": ("incorrect", "output is degenerate (zeros)"),
+        "odd": ("incorrect", "output fails the weak-output check"),
+        "odd-half": ("incorrect", "output fails the weak-output check"),  # 32767 wide: odd
+    }
+    assert runtime_rules(result) == ["shape-specific"]
+
+
+def test_a_new_api_precision_set_at_import_is_refused_and_named(ext_cache: Path) -> None:
+    """oneDNN's convolutions in reduced precision through the new API alone: no legacy flag shows it."""
+    switch = 'torch.backends.mkldnn.conv.fp32_precision = "tf32"'
+    result = run("softmax_rows", "softmax_rows", ext_cache, prelude=switch, relax=("monkeypatch-torch",))
+    assert result.status == "rejected" and "precision-changed" in runtime_rules(result), result.messages
+    assert "its import changed torch.backends.mkldnn.conv.fp32_precision: 'none' -> 'tf32'" in result.messages[-1]

@@ -191,7 +191,8 @@ def test_on_the_gpu_each_timing_and_profile_finds_its_process_started(tmp_path: 
     assert summary["devices"]["alone_overlaps"] == 0
     windows = summary["devices"]["windows"]
     parts = [w["part"] for w in windows]
-    assert parts.count(TIME) == 2 and parts.count(PROFILE) == 2
+    # the windows in the message: on the H200 this once saw one profile window of two, with no other evidence kept
+    assert parts.count(TIME) == 2 and parts.count(PROFILE) == 2, (windows, explored.stdout[-3000:])
     assert parts.count(BUILD) == 2 and parts.count(CHECK) == 2  # each check built before its GPU share
     for k in (1, 2):
         build, check = (next(w for w in windows if w["branch"] == f"explore/0-{k}" and w["part"] == p) for p in (BUILD, CHECK))

@@ -134,3 +134,37 @@ def test_the_explorations_summary_names_the_branches_within_the_bests_spread(tmp
     assert summary.within_spread == ["explore/0-2"]  # 0-1's range lies wholly above the best's
     assert summary.to_dict()["best"]["within_spread"] == ["explore/0-2"]
     session.close()
+
+
+def test_ranges_that_touch_overlap_and_a_range_wholly_below_the_best_is_apart() -> None:
+    def timed(branch: str, p25: float, p75: float) -> ranking.Measured:
+        return ranking.Measured(branch, 1, 1.0, (p25 + p75) / 2, "NVIDIA H200", p25, p75)
+
+    best = timed("explore/0-1", 0.134, 0.136)
+    touching, below = timed("explore/0-2", 0.136, 0.138), timed("explore/0-3", 0.130, 0.132)
+    assert ranking.within_spread(best, [touching, below], ranking.KERNEL_TIME) == [touching]
+
+
+def test_ties_go_to_the_earlier_iteration_and_a_missing_speedup_ranks_last() -> None:
+    later = ranking.Measured("explore/0-1", 2, 2.0, 0.1, "NVIDIA H200")
+    earlier = ranking.Measured("explore/0-2", 1, 2.0, 0.1, "NVIDIA H200")
+    for how in (ranking.KERNEL_TIME, ranking.SPEEDUP):
+        assert sorted([later, earlier], key=ranking.sort_key(how)) == [earlier, later], how
+    unknown = ranking.Measured("explore/0-0", 1, None, None, "NVIDIA H200")  # a record without a speedup
+    assert sorted([unknown, later], key=ranking.sort_key(ranking.SPEEDUP)) == [later, unknown]
+
+
+def test_kernels_whose_records_name_no_device_are_ranked_by_speedup(tmp_path: Path) -> None:
+    """Records with times but no ``env`` (older ones, or a crashed environment probe): the times may
+    come from different GPUs, so the speedup ranks."""
+    session = new_session(tmp_path)
+    kernel = RELU_KERNEL.read_text()
+    session.record_iteration(kernel_source=kernel, eval_result=_eval(1.0, 0.03, "NVIDIA H200"), phase="seed")
+    for k, (speedup, ms) in enumerate([(5.10, 0.0225), (4.39, 0.0164)], 1):
+        name = session.branch_from(0, f"explore/0-{k}")
+        result = {key: value for key, value in _eval(speedup, ms, "").items() if key != "env"}
+        session.record_iteration(kernel_source=kernel + f"\n# {k}\n", eval_result=result, branch=name)
+    how, order = _bests(session)
+    assert {m.device for m in order} == {None} and all(m.kernel_ms is not None for m in order)
+    assert how == ranking.SPEEDUP and order[0].branch == "explore/0-1"
+    session.close()

@@ -21,6 +21,25 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+# Restore passes at most: a restore may move a flag through another API, so a pass can leave one to redo.
+RESTORE_PASSES = 4
+
+
+# The new API's (backend, op) pairs, each under the name a user sets it by. The "all" ones are what an
+# op's "none" falls back to: unpinned, ``torch.backends.fp32_precision = "tf32"`` was never put back
+# (restoring every op to "none" inherited it again), and cuDNN's and oneDNN's were not seen at all.
+FP32_PRECISION = {
+    ("generic", "all"): "torch.backends.fp32_precision",
+    ("cuda", "all"): "torch.backends.cudnn.fp32_precision",
+    ("cuda", "matmul"): "torch.backends.cuda.matmul.fp32_precision",
+    ("cuda", "conv"): "torch.backends.cudnn.conv.fp32_precision",
+    ("cuda", "rnn"): "torch.backends.cudnn.rnn.fp32_precision",
+    ("mkldnn", "all"): "torch.backends.mkldnn.fp32_precision",
+    ("mkldnn", "matmul"): "torch.backends.mkldnn.matmul.fp32_precision",
+    ("mkldnn", "conv"): "torch.backends.mkldnn.conv.fp32_precision",
+    ("mkldnn", "rnn"): "torch.backends.mkldnn.rnn.fp32_precision",
+}
+
 
 def _flags() -> dict[str, tuple[Callable[[], Any], Callable[[Any], None]]]:
     """name -> (read, restore) for every flag this torch has (older builds lack some)."""
@@ -52,12 +71,12 @@ def _flags() -> dict[str, tuple[Callable[[], Any], Callable[[Any], None]]]:
     get_fp32 = getattr(c, "_get_fp32_precision_getter", None)
     set_fp32 = getattr(c, "_set_fp32_precision_setter", None)
     if get_fp32 is not None and set_fp32 is not None:
-        for backend, op in (("cuda", "matmul"), ("cuda", "conv"), ("cuda", "rnn"), ("mkldnn", "matmul")):
+        for (backend, op), name in FP32_PRECISION.items():
             try:
                 get_fp32(backend, op)
             except Exception:  # noqa: BLE001 - a pair this torch does not know
                 continue
-            flags[f"torch.backends.{backend}.{op}.fp32_precision"] = (
+            flags[name] = (
                 lambda b=backend, o=op: get_fp32(b, o),
                 lambda v, b=backend, o=op: set_fp32(b, o, v),
             )
@@ -80,17 +99,29 @@ class PrecisionPin:
         """The pinned values, JSON-ready, for the result's ``env``."""
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.pinned.items()}
 
+    def _now(self, name: str) -> Any:
+        try:
+            return self._flags[name][0]()
+        except Exception as error:  # noqa: BLE001 - torch refuses to read a mix of old and new APIs
+            return f"unreadable ({str(error)[:80]})"
+
     def changed(self) -> list[str]:
-        """``name: pinned -> now`` for each flag that changed, each put back to its pinned value."""
-        changes = []
-        for name, value in self.pinned.items():
-            read, restore = self._flags[name]
-            try:
-                now = read()
-            except Exception as error:  # noqa: BLE001 - torch refuses to read a mix of old and new APIs
-                now = f"unreadable ({str(error)[:80]})"
-            if now != value:
-                changes.append(f"{name}: {value!r} -> {now!r}")
-                with contextlib.suppress(Exception):
-                    restore(value)
+        """``name: pinned -> now`` for each flag that changed, each put back to its pinned value.
+
+        Every flag is read before any is put back: restoring a legacy flag rewrites the new API's
+        (``allow_tf32 = False`` sets ``fp32_precision`` to "ieee"), so reading while restoring named a
+        candidate's ``fp32_precision = "tf32"`` as "-> 'ieee'", a value it never set. For the same
+        reason one restore can move a flag already checked: the pass repeats until none differs.
+        """
+        now = {name: self._now(name) for name in self.pinned}
+        changes = [f"{name}: {value!r} -> {now[name]!r}" for name, value in self.pinned.items() if now[name] != value]
+        for _ in range(RESTORE_PASSES if changes else 0):
+            moved = False
+            for name, value in self.pinned.items():
+                if self._now(name) != value:
+                    moved = True
+                    with contextlib.suppress(Exception):
+                        self._flags[name][1](value)
+            if not moved:
+                break
         return changes

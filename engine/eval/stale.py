@@ -57,7 +57,8 @@ def _cuda_inactive_blocks(device: Any) -> list[int]:
 
 
 def poison_free_memory(device: Any, sizes: list[int] | None = None) -> int:
-    """Fill what the allocator will hand out next with 0xFF bytes; the bytes filled.
+    """Fill what the allocator will hand out next with 0xFF bytes; the bytes filled (every copy counted,
+    so the CPU's copies show in the result's ``nan_fill`` record).
 
     ``sizes``: on CPU, the allocation sizes (bytes) to reach, usually the last call's output sizes.
     """
@@ -79,7 +80,7 @@ def poison_free_memory(device: Any, sizes: list[int] | None = None) -> int:
             held.extend(torch.empty(size, dtype=torch.uint8, device=device).fill_(FILL_BYTE) for _ in range(copies))
         except RuntimeError:  # out of memory: fill what fits, never fail the evaluation for it
             break
-        filled += size
+        filled += size * copies
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     del held

@@ -1,0 +1,274 @@
+"""Mutation test of the code that decides correctness (issue 45 item 5; ARCHITECTURE.md §3, "Defences").
+
+``python benchmarks/mutants.py [--only ID] [--keep]``: each mutant below is a bug a real edit could make
+in the weak-output and degenerate checks, the stale-memory fill, the precision pin, the exploration's
+ranking or the ablation's decisions. The script copies the repository to a temporary folder (the
+working tree is never touched), runs every mutant's killing tests there unmutated first (a test that
+fails anyway kills nothing), then applies one mutant at a time, runs its tests (``pytest -x -q``, with
+``PYTHONPATH`` set to the copy) and puts the file back. It prints a markdown table and exits non-zero
+when a mutant survives or its ``old`` snippet no longer matches the source, so the table cannot rot
+silently while the code moves on.
+
+Why: mutating these parts once left 12 of 15 mutants alive with the whole suite green; a defence whose
+tests pass with the defence broken is only believed to work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# Not copied: version control, environments, caches (the extension builds are shared through
+# CUDAFORGE_TEST_CACHE instead, so each mutant does not rebuild them).
+SKIP = shutil.ignore_patterns(".git", ".venv", ".cache", "__pycache__", ".pytest_cache", ".ruff_cache", "*.so", "*.o")
+PYTEST_TIMEOUT_S = 600
+
+DEF = "tests/test_defences.py::"
+CPU = "tests/test_defences_cpu.py::"
+RANK = "tests/test_explore_ranking.py::"
+ABL = "tests/test_ablation.py::"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One bug: ``old`` (exactly once in ``file``) replaced by ``new``; ``tests`` must fail with it."""
+
+    id: str
+    file: str
+    function: str
+    what: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    # -- degenerate detection: the weak-failure path (a single call's judgement: shapes, ablation) ---------
+    Mutant("weak-args-swapped", "engine/eval/degenerate.py", "weak_failure",
+           "reference and candidate swapped: a zeros answer is no longer named degenerate",
+           "degenerate = first_degenerate(weak, expected, [got], inputs)",
+           "degenerate = first_degenerate(weak, got, [expected], inputs)",
+           (DEF + "test_a_single_calls_weak_failure_names_zeros_degenerate_and_a_far_off_answer_failing",
+            CPU + "test_a_weak_tasks_degenerate_or_far_off_answer_at_another_shape_is_found")),
+    Mutant("weak-no-spread", "engine/eval/degenerate.py", "weak_failure",
+           "the spread check's failures ignored: a far-off answer inside the tolerance passes",
+           "    failed = spread.failures()\n", "    failed = []\n",
+           (DEF + "test_a_single_calls_weak_failure_names_zeros_degenerate_and_a_far_off_answer_failing",
+            CPU + "test_a_weak_tasks_degenerate_or_far_off_answer_at_another_shape_is_found")),
+    Mutant("weak-spread-check-skipped", "engine/eval/degenerate.py", "weak_outputs",
+           "no spread check added for an output zeros pass",
+           "if passing and _resolvable(ref):", "if passing and not _resolvable(ref):",
+           (DEF + "test_a_softmax_of_many_elements_is_weak_for_zeros_and_constants_and_a_relu_is_not",)),
+    # -- degenerate detection: the input-blind path ----------------------------------------------------
+    Mutant("blind-identical", "engine/eval/degenerate.py", "input_blind_outputs",
+           "an output identical for other inputs (it ignores them, rightly) recorded as input-blind",
+           "if others[where].shape == ref.shape and _passes(ref, others[where], tolerances) and not bool(\n"
+           "            (others[where] == ref).all()\n        ):",
+           "if others[where].shape == ref.shape and _passes(ref, others[where], tolerances):",
+           (DEF + "test_an_output_that_barely_depends_on_its_inputs_is_recorded_as_weak_without_a_check",)),
+    Mutant("blind-tolerance-flipped", "engine/eval/degenerate.py", "input_blind_outputs",
+           "recorded where the other inputs' answer fails the tolerance",
+           "_passes(ref, others[where], tolerances) and not bool(",
+           "not _passes(ref, others[where], tolerances) and not bool(",
+           (DEF + "test_an_output_that_barely_depends_on_its_inputs_is_recorded_as_weak_without_a_check",)),
+    Mutant("blind-drops-checks", "engine/eval/degenerate.py", "merge_weak",
+           "an input-blind record (no checks) removes the spread check another call added",
+           '            if record["passes"] != ["other-inputs"]:  # that record adds a kind, never removes a check\n'
+           '                entry["checks"]',
+           '            if True:\n                entry["checks"]',
+           (DEF + "test_an_output_that_barely_depends_on_its_inputs_is_recorded_as_weak_without_a_check",)),
+    # -- degenerate detection: the first-degenerate path --------------------------------------------
+    Mutant("kind-zeros-reference", "engine/eval/degenerate.py", "degenerate_kind",
+           "zeros named degenerate where the reference's output is zeros too",
+           "if bool((got == 0).all()) and not bool((expected == 0).all()):", "if bool((got == 0).all()):",
+           (DEF + "test_degenerate_kinds_are_named_only_where_the_reference_differs",)),
+    Mutant("kind-constant-reference", "engine/eval/degenerate.py", "degenerate_kind",
+           "a constant named degenerate where the reference's output is that constant",
+           "if bool((got == got.reshape(-1)[0]).all()) and not bool((expected == expected.reshape(-1)[0]).all()):",
+           "if bool((got == got.reshape(-1)[0]).all()):",
+           (DEF + "test_an_answer_equal_to_a_constant_or_identity_reference_is_not_degenerate",)),
+    Mutant("kind-input-reference", "engine/eval/degenerate.py", "degenerate_kind",
+           "an input returned unchanged named degenerate where the reference returns it too",
+           "if torch.equal(got, x) and not torch.equal(expected, x):", "if torch.equal(got, x):",
+           (DEF + "test_an_answer_equal_to_a_constant_or_identity_reference_is_not_degenerate",)),
+    Mutant("first-call-only", "engine/eval/degenerate.py", "first_degenerate",
+           "only the call before the reference looked at, not the call after it",
+           "    for got in outputs:\n", "    for got in outputs[:1]:\n",
+           (DEF + "test_the_call_after_the_reference_and_a_nested_output_are_checked_for_degenerate_answers",)),
+    # -- the stale-memory filter -------------------------------------------------------------------
+    Mutant("fill-zeros", "engine/eval/stale.py", "FILL_BYTE",
+           "free memory filled with zeros instead of NaN bytes", "FILL_BYTE = 0xFF", "FILL_BYTE = 0x00",
+           (DEF + "test_the_cpu_fill_reaches_a_same_sized_allocation_that_follows_it",)),
+    Mutant("fill-one-copy", "engine/eval/stale.py", "poison_free_memory",
+           "one filled chunk per size on CPU instead of four (reached about half the time)",
+           "copies = CPU_COPIES if device.type == \"cpu\" and size <= CPU_HEAP_LIMIT else 1", "copies = 1",
+           (DEF + "test_the_cpu_fill_reaches_a_same_sized_allocation_that_follows_it",)),
+    Mutant("fill-multi-output-first", "engine/eval/stale.py", "byte_sizes",
+           "of several outputs, only the first one's size filled",
+           "        return [n for v in value for n in byte_sizes(v)]",
+           "        return byte_sizes(value[0]) if value else []",
+           (DEF + "test_the_cpu_fill_reaches_a_same_sized_allocation_that_follows_it",)),
+    Mutant("fill-dict-output", "engine/eval/stale.py", "byte_sizes",
+           "a dict output's sizes never filled",
+           "        return [n for v in value.values() for n in byte_sizes(v)]", "        return []",
+           (DEF + "test_the_cpu_fill_reaches_a_same_sized_allocation_that_follows_it",)),
+    # -- the precision flags -----------------------------------------------------------------------------
+    Mutant("precision-no-bf16", "engine/eval/precision.py", "_flags",
+           "the bf16 reduced-precision reduction flag not pinned",
+           'for kind in ("fp16", "bf16"):', 'for kind in ("fp16",):',
+           (DEF + "test_the_reduced_precision_reduction_flags_are_named_and_put_back",)),
+    Mutant("precision-reduction-restore", "engine/eval/precision.py", "_flags",
+           "the reduced-precision flags restored with the wrong arity (the restore fails, silently)",
+           "lambda put, v: put(v, True) if isinstance(v, bool) else put(*v),", "lambda put, v: put(v),",
+           (DEF + "test_the_reduced_precision_reduction_flags_are_named_and_put_back",)),
+    Mutant("precision-no-new-api", "engine/eval/precision.py", "_flags",
+           "the new API's getter misnamed: the whole fp32_precision block skipped",
+           'get_fp32 = getattr(c, "_get_fp32_precision_getter", None)',
+           'get_fp32 = getattr(c, "_get_fp32_precision", None)',
+           (DEF + "test_a_new_api_precision_is_named_with_the_value_set_and_put_back",
+            CPU + "test_a_new_api_precision_set_at_import_is_refused_and_named")),
+    Mutant("precision-no-generic", "engine/eval/precision.py", "FP32_PRECISION",
+           "torch.backends.fp32_precision (what every op's 'none' falls back to) not pinned",
+           '    ("generic", "all"): "torch.backends.fp32_precision",\n', "",
+           (DEF + "test_a_new_api_precision_is_named_with_the_value_set_and_put_back",)),
+    Mutant("precision-unreadable-unchanged", "engine/eval/precision.py", "PrecisionPin._now",
+           "a flag torch refuses to read taken as unchanged",
+           '            return f"unreadable ({str(error)[:80]})"', "            return self.pinned.get(name)",
+           (DEF + "test_a_flag_torch_refuses_to_read_is_named_unreadable_and_readable_once_put_back",)),
+    # -- ranking ---------------------------------------------------------------------------------------
+    Mutant("spread-touching", "engine/explore/ranking.py", "within_spread",
+           "ranges that touch at one end counted as apart",
+           "and m.kernel_p25_ms <= best.kernel_p75_ms", "and m.kernel_p25_ms < best.kernel_p75_ms",
+           (RANK + "test_ranges_that_touch_overlap_and_a_range_wholly_below_the_best_is_apart",)),
+    Mutant("spread-one-sided", "engine/explore/ranking.py", "within_spread",
+           "only one end compared: a range wholly below the best's counted as overlapping",
+           " and best.kernel_p25_ms <= m.kernel_p75_ms\n", "\n",
+           (RANK + "test_ranges_that_touch_overlap_and_a_range_wholly_below_the_best_is_apart",)),
+    Mutant("spread-any-ranking", "engine/explore/ranking.py", "within_spread",
+           "speedups compared by a spread they do not have",
+           "if how != KERNEL_TIME or best.kernel_p25_ms", "if best.kernel_p25_ms",
+           (RANK + "test_branches_the_timing_cannot_tell_from_the_best_are_named_beside_it",)),
+    Mutant("tie-later-time", "engine/explore/ranking.py", "sort_key",
+           "equal kernel times: the later iteration wins",
+           "return lambda m: (m.kernel_ms, m.number, m.branch)", "return lambda m: (m.kernel_ms, -m.number, m.branch)",
+           (RANK + "test_ties_go_to_the_earlier_iteration_and_a_missing_speedup_ranks_last",)),
+    Mutant("tie-speedup-branch", "engine/explore/ranking.py", "sort_key",
+           "equal speedups: the branch name decides, not the earlier iteration",
+           "m.speedup is not None else 0.0), m.number, m.branch)", "m.speedup is not None else 0.0), m.branch)",
+           (RANK + "test_ties_go_to_the_earlier_iteration_and_a_missing_speedup_ranks_last",)),
+    Mutant("missing-speedup-first", "engine/explore/ranking.py", "sort_key",
+           "an iteration without a speedup ranked first",
+           "m.speedup if m.speedup is not None else 0.0", "m.speedup if m.speedup is not None else float('inf')",
+           (RANK + "test_ties_go_to_the_earlier_iteration_and_a_missing_speedup_ranks_last",)),
+    Mutant("missing-device", "engine/explore/ranking.py", "ranked_by",
+           "kernels whose records name no device ranked by their times as if on one GPU",
+           "len(devices) == 1 and None not in devices", "len(devices) == 1",
+           (RANK + "test_kernels_whose_records_name_no_device_are_ranked_by_speedup",)),
+    Mutant("missing-time", "engine/explore/ranking.py", "ranked_by",
+           "ranked by kernel time when only some kernels have one",
+           "all(m.kernel_ms is not None for m in every)", "any(m.kernel_ms is not None for m in every)",
+           (RANK + "test_a_kernel_without_a_time_makes_the_speedup_decide",)),
+    # -- the ablation ---------------------------------------------------------------------------------
+    Mutant("ablate-mixed", "engine/eval/ablation.py", "switches",
+           "ablated when only some CUDA extensions were split-built",
+           'any(p != "split" for _, p in cuda)', 'all(p != "split" for _, p in cuda)',
+           (ABL + "test_only_split_built_cuda_extensions_get_switches_and_any_other_cuda_build_means_none",)),
+    Mutant("ablate-fast-not-cuda", "engine/eval/ablation.py", "CUDA_PATHS",
+           "the fast path's extensions taken for host-only ones",
+           'CUDA_PATHS = ("split", "stock", "fast")', 'CUDA_PATHS = ("split", "stock")',
+           (ABL + "test_only_split_built_cuda_extensions_get_switches_and_any_other_cuda_build_means_none",)),
+    Mutant("ablate-cpp-switch", "engine/eval/ablation.py", "switches",
+           "a C++-only extension asked for a switch",
+           "for m, p in zip(modules, paths, strict=True) if p in CUDA_PATHS]",
+           "for m, p in zip(modules, paths, strict=True)]",
+           (ABL + "test_only_split_built_cuda_extensions_get_switches_and_any_other_cuda_build_means_none",)),
+    Mutant("ablate-no-cuda", "engine/eval/ablation.py", "switches",
+           "no CUDA extension at all: an empty list of switches instead of None",
+           'if not cuda or any(p != "split"', 'if any(p != "split"',
+           (ABL + "test_only_split_built_cuda_extensions_get_switches_and_any_other_cuda_build_means_none",)),
+    Mutant("ablate-exit-on-error", "engine/eval/ablation.py", "Ablated.__exit__",
+           "the switches left on when the ablated forward raised",
+           "    def __exit__(self, *exc: object) -> None:\n        for setter in self.setters:",
+           "    def __exit__(self, *exc: object) -> None:\n        for setter in self.setters if exc[0] is None else []:",
+           (ABL + "test_the_switches_are_on_inside_ablated_and_off_after_even_when_it_raises",)),
+)
+
+
+def pytest(copy: Path, tests: list[str]) -> subprocess.CompletedProcess:
+    """The tests run in ``copy``, with its code first on the path and no bytecode written (a mutated
+    file put back within the same second, at the same size, could otherwise be read from a stale .pyc)."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(copy),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "CUDAFORGE_TEST_CACHE": os.environ.get("CUDAFORGE_TEST_CACHE", str(REPO / ".cache" / "test-extensions")),
+    }
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    return subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True, timeout=PYTEST_TIMEOUT_S)
+
+
+def run(mutant: Mutant, copy: Path) -> str:
+    """"killed", "survived" or "no match" (the ``old`` snippet is not in the file exactly once)."""
+    path = copy / mutant.file
+    original = path.read_text()
+    if original.count(mutant.old) != 1:
+        return "no match"
+    path.write_text(original.replace(mutant.old, mutant.new))
+    try:
+        return "survived" if pytest(copy, list(mutant.tests)).returncode == 0 else "killed"
+    finally:
+        path.write_text(original)
+
+
+def table(rows: list[tuple[Mutant, str]]) -> str:
+    lines = ["| mutant | file:function | what it changes | killed by | result |", "|---|---|---|---|---|"]
+    for m, outcome in rows:
+        killers = "<br>".join(t.split("/")[-1] for t in m.tests)
+        lines.append(f"| {m.id} | {m.file.split('/')[-1]}:{m.function} | {m.what} | {killers} | {outcome} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="run one mutant, by id")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary copy (its path is printed)")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTANTS if args.only in (None, m.id)]
+    if not chosen:
+        print(f"no mutant {args.only!r}; ids: {', '.join(m.id for m in MUTANTS)}", file=sys.stderr)
+        return 2
+    folder = Path(tempfile.mkdtemp(prefix="cf-mutants-"))
+    copy = folder / "repo"
+    try:
+        shutil.copytree(REPO, copy, ignore=SKIP, symlinks=True)
+        tests = list(dict.fromkeys(t for m in chosen for t in m.tests))
+        baseline = pytest(copy, tests)
+        if baseline.returncode != 0:  # a killing test that fails unmutated kills nothing
+            print(baseline.stdout[-4000:] + baseline.stderr[-2000:], file=sys.stderr)
+            print("the unmutated copy fails its mutants' tests: no mutant was run", file=sys.stderr)
+            return 1
+        rows = []
+        for mutant in chosen:
+            rows.append((mutant, run(mutant, copy)))
+            print(f"{mutant.id}: {rows[-1][1]}", file=sys.stderr, flush=True)
+    finally:
+        if args.keep:
+            print(f"kept {copy}", file=sys.stderr)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+    print(table(rows))
+    alive = sum(outcome != "killed" for _, outcome in rows)
+    print(f"\n{len(rows) - alive} of {len(rows)} mutants killed", end="")
+    print(f"; {alive} survived or no longer match" if alive else "")
+    return 1 if alive else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,71 @@
+"""The ablation's decisions on CPU (engine/eval/ablation.py; ARCHITECTURE.md §3, "Defences").
+
+The ablated forward needs a GPU (tests/test_defences_gpu.py), but which extensions get a switch and
+that ``Ablated`` always switches them back do not: these tests build real shared libraries with the
+system C++ compiler, the split ones from the very switch text the split build generates
+(``ABLATE_STATE``), plus a reader of its state, and load them through ``ctypes`` as the worker does.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+import types
+
+import pytest
+
+from engine.eval import ablation
+from engine.eval.build.split.launchers import ABLATE_STATE
+
+READER = 'extern "C" int cf_test_ablated() { return cf_ablated; }\n'
+NO_SWITCH = 'extern "C" int cf_test_plain() { return 0; }\n'  # a stock, fast or C++ build: no switch
+
+
+@pytest.fixture(scope="module")
+def extensions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, types.ModuleType]:
+    """Two split-built extensions and one without a switch, as modules whose ``__file__`` is the library."""
+    compiler = shutil.which("c++") or shutil.which("g++")
+    if compiler is None:
+        pytest.skip("no C++ compiler")
+    folder = tmp_path_factory.mktemp("ablation")
+    made = {}
+    for name, source in (("split_a", ABLATE_STATE + READER), ("split_b", ABLATE_STATE + READER), ("plain", NO_SWITCH)):
+        (folder / f"{name}.cpp").write_text(source)
+        library = folder / f"{name}.so"
+        subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(folder / f"{name}.cpp")], check=True)
+        module = types.ModuleType(f"cf_{name}")
+        module.__file__ = str(library)
+        made[name] = module
+    return made
+
+
+def _states(modules: list[types.ModuleType]) -> list[int]:
+    return [ctypes.CDLL(m.__file__).cf_test_ablated() for m in modules]
+
+
+def test_only_split_built_cuda_extensions_get_switches_and_any_other_cuda_build_means_none(
+    extensions: dict[str, types.ModuleType],
+) -> None:
+    a, b, plain = extensions["split_a"], extensions["split_b"], extensions["plain"]
+    assert len(ablation.switches([a, b], ["split", "split"]) or []) == 2
+    assert len(ablation.switches([a, plain], ["split", "cpp"]) or []) == 1  # host code launches nothing
+    for other in ("stock", "fast"):  # its kernels would run whatever the switch says: the share rule judges
+        assert ablation.switches([a, plain], ["split", other]) is None, other
+    assert ablation.switches([plain], ["cpp"]) is None  # no CUDA extension: nothing to ablate
+    assert ablation.switches([], []) is None
+
+
+def test_the_switches_are_on_inside_ablated_and_off_after_even_when_it_raises(
+    extensions: dict[str, types.ModuleType],
+) -> None:
+    split = [extensions["split_a"], extensions["split_b"]]
+    setters = ablation.switches(split, ["split", "split"])
+    assert setters is not None and _states(split) == [0, 0]
+    with ablation.Ablated(setters):
+        assert _states(split) == [1, 1]
+    assert _states(split) == [0, 0]
+    with pytest.raises(RuntimeError), ablation.Ablated(setters):
+        assert _states(split) == [1, 1]
+        raise RuntimeError("the forward failed without its kernels")
+    assert _states(split) == [0, 0]  # the timing and shapes after it launch the kernels again
