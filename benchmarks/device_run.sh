@@ -37,6 +37,9 @@
 #             (benchmarks/explore_gpu.sh, issue 28)
 #   explore_lb  a real search: the leaderboard's kernels of each of $PROBLEMS as an exploration's branches
 #             (--gpus 0, or --ray $EXPLORE_RAY), against each kernel alone (benchmarks/explore_leaderboard.py)
+#   trust     issue 45's cheats and their honest twins through the evaluator (benchmarks/trust_gpu.py): an ATen
+#             fallback after a failed load, a kernel named like ATen's, a noise-level reference, a value memo,
+#             a storage replay, an L2-persisting copy under default and strict
 #   model     a user's model end to end (issue 44): torchvision ResNet-50 and a small transformers Llama in bf16,
 #             profile -> extract -> apply the hand-written kernels of examples/models/kernels, beside
 #             torch.compile (benchmarks/model_e2e.py; MODELS=resnet50,llama)
@@ -189,6 +192,10 @@ section_explore_lb() {
   [ -n "${EXPLORE_RAY:-}" ] && placement=(--ray "$EXPLORE_RAY")
   timeout "${EXPLORE_LB_TIMEOUT:-560}" python3 benchmarks/explore_leaderboard.py "$CORPUS/lb/docs/assets" "$1" \
     --problems "${PROBLEMS:-l1_p88,l1_p12,l2_p16}" "${placement[@]}"
+}
+
+section_trust() {
+  timeout "${TRUST_TIMEOUT:-420}" python3 benchmarks/trust_gpu.py --out "$1" 2>&1 | tail -30
 }
 
 section_model() {

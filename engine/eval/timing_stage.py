@@ -9,13 +9,15 @@ outputs checked against their sets' answers; the task's lower bounds measured; t
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from typing import Any
 
 from engine.eval.result import INCORRECT
 
 Evaluation = Any  # engine.eval.worker.Evaluation, which imports this module (no import back: no cycle)
 
-WARMUP_CALLS = 2  # per model, on the check's inputs, before the probe's first encounters are timed
+WARMUP_CALLS = 1  # per model, on the check's inputs, before the probe's first encounters are timed
 
 
 def _expected_calls(plan: Any) -> int:
@@ -49,6 +51,7 @@ def time_stage(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
     def compare(expected: Any, got: Any) -> Any:
         return compare_outputs(expected, got, ev.job.tolerances)
 
+    started = time.monotonic()
     with torch.no_grad():
         warm = ev.make_inputs(task, ev.job.seed)
         for _ in range(WARMUP_CALLS):
@@ -65,18 +68,23 @@ def time_stage(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
             if not verdict.by_time:
                 verdict.figures.update(probed.figures())
         ev.sync()
+    ev.add_seconds("replay", started)
     ev.result.settings["replay"] = verdict.figures
     if _refused(ev, verdict, ""):
         return False
+    # the probe's calls warmed both models on these very sets: the timer's own warm-up need not repeat it
+    plan = dataclasses.replace(plan, warmup_calls=1)
     calls = _expected_calls(plan)
     candidate = replay.Rotation(new, sets, calls, seed=ev.job.seed)
     with torch.no_grad():
         timing = time_models(candidate, replay.Rotation(reference, sets, calls), ev.device, plan, timer)
     ev.result.timing = timing
     ev.result.hardware_floor = floor.measure(reference, sets[0])
+    started = time.monotonic()
     with torch.no_grad():
         sampled = replay.check_samples(candidate, probed.expected, compare)
         ev.sync()
+    ev.add_seconds("replay", started)
     ev.result.settings["replay"]["timed_calls_checked"] = len(candidate.samples())
     if _refused(ev, sampled, "after timing"):
         return False
