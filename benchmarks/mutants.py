@@ -34,6 +34,7 @@ DEF = "tests/test_defences.py::"
 CPU = "tests/test_defences_cpu.py::"
 RANK = "tests/test_explore_ranking.py::"
 ABL = "tests/test_ablation.py::"
+TRUST = "tests/test_trust_cpu.py::"
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,44 @@ MUTANTS: tuple[Mutant, ...] = (
            "    def __exit__(self, *exc: object) -> None:\n        for setter in self.setters:",
            "    def __exit__(self, *exc: object) -> None:\n        for setter in self.setters if exc[0] is None else []:",
            (ABL + "test_the_switches_are_on_inside_ablated_and_off_after_even_when_it_raises",)),
+    # -- issue 45's own defences: attribution from the binary, failed loads, replay, L2 persistence -------
+    Mutant("attribute-by-name", "engine/guard/binary.py", "attribute",
+           "a kernel named like a source __global__ credited as own (the name match the binary replaced)",
+           "        elif key in extension_functions:\n",
+           "        elif key in extension_functions or name in by_name:\n",
+           (TRUST + "test_a_kernel_is_own_only_when_its_signature_is_in_the_built_library",
+            TRUST + "test_a_borrowed_aten_kernel_gets_no_credit_even_when_the_source_names_it")),
+    Mutant("attribute-reference-ignored", "engine/guard/binary.py", "attribute",
+           "a kernel the reference launches too credited to the candidate",
+           "        if key in extension_functions and key in reference:\n",
+           "        if False:\n",
+           (TRUST + "test_a_kernel_the_reference_also_launches_is_credited_to_pytorch",)),
+    Mutant("load-failure-forgotten", "engine/eval/build/extension.py", "BuildRecorder._build",
+           "a load_inline failure the candidate caught is not remembered",
+           "                self.failed.append(", "                (lambda *_: None)(",
+           (TRUST + "test_a_candidate_that_survives_its_failed_extension_is_refused_by_its_own_rule",)),
+    Mutant("replay-time-test-off", "engine/eval/replay.py", "replayed",
+           "calls on inputs seen before never compared with first calls on new ones: a value memo passes",
+           "        every = all(f > REPLAY_RATIO * s for f, s in zip(self.fresh_ms, self.seen_ms, strict=True))\n",
+           "        every = False\n",
+           (TRUST + "test_a_value_keyed_memo_is_refused_as_replayed",)),
+    Mutant("samples-unchecked", "engine/eval/replay.py", "check_samples",
+           "the timed calls' kept outputs never compared",
+           "    samples = candidate.samples()\n", "    samples = []\n",
+           (TRUST + "test_timed_outputs_kept_from_other_calls_or_other_sets_are_replays",)),
+    Mutant("warmup-unchecked", "engine/eval/replay.py", "check_warmup",
+           "the sets the timing cycles over never verified before timing",
+           "    got = candidate.first_outputs()\n", "    got = []\n",
+           (TRUST + "test_the_warm_up_verifies_every_set_before_any_call_is_timed",)),
+    Mutant("l2-not-reset", "engine/eval/l2.py", "PersistingL2.restore",
+           "the limit put back but the persisting lines left persisting",
+           "        self.driver.cuCtxResetPersistingL2Cache()\n", "",
+           (TRUST + "test_a_changed_persisting_limit_is_put_back_and_its_lines_reset_before_each_timed_call",)),
+    Mutant("l2-static-rule-misfiled", "engine/guard/native.py", "_NATIVE_PATTERNS",
+           "the L2-persistence APIs filed under a rule that only warns, under strict too",
+           '    (\n        "l2-persistence",\n',
+           '    (\n        "native-static-state",\n',
+           (TRUST + "test_the_static_guard_names_l2_persistence_warns_by_default_and_refuses_under_strict",)),
 )
 
 

@@ -1,23 +1,27 @@
 """Timing that cannot be replayed (ARCHITECTURE.md §3, "Defences"; runs inside the worker).
 
 Timing used to call the candidate on one input set, again and again: a candidate that computes once and
-then returns a cached result (kept by storage, or keyed by the inputs' values) looked as fast as a
-lookup, and was caught only when the profiling pass happened to repeat inputs. Here:
+then returns a cached result (kept by storage, or keyed by the inputs' pointers or values) looked as fast
+as a lookup, and was caught only when the profiling pass happened to repeat inputs. Here:
 
-1. **A probe before timing**, on ``SETS`` input sets the candidate has never seen. Each set's first call
-   (*fresh*) and a second call on it (*seen*) are timed with the timer's own flush. Both outputs are
-   compared with the reference's on that set, so every set the timing uses is verified. An answer kept
-   from another set (the same storage for different inputs) is refused, and so is a candidate whose
-   calls on inputs it has seen run ``REPLAY_RATIO`` times faster than its first calls on new ones: a
-   value-keyed memo computes on the fresh call and replays on the seen one. An honest kernel takes the
-   same time on both (the L2 is flushed before each).
-2. **The timing cycles over those sets** (:class:`Rotation`), candidate and reference alike, and keeps
-   the outputs of a sample of its calls: the first, a random one and the last. After timing each is
-   compared with the reference's output on its set; an output equal to another set's answer is a
-   replay, any other mismatch means the timed path is not the checked one.
+1. **The timing cycles over ``SETS`` input sets** (:class:`Rotation`), candidate and reference alike.
+   The timer's warm-up makes one call of each model on each set, and those outputs are compared before
+   any call is timed, so every set the timing uses is verified. The outputs of the first timed call, a
+   random one and the last are kept and compared with their sets' answers after timing: an output equal
+   to another set's answer is a replay, any other mismatch means the timed path is not the checked one,
+   and the same storage for two kept calls is a result returned again.
+2. **A probe after timing**, on ``PROBE_SETS`` input sets the candidate has never seen. Each set's
+   first call (*fresh*) and a second call on the very same tensors (*seen*) are timed with the timer's
+   own flush, and both outputs compared with the reference's. A candidate whose every seen call runs
+   ``REPLAY_RATIO`` times faster than its fresh one is replaying: a memo keyed by the inputs (pointers or
+   values) computes on the fresh call and looks up on the seen one, where an honest kernel takes the same
+   time (the L2 is flushed before each). It runs after timing, when a cache that waits for many calls
+   before it starts is already on, and the caller confirms a replay by time on more new sets, so
+   scheduling noise on a busy machine cannot refuse an honest kernel.
 
-Why the probe verifies a set with its own first timed call, not before timing: a set the candidate has
-been shown once is a set a memo can replay, and the probe needs first encounters to time.
+Where the reference itself changes its inputs, the candidate may too: the probe then compares each call
+with the reference run on a copy of the inputs as that call found them, and the timed calls' kept outputs
+(whose inputs' state is not known) are not compared.
 """
 
 from __future__ import annotations
@@ -28,20 +32,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SETS = 3  # input sets the timing cycles over
+PROBE_SETS = 2  # new input sets per probe after timing
 REPLAY_RATIO = 2.0  # fresh-call time over seen-call time beyond which results are being replayed
 REPLAY_MIN_GAP_MS = 0.02  # ... and by at least this much (launch jitter on µs kernels is not a memo)
+
+Compare = Callable[[Any, Any], Any]  # (expected, got) -> the evaluator's comparison (.passed, .message)
 
 
 @dataclass
 class Verdict:
-    """What the probe or the sample check found: ``rule`` "output-replayed" (refuse by that rule),
-    ``incorrect`` (a plain wrong answer), or neither."""
+    """What a check found: ``rule`` "output-replayed" (refuse by that rule), ``incorrect`` (a plain
+    wrong answer), or neither; ``by_time``: named from the fresh/seen times alone."""
 
     rule: str | None = None
     incorrect: bool = False
     message: str = ""
     figures: dict[str, Any] = field(default_factory=dict)
-    by_time: bool = False  # named from the fresh/seen times alone: the caller confirms it on new sets
+    by_time: bool = False
 
 
 def _storages(output: Any) -> set[int]:
@@ -56,87 +63,22 @@ def _median(values: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-@dataclass
-class Probe:
-    """The probe's measurements: per set, the fresh and seen call times and the reference's output."""
-
-    fresh_ms: list[float] = field(default_factory=list)
-    seen_ms: list[float] = field(default_factory=list)
-    expected: list[Any] = field(default_factory=list)
-
-    def figures(self) -> dict[str, Any]:
-        return {
-            "sets": len(self.expected),
-            "fresh_median_ms": _median(self.fresh_ms) if self.fresh_ms else None,
-            "seen_median_ms": _median(self.seen_ms) if self.seen_ms else None,
-        }
-
-
-def probe(
-    candidate: Callable[..., Any],
-    reference: Callable[..., Any],
-    sets: list[list[Any]],
-    time_once: Callable[[Callable[[], object]], float],
-    compare: Callable[[Any, Any], Any],
-) -> tuple[Probe, Verdict]:
-    """Run step 1 of the module docstring; ``time_once`` is the timer's flushed single-call clock,
-    ``compare(expected, got)`` the evaluator's comparison (its ``.passed`` and ``.message``).
-
-    A replay by time is named only when every set shows it (each fresh call ``REPLAY_RATIO`` times its
-    seen call); the verdict says ``by_time`` so the caller can confirm it with a second probe on new
-    sets, and scheduling noise on a busy machine cannot refuse an honest kernel."""
-    measured = Probe()
-    outputs: list[tuple[Any, Any]] = []  # per set: (first call's output, second call's), all kept alive
-    for inputs in sets:
-        got: list[Any] = []
-        call = _appending(candidate, inputs, got)
-        measured.fresh_ms.append(time_once(call))
-        measured.seen_ms.append(time_once(call))
-        outputs.append((got[0], got[1]))
-        measured.expected.append(reference(*inputs))
-    figures = measured.figures()
-    owners: dict[int, str] = {}  # storage -> the call whose output holds it (every output is alive)
-    for index, pair in enumerate(outputs):
-        for which, output in zip(("first", "second"), pair, strict=True):
-            this = f"the {which} call on timing input set {index}"
-            for storage in _storages(output):
-                other = owners.setdefault(storage, this)
-                if other != this:
-                    return measured, Verdict(
-                        "output-replayed",
-                        message=f"{this} returned the same storage as {other}, whose output was still alive: "
-                        "a result kept and returned again",
-                        figures=figures,
-                    )
-    for index, pair in enumerate(outputs):
-        for which, output in zip(("first", "second"), pair, strict=True):
-            wrong = _judge(output, index, measured.expected, compare, f"the {which} call on timing input set {index}")
-            if wrong is not None:
-                wrong.figures = figures
-                return measured, wrong
-    if replayed(measured):
-        fresh, seen = figures["fresh_median_ms"], figures["seen_median_ms"]
-        return measured, Verdict(
-            "output-replayed",
-            message=f"calls on inputs it had already seen took {seen:.4f} ms (median of {len(sets)} sets), its "
-            f"first calls on new inputs {fresh:.4f} ms: more than {REPLAY_RATIO:g}x apart on every set, so "
-            "results are being replayed (a cache keyed by the inputs)",
-            figures=figures,
-            by_time=True,
-        )
-    return measured, Verdict(figures=figures)
+def _shared_storage(outputs: list[tuple[str, Any]]) -> Verdict | None:
+    """A replay when two of these (all alive) outputs share storage."""
+    owners: dict[int, str] = {}
+    for name, output in outputs:
+        for storage in _storages(output):
+            other = owners.setdefault(storage, name)
+            if other != name:
+                return Verdict(
+                    "output-replayed",
+                    message=f"{name} returned the same storage as {other}, whose output was still alive: "
+                    "a result kept and returned again",
+                )
+    return None
 
 
-def replayed(measured: Probe) -> bool:
-    """Every set's first call ``REPLAY_RATIO`` times slower than its second, the medians
-    ``REPLAY_MIN_GAP_MS`` apart."""
-    if not measured.fresh_ms:
-        return False
-    every = all(f > REPLAY_RATIO * s for f, s in zip(measured.fresh_ms, measured.seen_ms, strict=True))
-    return every and _median(measured.fresh_ms) - _median(measured.seen_ms) > REPLAY_MIN_GAP_MS
-
-
-def _judge(output: Any, index: int, expected: list[Any], compare: Callable[[Any, Any], Any], what: str) -> Verdict | None:
+def _judge(output: Any, index: int, expected: list[Any], compare: Compare, what: str) -> Verdict | None:
     """None when ``output`` is set ``index``'s answer; else a replay (it is another set's answer) or a
     plain wrong answer."""
     outcome = compare(expected[index], output)
@@ -148,22 +90,17 @@ def _judge(output: Any, index: int, expected: list[Any], compare: Callable[[Any,
     return Verdict(incorrect=True, message=f"{what}: {outcome.message}")
 
 
-def _appending(fn: Callable[..., Any], inputs: list[Any], into: list[Any]) -> Callable[[], None]:
-    def call() -> None:
-        into.append(fn(*inputs))
-
-    return call
-
-
 class Rotation:
-    """A zero-argument callable for the timer: each call runs ``fn`` on the next of ``sets`` in turn,
-    keeping the outputs of call 0, of one random call below ``expected_calls`` and of the latest call."""
+    """A zero-argument callable for the timer: each call runs ``fn`` on the next of ``sets`` in turn. It
+    keeps the outputs of its first ``len(sets)`` calls (the warm-up's, one per set), of one random call
+    below ``expected_calls`` and of the latest call."""
 
     def __init__(self, fn: Callable[..., Any], sets: list[list[Any]], expected_calls: int, seed: int = 0) -> None:
         self.fn = fn
         self.sets = sets
         self.calls = 0
-        self.sampled = {0, random.Random(seed).randrange(1, max(2, expected_calls))}
+        first = len(sets)
+        self.sampled = {*range(first), random.Random(seed).randrange(first, max(first + 1, expected_calls))}
         self.kept: dict[int, tuple[int, Any]] = {}  # call number -> (set index, output)
         self.latest: tuple[int, int, Any] | None = None
 
@@ -176,29 +113,114 @@ class Rotation:
         self.calls += 1
         return output
 
+    def first_outputs(self) -> list[Any]:
+        """The output of the first call on each set (the warm-up's), in set order."""
+        return [self.kept[call][1] for call in range(len(self.sets)) if call in self.kept]
+
     def samples(self) -> list[tuple[int, int, Any]]:
-        """(call number, set index, output) of every kept call, the latest included."""
-        out = [(call, which, output) for call, (which, output) in sorted(self.kept.items())]
-        if self.latest is not None and self.latest[0] not in self.kept:
+        """(call number, set index, output) of every kept call after the first round, the latest included."""
+        first = len(self.sets)
+        out = [(call, which, output) for call, (which, output) in sorted(self.kept.items()) if call >= first]
+        if self.latest is not None and self.latest[0] >= first and self.latest[0] not in self.kept:
             out.append(self.latest)
         return out
 
 
-def check_samples(rotation: Rotation, expected: list[Any], compare: Callable[[Any, Any], Any]) -> Verdict:
-    """Step 2's check: each kept output against the reference's answer on its set."""
-    owners: dict[int, int] = {}  # storage -> the timed call whose kept output holds it
-    samples = rotation.samples()
-    for call, which, output in samples:
-        for storage in _storages(output):
-            other = owners.setdefault(storage, call)
-            if other != call:
-                return Verdict(
-                    "output-replayed",
-                    message=f"timed call {call} (input set {which}) returned the same storage as timed call {other}, "
-                    "whose output was still alive: a result kept and returned again",
-                )
-    for call, which, output in samples:
-        wrong = _judge(output, which, expected, compare, f"timed call {call} of {rotation.calls} (input set {which})")
+def check_warmup(candidate: Rotation, reference: Rotation, compare: Compare) -> Verdict:
+    """Step 1's check before any timed call: each set's first candidate output against the reference's."""
+    expected = reference.first_outputs()
+    got = candidate.first_outputs()
+    shared = _shared_storage([(f"the warm-up call on input set {i}", out) for i, out in enumerate(got)])
+    if shared is not None:
+        return shared
+    for index, output in enumerate(got):
+        wrong = _judge(output, index, expected, compare, f"on timing input set {index}, before timing")
         if wrong is not None:
             return wrong
     return Verdict()
+
+
+def check_samples(candidate: Rotation, expected: list[Any], compare: Compare) -> Verdict:
+    """Step 1's check after timing: each kept timed output against the reference's answer on its set."""
+    samples = candidate.samples()
+    shared = _shared_storage([(f"timed call {call} (input set {which})", out) for call, which, out in samples])
+    if shared is not None:
+        return shared
+    for call, which, output in samples:
+        wrong = _judge(output, which, expected, compare, f"timed call {call} of {candidate.calls} (input set {which})")
+        if wrong is not None:
+            return wrong
+    return Verdict()
+
+
+@dataclass
+class Probe:
+    """One probe's times per set: the first call on new inputs and the second on the same tensors."""
+
+    fresh_ms: list[float] = field(default_factory=list)
+    seen_ms: list[float] = field(default_factory=list)
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "probe_sets": len(self.fresh_ms),
+            "fresh_median_ms": _median(self.fresh_ms) if self.fresh_ms else None,
+            "seen_median_ms": _median(self.seen_ms) if self.seen_ms else None,
+        }
+
+    def replayed(self) -> bool:
+        """Every set's first call ``REPLAY_RATIO`` times slower than its second, the medians
+        ``REPLAY_MIN_GAP_MS`` apart."""
+        if not self.fresh_ms:
+            return False
+        every = all(f > REPLAY_RATIO * s for f, s in zip(self.fresh_ms, self.seen_ms, strict=True))
+        return every and _median(self.fresh_ms) - _median(self.seen_ms) > REPLAY_MIN_GAP_MS
+
+
+def probe(
+    candidate: Callable[..., Any],
+    reference: Callable[..., Any],
+    sets: list[list[Any]],
+    time_once: Callable[[Callable[[], object]], float],
+    compare: Compare,
+    copies: Callable[[list[Any]], list[Any]] | None = None,
+) -> tuple[Probe, Verdict]:
+    """Step 2 of the module docstring; ``time_once`` is the timer's flushed single-call clock.
+    ``copies``: given where the reference changes its inputs, a function that copies a set, so each call
+    is compared with the reference on the inputs as that call found them."""
+    measured = Probe()
+    outputs: list[tuple[str, Any]] = []  # every output stays alive to the end: no storage handed out twice
+    answers: list[tuple[Any, Any]] = []
+    for index, inputs in enumerate(sets):
+        got: list[Any] = []
+        before = [copies(inputs)] if copies else []
+        measured.fresh_ms.append(time_once(lambda: got.append(candidate(*inputs))))  # noqa: B023 - called at once
+        if copies:
+            before.append(copies(inputs))
+        measured.seen_ms.append(time_once(lambda: got.append(candidate(*inputs))))  # noqa: B023 - called at once
+        first = reference(*before[0]) if copies else reference(*inputs)
+        answers.append((first, reference(*before[1]) if copies else first))
+        outputs += [(f"the first call on probe set {index}", got[0]), (f"the second call on probe set {index}", got[1])]
+    figures = measured.figures()
+    shared = _shared_storage(outputs)
+    if shared is not None:
+        shared.figures = figures
+        return measured, shared
+    firsts, seconds = [a for a, _ in answers], [b for _, b in answers]
+    for index in range(len(sets)):
+        for call, their in ((0, firsts), (1, seconds)):
+            name, output = outputs[2 * index + call]
+            wrong = _judge(output, index, their, compare, name)
+            if wrong is not None:
+                wrong.figures = figures
+                return measured, wrong
+    if measured.replayed():
+        fresh, seen = figures["fresh_median_ms"], figures["seen_median_ms"]
+        return measured, Verdict(
+            "output-replayed",
+            message=f"after timing, calls on inputs it had just seen took {seen:.4f} ms, its first calls on new "
+            f"inputs {fresh:.4f} ms (medians of {len(sets)} sets): more than {REPLAY_RATIO:g}x apart on every set, "
+            "so results are being replayed (a cache keyed by the inputs)",
+            figures=figures,
+            by_time=True,
+        )
+    return measured, Verdict(figures=figures)

@@ -54,14 +54,19 @@ def time_models(
     device: torch.device,
     plan: TimingPlan,
     timer: _CudaTimer | _CpuTimer | None = None,
-) -> Timing:
-    """Time two zero-argument callables; returns medians, spread and the host-clock medians."""
+    after_warmup: Callable[[], bool] | None = None,
+) -> Timing | None:
+    """Time two zero-argument callables; returns medians, spread and the host-clock medians.
+    ``after_warmup``, called between the warm-up and the first timed call, may stop the timing by
+    returning False (the replay defence verifies the warm-up's outputs there); then None."""
     import torch  # noqa: F401  (the timers need it; importing this module alone must not)
 
     timer = timer or make_timer(device)
     fns = {"candidate": candidate, "reference": reference}
     for fn in fns.values():
         _warm_up(fn, timer, plan)
+    if after_warmup is not None and not after_warmup():
+        return None
     samples: dict[str, list[float]] = {"candidate": [], "reference": []}
     host: dict[str, list[float]] = {"candidate": [], "reference": []}
     deadline = time.monotonic() + plan.budget_s

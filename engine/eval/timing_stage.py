@@ -1,10 +1,11 @@
-"""The worker's timing stage (ARCHITECTURE.md §3): probe, timed rotation, sampled check, clocks compared.
+"""The worker's timing stage (ARCHITECTURE.md §3): rotation, verified warm-up, sampled check, probe.
 
-In order: a warm-up on the check's inputs; the replay probe on ``replay.SETS`` new input sets, which
-verifies each of them (engine.eval.replay); both models timed over those sets in turn, each timed call
-preceded by the L2 flush and, on CUDA, the persisting-L2 reset (engine.eval.l2); the timed calls' kept
-outputs checked against their sets' answers; the task's lower bounds measured; the two clocks compared
-(``timing-disagreement``). Any refusal ends the stage with the verdict already recorded.
+In order: ``replay.SETS`` new input sets; both models timed over them in turn (engine.eval.timing), each
+timed call preceded by the L2 flush and, on CUDA, the persisting-L2 reset (engine.eval.l2), the warm-up's
+one call per set verified before any call is timed; the timed calls' kept outputs checked against their
+sets' answers; the replay probe on new sets, confirmed on more when it names a replay by time
+(engine.eval.replay); the task's lower bounds; the two clocks compared (``timing-disagreement``). Any
+refusal ends the stage with the verdict already recorded.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from engine.eval.result import INCORRECT
 
 Evaluation = Any  # engine.eval.worker.Evaluation, which imports this module (no import back: no cycle)
 
-WARMUP_CALLS = 1  # per model, on the check's inputs, before the probe's first encounters are timed
-
 
 def _expected_calls(plan: Any) -> int:
     """About how many calls of each model the timing makes (where the random sample is drawn)."""
@@ -26,13 +25,33 @@ def _expected_calls(plan: Any) -> int:
     return plan.warmup_calls + blocks * (plan.block + plan.host_per_block)
 
 
-def _refused(ev: Evaluation, verdict: Any, when: str) -> bool:
+def _refused(ev: Evaluation, verdict: Any, when: str = "") -> bool:
+    """Record a replay verdict: its rule (refused unless relaxed) or an incorrect answer."""
     if verdict.rule:
         return ev.guard(verdict.rule, verdict.message)
     if verdict.incorrect:
         ev.finish(INCORRECT, f"{when}: {verdict.message}" if when else verdict.message)
         return True
     return False
+
+
+def _probe(ev: Evaluation, task: Any, reference: Any, new: Any, timer: Any, compare: Any) -> Any:
+    """The replay probe after timing, confirmed on other new sets when it names a replay by time."""
+    from engine.eval import replay
+    from engine.eval.values import clone
+
+    copies = clone if ev.reference_mutates else None
+    seeds = ev.job.seed + 2000
+    sets = [ev.make_inputs(task, seeds + i) for i in range(replay.PROBE_SETS)]
+    probed, verdict = replay.probe(new, reference, sets, timer.time_once, compare, copies)
+    figures = probed.figures()
+    if verdict.by_time:  # named from times alone: it must show again on sets never seen
+        others = [ev.make_inputs(task, seeds + 1000 + i) for i in range(replay.PROBE_SETS)]
+        again, verdict = replay.probe(new, reference, others, timer.time_once, compare, copies)
+        figures["confirmation"] = again.figures()
+        figures["confirmed"] = verdict.by_time
+    verdict.figures = figures
+    return verdict
 
 
 def time_stage(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
@@ -46,47 +65,45 @@ def time_stage(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
 
     ev.stage("time")
     plan = ev.job.timing or TimingPlan()
+    plan = dataclasses.replace(plan, warmup_calls=max(plan.warmup_calls, replay.SETS))  # one call per set at least
     timer = make_timer(ev.device, ev.l2)
 
     def compare(expected: Any, got: Any) -> Any:
         return compare_outputs(expected, got, ev.job.tolerances)
 
-    started = time.monotonic()
     with torch.no_grad():
-        warm = ev.make_inputs(task, ev.job.seed)
-        for _ in range(WARMUP_CALLS):
-            new(*warm)
-            reference(*warm)
-        del warm
         sets = [ev.make_inputs(task, ev.job.seed + 1000 + i) for i in range(replay.SETS)]
-        ev.sync()
-        probed, verdict = replay.probe(new, reference, sets, timer.time_once, compare)
-        if verdict.by_time:  # named from times alone: it must show again on sets never seen
-            others = [ev.make_inputs(task, ev.job.seed + 2000 + i) for i in range(replay.SETS)]
-            again, verdict = replay.probe(new, reference, others, timer.time_once, compare)
-            verdict.figures["confirmed_on_new_sets"] = verdict.by_time
-            if not verdict.by_time:
-                verdict.figures.update(probed.figures())
-        ev.sync()
-    ev.add_seconds("replay", started)
-    ev.result.settings["replay"] = verdict.figures
-    if _refused(ev, verdict, ""):
-        return False
-    # the probe's calls warmed both models on these very sets: the timer's own warm-up need not repeat it
-    plan = dataclasses.replace(plan, warmup_calls=1)
     calls = _expected_calls(plan)
     candidate = replay.Rotation(new, sets, calls, seed=ev.job.seed)
+    answers = replay.Rotation(reference, sets, calls)
+    warmup: list[Any] = []
+
+    def verified() -> bool:
+        started = time.monotonic()
+        warmup.append(replay.check_warmup(candidate, answers, compare))
+        ev.add_seconds("replay", started)
+        return not (warmup[-1].rule or warmup[-1].incorrect)
+
     with torch.no_grad():
-        timing = time_models(candidate, replay.Rotation(reference, sets, calls), ev.device, plan, timer)
+        timing = time_models(candidate, answers, ev.device, plan, timer, after_warmup=verified)
+    if timing is None:
+        return not _refused(ev, warmup[-1])
     ev.result.timing = timing
     ev.result.hardware_floor = floor.measure(reference, sets[0])
     started = time.monotonic()
     with torch.no_grad():
-        sampled = replay.check_samples(candidate, probed.expected, compare)
+        sampled = replay.Verdict(message="the reference changes its inputs: the timed outputs were not re-checked")
+        if not ev.reference_mutates:
+            sampled = replay.check_samples(candidate, answers.first_outputs(), compare)
+        probed = None if (sampled.rule or sampled.incorrect) else _probe(ev, task, reference, new, timer, compare)
         ev.sync()
     ev.add_seconds("replay", started)
-    ev.result.settings["replay"]["timed_calls_checked"] = len(candidate.samples())
-    if _refused(ev, sampled, "after timing"):
+    ev.result.settings["replay"] = {
+        "sets": len(sets),
+        "timed_calls_checked": 0 if ev.reference_mutates else len(candidate.samples()),
+        **(probed.figures if probed is not None else {}),
+    }
+    if _refused(ev, sampled, "after timing") or (probed is not None and _refused(ev, probed, "after timing")):
         return False
     l2 = ev.l2.message() if ev.l2 is not None else None
     if l2 and ev.guard("l2-persisting", l2):

@@ -76,6 +76,7 @@ class Evaluation:
         self.pin: Any = None  # the numeric-mode flags as before any candidate code (engine.eval.precision)
         self.output_sizes: list[int] = []  # the reference's last output storage sizes (the CPU NaN fill)
         self.prebuild: Any = None  # the thread building the candidate's extensions ahead (engine.eval.build.prebuild)
+        self.reference_mutates = False  # the reference changed its inputs in a trial (the candidate may too)
         self.l2: Any = None  # the persisting-L2 limit before any candidate code ran (engine.eval.l2), on CUDA
 
     def stage(self, name: str) -> None:
@@ -649,7 +650,9 @@ class Evaluation:
         aliased = rg.aliased_outputs(got, arguments)
         if aliased and self.guard("output-aliases-input", f"output(s) {aliased} share storage with an input"):
             return True
-        changed = set(rg.mutated_inputs(inputs, arguments)) - set(rg.mutated_inputs(inputs, reference_inputs))
+        theirs = set(rg.mutated_inputs(inputs, reference_inputs))
+        self.reference_mutates = self.reference_mutates or bool(theirs)
+        changed = set(rg.mutated_inputs(inputs, arguments)) - theirs
         if changed and self.guard(
             "input-mutated",
             f"forward modified input(s) {sorted(changed)}, which the reference leaves unchanged",
