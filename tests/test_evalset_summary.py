@@ -196,3 +196,22 @@ def test_the_table_shows_each_pairs_shapes_and_the_summary_counts_shape_specific
     assert "weak tasks (a degenerate answer passes an output): 1 pair(s)" in text
     header = text.splitlines()[0].split()
     assert header[:4] == ["pair", "status", "speedup", "shapes"]
+
+
+def test_a_pair_whose_exact_answer_is_constant_to_rounding_is_marked_and_listed(tmp_path: Path) -> None:
+    from engine.eval.arbiter import CONSTANT_LEGEND, CONSTANT_MARK
+    from engine.evalset.summary import format_table
+
+    constant, ordinary = pair("gm", 41, level=2), pair("relu", 19)
+    arbiter = {"outputs": [{"output": "output", "accepted": True, "constant": True}], "constant_to_rounding": True,
+               "unavailable": None}  # fmt: skip
+    save(tmp_path, constant, correct(3.0), {"arbiter": arbiter})
+    save(tmp_path, ordinary, correct(2.0))  # a result without the field reads as not constant
+    rows = [row_for(tmp_path, p) for p in (constant, ordinary)]
+    assert [r.constant_to_rounding for r in rows] == [True, False]
+    document = summary_document(rows, {"wall_seconds": 1.0, "phase1_evaluations": 2, "phase2_evaluations": 2,
+                                       "sum_evaluation_seconds": 2.0}, {})  # fmt: skip
+    assert document["constant_to_rounding"] == ["gm"]
+    lines = format_table(rows, document).splitlines()
+    assert lines[1].split()[:3] == ["gm", "correct", CONSTANT_MARK] and CONSTANT_MARK not in lines[2]
+    assert CONSTANT_LEGEND in lines

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.eval.arbiter import CONSTANT_LEGEND, CONSTANT_MARK
 from engine.eval.baselines import against_text
 from engine.loop.history import HistoryRow, rows_from_iterations
 from engine.profile.diff import diff_lines, iteration_diff
@@ -54,6 +55,9 @@ class IterationRow:
     flags: list[str]
     versus: str  # the speedup against each torch.compile baseline measured ("" when none)
     decisions: list[HistoryRow] = field(default_factory=list)
+    # the float64 arbiter found the exact answer constant to rounding (EvalResult.arbiter): a speedup
+    # there is not evidence, so the row carries CONSTANT_MARK and the table a legend line
+    constant: bool = False
 
 
 @dataclass
@@ -95,6 +99,7 @@ def gather(repo: Any, branch: str | None = None) -> Report:
                 item.number, item.phase, item.status, item.speedup, median, iqr, share,
                 list(result.get("flags") or []), against_text(item.speedup, result.get("baselines")),
                 decisions.get(item.number, []),
+                bool((result.get("arbiter") or {}).get("constant_to_rounding")),
             )
         )  # fmt: skip
     best = repo.best(branch)
@@ -234,9 +239,12 @@ def _iteration_table(report: Report) -> str:
             for d in r.decisions
         )  # fmt: skip
         speedup = _x(r.speedup) + (f"<br><small>{_e(r.versus)}</small>" if r.versus else "")
+        if r.constant:
+            status += f" <span class=note title='{_e(CONSTANT_LEGEND)}'>{CONSTANT_MARK}</span>"
         rows.append([str(r.number), _e(r.phase), status, speedup, time, share, _e(", ".join(r.flags)) or "—", decided or "—"])
     header = ("iter", "phase", "status", "speedup (eager; vs torch.compile)", "kernel time (spread)", "own-kernel share", "flags", "human decision and note")
-    return _table(header, rows, numeric={0, 3, 4, 5})
+    legend = f"<p class=note>{_e(CONSTANT_LEGEND)}</p>" if any(r.constant for r in report.rows) else ""
+    return _table(header, rows, numeric={0, 3, 4, 5}) + legend
 
 
 def _diff_html(old: str, new: str, old_label: str, new_label: str) -> str:

@@ -203,8 +203,10 @@ class SpreadCheck:
     def for_weak(cls, weak: list[dict[str, Any]]) -> SpreadCheck:
         return cls({w["output"]: list(w["checks"]) for w in weak if w["checks"]})
 
-    def add(self, expected: Any, got: Any, inputs: list[Any]) -> None:
-        """One candidate call's outputs beside the reference's for the same inputs."""
+    def add(self, expected: Any, got: Any, inputs: list[Any], key: Any = None) -> None:
+        """One candidate call's outputs beside the reference's for the same inputs; ``key`` names the
+        call's inputs (the trial's seed), so the float64 arbiter can draw them again
+        (``engine.eval.arbiter``)."""
         if not self.checks:
             return
         candidate = dict(leaves(got))
@@ -214,6 +216,7 @@ class SpreadCheck:
             kept = self.samples.setdefault(where, {})
             kept.setdefault("expected", []).append(_sample(ref))
             kept.setdefault("got", []).append(_sample(candidate[where]))
+            kept.setdefault("keys", []).append(key)
             for check in self.checks[where]:
                 if check.startswith("input["):
                     kept.setdefault(check, []).append(_sample(inputs[int(check[6:-1])]))

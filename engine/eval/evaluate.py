@@ -112,6 +112,10 @@ def evaluate(
             f"speedup {result.speedup:.2f}x is above the {options.flag_speedup_above:g}x review threshold: "
             "check by hand that the kernel does the whole computation"
         )
+    if result.ok and (result.arbiter or {}).get("constant_to_rounding"):
+        from engine.eval.arbiter import review_flag
+
+        result.flags.append(review_flag(result.arbiter or {}))
     plausibility.judge(result, options.flag_below_floor)  # a time below what the GPU allows: flagged too
     mark_failed_side(result)
     if options.compile_baselines and result.ok and result.timing is not None:

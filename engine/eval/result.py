@@ -209,6 +209,13 @@ class EvalResult:
     # "bytes_ms", "peak", "peak_tflops", "flops_ms", "floor_ms", "bound", "kernel_ms", "margin",
     # "implausible": True | False | None (not judged: "unjudged" says why)}. None when not timed.
     hardware_floor: dict[str, Any] | None = None
+    # Added with the float64 arbiter (engine.eval.arbiter; ARCHITECTURE.md §3, "Defences"): None unless a
+    # weak output's check would have failed the candidate; then {"outputs": [{"output", "accepted",
+    # "constant", "candidate_error", "reference_error", "allowed"}], "constant_to_rounding": True when
+    # the exact answer is constant to rounding and the candidate was accepted there (any output within
+    # rounding passes: a speedup is no evidence, and a review flag says so), "unavailable": why the
+    # float64 run could not judge (the spread rule decided alone), or None}.
+    arbiter: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

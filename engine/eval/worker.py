@@ -78,6 +78,7 @@ class Evaluation:
         self.prebuild: Any = None  # the thread building the candidate's extensions ahead (engine.eval.build.prebuild)
         self.reference_mutates = False  # the reference changed its inputs in a trial (the candidate may too)
         self.l2: Any = None  # the persisting-L2 limit before any candidate code ran (engine.eval.l2), on CUDA
+        self.float64: Any = None  # the reference in float64, made when a weak output needs it (engine.eval.arbiter)
 
     def stage(self, name: str) -> None:
         sys.stdout.flush()
@@ -552,14 +553,14 @@ class Evaluation:
                 if self.runtime_guards(inputs, reference_inputs, arguments, got, got_again, earlier):
                     return False
                 outcome = self.compare_both(expected, got, got_again)
-                if outcome.passed and self.degenerate_refused(expected, [got, got_again], inputs):
+                if outcome.passed and self.degenerate_refused(expected, [got, got_again], inputs, reference):
                     return False
-                spread.add(expected, got, inputs)
-                spread.add(expected, got_again, inputs)
+                spread.add(expected, got, inputs, seed)
+                spread.add(expected, got_again, inputs, seed)
             earlier = [got, got_again]
             if not self.record_trial(index, seed, outcome):
                 return False
-        return not self.spread_refused(spread)
+        return not self.spread_refused(spread, task, reference)
 
     def compare_both(self, expected: Any, got: Any, got_again: Any) -> Any:
         """The first call's comparison, or the second's when only that one fails."""
@@ -594,11 +595,18 @@ class Evaluation:
             return False
         return True
 
-    def degenerate_refused(self, expected: Any, outputs: list[Any], inputs: list[Any]) -> bool:
-        """A weak output the candidate answered degenerately (zeros, a constant, an input): refused."""
+    def degenerate_refused(self, expected: Any, outputs: list[Any], inputs: list[Any], reference: Any) -> bool:
+        """A weak output the candidate answered degenerately (zeros, a constant, an input): refused, unless
+        the float64 arbiter finds the exact answer constant to rounding and the answer within rounding
+        of it (then it is the right answer: engine.eval.arbiter)."""
         from engine.eval.degenerate import first_degenerate
 
-        found = first_degenerate(self.result.weak_outputs, expected, outputs, inputs)
+        found = None
+        for record in self.result.weak_outputs:
+            found = first_degenerate([record], expected, outputs, inputs)
+            if found and not self.rescued(reference, expected, outputs, inputs, [found[0]], degenerate=True):
+                break
+            found = None
         if found is None:
             return False
         where, kind = found
@@ -609,25 +617,108 @@ class Evaluation:
             "degenerate answer passes its tolerance), so this is not accepted as correct",
         )
 
-    def spread_refused(self, spread: Any) -> bool:
-        """The weak outputs' error against the reference's spread over every trial; True when failed."""
+    def spread_refused(self, spread: Any, task: Any, reference: Any) -> bool:
+        """The weak outputs' error against the reference's spread over every trial; True when failed.
+
+        A failed output goes to the float64 arbiter first (engine.eval.arbiter): the candidate passes
+        there when its error to the float64 reference is at the level of the float32 reference's own."""
         from engine.eval.degenerate import SPREAD_LIMIT
 
-        for failure in spread.failures():
+        failures = spread.failures()
+        if not failures:
+            return False
+        arbitration = self.arbitrate_spread(spread, failures, task, reference)
+        remaining = [
+            f for f in failures if not arbitration.accepts(f["output"], degenerate=f["constant_across_trials"])
+        ]
+        rulings = {r.output: r for r in arbitration.rulings}
+        for where in dict.fromkeys(f["output"] for f in failures):
+            if where in rulings and where not in {f["output"] for f in remaining}:
+                self.result.messages.append(rulings[where].message())
+        for failure in remaining:
             where, error = failure["output"], failure["relative_error"]
             baseline = "spread" if failure["check"] == "spread" else f"distance from {failure['check']}"
+            if where in rulings:
+                note = f"; {rulings[where].message()}"
+            else:
+                note = f"; the float64 arbiter could not judge it, so the spread rule decides: {arbitration.unavailable}"
             if failure["constant_across_trials"]:
                 return self.guard(
                     "output-degenerate",
-                    f"{where} is the same for every trial's inputs while the reference's changes with them",
+                    f"{where} is the same for every trial's inputs while the reference's changes with them{note}",
                 )
             self.finish(
                 INCORRECT,
                 f"{where} passes the tolerance only because the task is weak there: its error is "
-                f"{error:.3g} of the reference's {baseline} (at most {SPREAD_LIMIT:g} passes)",
+                f"{error:.3g} of the reference's {baseline} (at most {SPREAD_LIMIT:g} passes){note}",
             )
             return True
         return False
+
+    def float64_reference(self, reference: Any) -> Any:
+        """The reference cast to float64, made once per evaluation at its first use."""
+        from engine.eval.arbiter import Float64Reference
+
+        if self.float64 is None:
+            self.float64 = Float64Reference(reference, self.sync)
+        return self.float64
+
+    def arbitrate_spread(self, spread: Any, failures: list[dict[str, Any]], task: Any, reference: Any) -> Any:
+        """The float64 arbiter over every trial of the failed weak outputs: each trial's inputs drawn
+        again from its seed, the float32 reference run again (it must give the kept output) and the
+        float64 one beside it. Only here, where a weak output's check failed, is the price paid."""
+        import torch
+
+        from engine.eval.arbiter import judge_spread
+
+        started = time.monotonic()
+        float64 = self.float64_reference(reference)
+
+        def rerun(seed: int) -> tuple[Any, Any] | None:
+            try:
+                inputs = self.make_inputs(task, seed)
+                with torch.no_grad():
+                    expected = reference(*_clone(inputs))
+                self.sync()
+            except Exception as error:  # noqa: BLE001 - the arbiter is unavailable, the spread rule decides
+                float64.unavailable = f"the reference failed when run again: {type(error).__name__}: {error}"[:400]
+                return None
+            truth = float64(_clone(inputs))
+            return None if truth is None else (expected, truth)
+
+        paths = list(dict.fromkeys(f["output"] for f in failures))
+        arbitration = judge_spread(spread, paths, rerun, float64)
+        self.record_arbitration(arbitration)
+        self.add_seconds("float64_arbiter", started)
+        return arbitration
+
+    def rescued(
+        self, reference: Any, expected: Any, outputs: list[Any], inputs: list[Any], paths: list[str], degenerate: bool
+    ) -> bool:
+        """Whether the float64 arbiter accepts the candidate's ``outputs`` to one call at ``paths``
+        (``degenerate``: only where the exact answer is constant to rounding)."""
+        from engine.eval.arbiter import Arbitration, judge_call
+
+        started = time.monotonic()
+        float64 = self.float64_reference(reference)
+        truth = float64(_clone(inputs))
+        arbitration = (
+            Arbitration([], float64.unavailable)
+            if truth is None
+            else judge_call(paths, expected, outputs, truth, float64)
+        )
+        self.record_arbitration(arbitration)
+        self.add_seconds("float64_arbiter", started)
+        return bool(paths) and all(arbitration.accepts(where, degenerate) for where in paths)
+
+    def record_arbitration(self, arbitration: Any) -> None:
+        """The arbiter's rulings kept on the result (``EvalResult.arbiter``), over every call judged."""
+        found = arbitration.record()
+        record = self.result.arbiter or {"outputs": [], "constant_to_rounding": False, "unavailable": None}
+        record["outputs"].extend(found["outputs"])
+        record["constant_to_rounding"] = record["constant_to_rounding"] or found["constant_to_rounding"]
+        record["unavailable"] = record["unavailable"] or found["unavailable"]
+        self.result.arbiter = record
 
     def runtime_guards(
         self,

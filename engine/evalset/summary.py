@@ -11,6 +11,9 @@ bench of the same kernels report the same numbers. On top of them:
   simply have none;
 * ``review``: how many kernels carry a review flag (``EvalResult.flags``: a speedup above the threshold,
   a time below the hardware floor) and, apart, how many were timed below the floor, by name;
+* ``constant_to_rounding``: the pairs whose task's exact answer the float64 arbiter found constant to
+  rounding (``EvalResult.arbiter``; ARCHITECTURE.md §3): any output within rounding passes there, so
+  their speedups are not evidence; the table marks them ``≈0`` with a legend line;
 * ``guard_policy``: the policy asked for and the policies the results record;
 * ``timing_spread``: the candidate's relative IQR (IQR / median) over the timed kernels, to compare
   against ``cudaforge eval`` run alone;
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.batch.statistics import FAST_P_THRESHOLDS, TaskRow, set_statistics
+from engine.eval.arbiter import CONSTANT_LEGEND, CONSTANT_MARK
 from engine.eval.shapes import cell as shapes_cell
 from engine.evalset import store
 from engine.evalset.pairs import Pair
@@ -72,6 +76,8 @@ class PairRow:
     # review flags (EvalResult.flags): any at all, and whether the time is below the hardware floor
     flagged: bool = False
     implausible: bool = False
+    # the float64 arbiter found the exact answer constant to rounding (EvalResult.arbiter)
+    constant_to_rounding: bool = False
 
 
 def share_of(data: dict[str, Any]) -> float | None:
@@ -129,6 +135,7 @@ def row_for(out: Path, pair: Pair) -> PairRow:
         own_kernel_test=str((data.get("kernel_share") or {}).get("test", "")),
         flagged=bool(data.get("flags")),
         implausible=(data.get("hardware_floor") or {}).get("implausible") is True,
+        constant_to_rounding=bool((data.get("arbiter") or {}).get("constant_to_rounding")),
     )
 
 
@@ -197,6 +204,7 @@ def summary_document(
         "set": set_summary(rows),
         "status_counts": dict(Counter(r.status for r in rows)),
         "review": review_counts(rows),
+        "constant_to_rounding": [r.name for r in rows if r.constant_to_rounding],
         "kernel_share": share_distribution(rows),
         "shapes": shapes_counts(rows),
         "guard_policy": {"requested": extra.pop("guard_policy", None), "in_results": dict(policies)},
@@ -259,7 +267,7 @@ def format_table(rows: Sequence[PairRow], document: dict[str, Any]) -> str:
     table = [["pair", "status", "speedup", "shapes", "kernel ms", "IQR", "check s", "time s"]]
     for r in rows:
         table.append([
-            r.name, r.status, _num(r.speedup, ".2f", "x"), r.shapes or "-", _num(r.kernel_ms, ".4g"),
+            r.name, r.status + (f" {CONSTANT_MARK}" if r.constant_to_rounding else ""), _num(r.speedup, ".2f", "x"), r.shapes or "-", _num(r.kernel_ms, ".4g"),
             _num(None if r.kernel_spread is None else 100 * r.kernel_spread, ".1f", "%"),
             _num(r.phase1_seconds, ".1f"), _num(r.phase2_seconds, ".1f"),
         ])  # fmt: skip
@@ -284,6 +292,7 @@ def format_table(rows: Sequence[PairRow], document: dict[str, Any]) -> str:
             else []
         ),
         *review_line(document.get("review") or {}),
+        *([CONSTANT_LEGEND] if any(r.constant_to_rounding for r in rows) else []),
         f"this run: wall {run['wall_seconds']:.1f} s for {run['phase1_evaluations']} check(s) "
         f"+ {run['phase2_evaluations']} timing(s) summing {run['sum_evaluation_seconds']:.1f} s",
     ]
