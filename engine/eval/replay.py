@@ -63,11 +63,13 @@ def _median(values: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def _shared_storage(outputs: list[tuple[str, Any]]) -> Verdict | None:
-    """A replay when two of these (all alive) outputs share storage."""
+def _shared_storage(outputs: list[tuple[str, Any]], inputs: list[list[Any]]) -> Verdict | None:
+    """A replay when two of these (all alive) outputs share storage. An output that is one of the
+    ``inputs`` (in place) is ``output-aliases-input``'s to judge, not a replay."""
+    theirs = set().union(*(_storages(list(s)) for s in inputs)) if inputs else set()
     owners: dict[int, str] = {}
     for name, output in outputs:
-        for storage in _storages(output):
+        for storage in _storages(output) - theirs:
             other = owners.setdefault(storage, name)
             if other != name:
                 return Verdict(
@@ -130,7 +132,7 @@ def check_warmup(candidate: Rotation, reference: Rotation, compare: Compare) -> 
     """Step 1's check before any timed call: each set's first candidate output against the reference's."""
     expected = reference.first_outputs()
     got = candidate.first_outputs()
-    shared = _shared_storage([(f"the warm-up call on input set {i}", out) for i, out in enumerate(got)])
+    shared = _shared_storage([(f"the warm-up call on input set {i}", out) for i, out in enumerate(got)], candidate.sets)
     if shared is not None:
         return shared
     for index, output in enumerate(got):
@@ -143,7 +145,7 @@ def check_warmup(candidate: Rotation, reference: Rotation, compare: Compare) -> 
 def check_samples(candidate: Rotation, expected: list[Any], compare: Compare) -> Verdict:
     """Step 1's check after timing: each kept timed output against the reference's answer on its set."""
     samples = candidate.samples()
-    shared = _shared_storage([(f"timed call {call} (input set {which})", out) for call, which, out in samples])
+    shared = _shared_storage([(f"timed call {call} (input set {which})", out) for call, which, out in samples], candidate.sets)
     if shared is not None:
         return shared
     for call, which, output in samples:
@@ -201,7 +203,7 @@ def probe(
         answers.append((first, reference(*before[1]) if copies else first))
         outputs += [(f"the first call on probe set {index}", got[0]), (f"the second call on probe set {index}", got[1])]
     figures = measured.figures()
-    shared = _shared_storage(outputs)
+    shared = _shared_storage(outputs, sets)
     if shared is not None:
         shared.figures = figures
         return measured, shared
