@@ -35,6 +35,7 @@ CPU = "tests/test_defences_cpu.py::"
 RANK = "tests/test_explore_ranking.py::"
 ABL = "tests/test_ablation.py::"
 TRUST = "tests/test_trust_cpu.py::"
+ARB = "tests/test_arbiter_cpu.py::"
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,16 @@ MUTANTS: tuple[Mutant, ...] = (
            "the limit put back but the persisting lines left persisting",
            "        self.driver.cuCtxResetPersistingL2Cache()\n", "",
            (TRUST + "test_a_changed_persisting_limit_is_put_back_and_its_lines_reset_before_each_timed_call",)),
+    Mutant("arbiter-loose", "engine/eval/arbiter.py", "judge",
+           "the allowance a thousand times the float32 reference's own error: noise far past rounding passes",
+           "    allowed = ROUNDING_MULTIPLE * reference_error + floor\n",
+           "    allowed = 1000 * ROUNDING_MULTIPLE * reference_error + floor\n",
+           (ARB + "test_a_wrong_answer_inside_the_tolerance_is_not_rescued_by_the_arbiter",)),
+    Mutant("arbiter-never-constant", "engine/eval/arbiter.py", "judge",
+           "a task whose exact answer is constant never named so",
+           "        constant=deviation <= ROUNDING_MULTIPLE * reference_error,\n",
+           "        constant=False,\n",
+           (ARB + "test_an_honest_answer_to_a_task_whose_exact_answer_is_constant_passes_by_the_float64_arbiter",)),
     Mutant("l2-static-rule-misfiled", "engine/guard/native.py", "_NATIVE_PATTERNS",
            "the L2-persistence APIs filed under a rule that only warns, under strict too",
            '    (\n        "l2-persistence",\n',
