@@ -58,6 +58,7 @@ def main() -> int:
                 "own_share": share.get("share"),
                 "own_kernels": [k["name"] for k in share.get("kernels", []) if k.get("own")],
                 "replay": result.settings.get("replay"),
+                "l2": result.settings.get("l2"),
                 "defence_replay_s": result.durations.get("defence_replay"),
                 "time_stage_s": result.durations.get("time"),
                 "seconds": round(time.monotonic() - started, 1),

@@ -42,7 +42,7 @@ def test_atens_kernel_under_the_source_kernels_name_is_not_the_candidates(ext_ca
 
 
 def test_a_value_keyed_memo_is_refused_on_the_gpu(ext_cache: Path) -> None:
-    result = run("value-keyed memo", ext_cache)
+    result = run("value-keyed memo from call 25", ext_cache)
     assert result.status == "rejected" and runtime_rules(result)[-1] == "output-replayed", result.messages
 
 

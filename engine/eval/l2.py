@@ -59,6 +59,10 @@ class PersistingL2:
         self.restores += 1
         return True
 
+    def record(self) -> dict[str, object]:
+        """What the result keeps (``settings.l2``): whether the guard could act, and what it did."""
+        return {"available": self.available, "baseline": self.baseline, "restores": self.restores, "seen": sorted(self.seen)}
+
     def message(self) -> str | None:
         """The ``l2-persisting`` finding's text when the candidate changed the limit, else None."""
         if not self.restores:

@@ -105,6 +105,8 @@ def time_stage(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
     }
     if _refused(ev, sampled, "after timing") or (probed is not None and _refused(ev, probed, "after timing")):
         return False
+    if ev.l2 is not None:
+        ev.result.settings["l2"] = ev.l2.record()
     l2 = ev.l2.message() if ev.l2 is not None else None
     if l2 and ev.guard("l2-persisting", l2):
         return False
