@@ -203,8 +203,16 @@ def _default_start(session: SessionRepo, branch: str) -> int:
     return history[-1].number
 
 
+_SAY_LOCK = threading.Lock()
+
+
 def _say(line: str) -> None:
-    print(line, flush=True)
+    """One whole line per call, from any branch's thread: ``print`` writes the text and its newline
+    apart, so two branches saying something at once ran together on one line (and a bench reading
+    the lines missed both)."""
+    with _SAY_LOCK:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def _printer(verbose: bool) -> Any:

@@ -107,16 +107,7 @@ def evaluate(
     )
     result.guard_policy = options.guard_policy
     result.guard_refuse = list(dict.fromkeys(options.refuse))
-    if result.speedup is not None and result.speedup > options.flag_speedup_above and result.ok:
-        result.flags.append(
-            f"speedup {result.speedup:.2f}x is above the {options.flag_speedup_above:g}x review threshold: "
-            "check by hand that the kernel does the whole computation"
-        )
-    if result.ok and (result.arbiter or {}).get("constant_to_rounding"):
-        from engine.eval.arbiter import review_flag
-
-        result.flags.append(review_flag(result.arbiter or {}))
-    plausibility.judge(result, options.flag_below_floor)  # a time below what the GPU allows: flagged too
+    add_review_flags(result, options)
     mark_failed_side(result)
     if options.compile_baselines and result.ok and result.timing is not None:
         from engine.eval.baselines import TimingSettings, run_baselines
@@ -137,6 +128,21 @@ def evaluate(
         time.monotonic() - started
     )  # what no stage explains shows (stagetimes)
     return result
+
+
+def add_review_flags(result: EvalResult, options: EvalOptions) -> None:
+    """What asks a human to look at a correct kernel (ARCHITECTURE.md §3, "Review flags"): a speedup
+    above the threshold, a task whose exact answer is constant to rounding, a time below the floor."""
+    if result.speedup is not None and result.speedup > options.flag_speedup_above and result.ok:
+        result.flags.append(
+            f"speedup {result.speedup:.2f}x is above the {options.flag_speedup_above:g}x review threshold: "
+            "check by hand that the kernel does the whole computation"
+        )
+    if result.ok and (result.arbiter or {}).get("constant_to_rounding"):
+        from engine.eval.arbiter import review_flag
+
+        result.flags.append(review_flag(result.arbiter or {}))
+    plausibility.judge(result, options.flag_below_floor)  # a time below what the GPU allows: flagged too
 
 
 # Runtime rules whose finding the static guard may have seen the cause of, and the static rules that see it.
