@@ -142,6 +142,8 @@ __global__ void hardsigmoid_kernel(const float* x, float* y, long n) {
 }
 namespace { template <typename T> __global__ void scale_kernel(const T* x, T* y, int n) { y[0] = x[0]; } }
 extern "C" __global__ void plain_c_kernel(float* y) { y[0] = 1.0f; }
+// A host function under a library kernel's name: no kernel stub, so never a kernel of the candidate's.
+extern "C" void sm90_fake_gemm_kernel() {}
 void launch(const float* x, float* y, long n) {
     hardsigmoid_kernel<<<1, 1>>>(x, y, n);
     scale_kernel<float><<<1, 1>>>(x, y, 1);
@@ -171,10 +173,11 @@ def test_a_kernel_is_own_only_when_its_signature_is_in_the_built_library(kernels
     from engine.guard.binary import attribute, extension_functions
 
     functions = extension_functions([kernels_so])
-    launched = [OWN, OWN_TEMPLATE, "plain_c_kernel", ATEN_LOOKALIKE, GEMM]
+    launched = [OWN, OWN_TEMPLATE, "plain_c_kernel", ATEN_LOOKALIKE, GEMM, "sm90_fake_gemm_kernel"]
     who = attribute(launched, functions, ["hardsigmoid_kernel", "scale_kernel", "plain_c_kernel"])
     assert who.own == [OWN, OWN_TEMPLATE, "plain_c_kernel"]
-    assert who.library == [ATEN_LOOKALIKE, GEMM]
+    assert who.library == [ATEN_LOOKALIKE, GEMM, "sm90_fake_gemm_kernel"]
+    assert "sm90_fake_gemm_kernel" in functions.functions  # defined, yet no kernel
     assert who.lookalikes == [ATEN_LOOKALIKE]  # named like the source's kernel: said, never credited
     assert "not compiled into its extensions" in (who.note() or "")
 
@@ -289,3 +292,51 @@ def test_a_changed_persisting_limit_is_put_back_and_its_lines_reset_before_each_
     l2.restore()
     message = l2.message() or ""
     assert l2.restores == 2 and "4194304 bytes, 8388608 bytes" in message and "put back" in message
+
+
+INPLACE_TASK = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        x.mul_(2)  # changes its input, not to the same result twice
+        return x.sum(0)
+
+
+def get_inputs():
+    return [torch.randn(64, 32)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+INPLACE_CANDIDATE = '''import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x.mul_(2)
+        return x.sum(0)
+'''
+
+
+@pytest.mark.slow
+def test_an_honest_kernel_for_a_reference_that_changes_its_inputs_is_timed_and_stays_correct(tmp_path: Path) -> None:
+    options = EvalOptions(device="cpu", cache_root=tmp_path, static_guard=False, timing=TimingPlan(min_trials=20, budget_s=10.0))
+    result = evaluate(INPLACE_TASK, INPLACE_CANDIDATE, options, task_name="inplace")
+    assert result.status == "correct", result.messages
+    assert result.settings["replay"]["timed_calls_checked"] == 0  # the inputs' state is not known then
+
+
+def test_a_restore_the_driver_refuses_is_said() -> None:
+    from engine.eval.l2 import PersistingL2
+
+    driver = _Driver()
+    l2 = PersistingL2(driver)
+    driver.cuCtxResetPersistingL2Cache = lambda: 1  # type: ignore[method-assign]  # CUDA_ERROR_INVALID_VALUE
+    driver.value = 4 << 20
+    assert l2.restore() and l2.failures == 1
+    assert "the driver refused 1 of those restores" in (l2.message() or "")

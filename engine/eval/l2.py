@@ -30,6 +30,7 @@ class PersistingL2:
         self.driver = driver if driver is not None else _load_driver()
         self.baseline: int | None = None
         self.restores = 0
+        self.failures = 0  # restores the driver refused
         self.seen: set[int] = set()  # the changed values found, for the message
         if self.driver is not None:
             self.baseline = self.limit()
@@ -54,14 +55,22 @@ class PersistingL2:
         if now is None or now == self.baseline:
             return False
         self.seen.add(now)
-        self.driver.cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(self.baseline or 0))
-        self.driver.cuCtxResetPersistingL2Cache()
+        put_back = self.driver.cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(self.baseline or 0))
+        reset = self.driver.cuCtxResetPersistingL2Cache()
+        if put_back != _SUCCESS or reset != _SUCCESS:
+            self.failures += 1  # said in the message: the flush may not have evicted those lines
         self.restores += 1
         return True
 
     def record(self) -> dict[str, object]:
         """What the result keeps (``settings.l2``): whether the guard could act, and what it did."""
-        return {"available": self.available, "baseline": self.baseline, "restores": self.restores, "seen": sorted(self.seen)}
+        return {
+            "available": self.available,
+            "baseline": self.baseline,
+            "restores": self.restores,
+            "failures": self.failures,
+            "seen": sorted(self.seen),
+        }
 
     def message(self) -> str | None:
         """The ``l2-persisting`` finding's text when the candidate changed the limit, else None."""
@@ -72,6 +81,7 @@ class PersistingL2:
             f"the persisting-L2 limit was {found} after the candidate ran (it was {self.baseline} before): "
             f"put back and the persisting lines reset before {self.restores} timed call(s), so the L2 flush "
             "evicted them and the timing stands"
+            + (f" (the driver refused {self.failures} of those restores: those calls may have kept them)" if self.failures else "")
         )
 
 

@@ -79,11 +79,13 @@ def _libraries(ev: Evaluation) -> list[str]:
     recorder = getattr(ev, "recorder", None)
     if recorder is None:
         return []
-    return [
-        str(module.__file__)
-        for module, path in zip(recorder.modules, recorder.module_paths, strict=True)
-        if path in CUDA_PATHS and getattr(module, "__file__", None)
-    ]
+    libraries = []
+    for module, path in zip(recorder.modules, recorder.module_paths, strict=True):
+        # load_inline(is_python_module=False) returns the library's path itself
+        library = module if isinstance(module, str) else getattr(module, "__file__", None)
+        if path in CUDA_PATHS and library:
+            libraries.append(str(library))
+    return libraries
 
 
 def launch_refused(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:

@@ -106,6 +106,7 @@ class Rotation:
         self.calls = 0
         first = len(sets)
         self.sampled = {*range(first), random.Random(seed).randrange(first, max(first + 1, expected_calls))}
+        self.expected_calls = expected_calls
         self.kept: dict[int, tuple[int, Any]] = {}  # call number -> (set index, output)
         self.latest: tuple[int, int, Any] | None = None
 
@@ -117,6 +118,12 @@ class Rotation:
         self.latest = (self.calls, which, output)
         self.calls += 1
         return output
+
+    def sample_from_here(self, calls_to_come: int) -> None:
+        """Keep one call drawn at random (from the system's entropy, not a seed a candidate could read)
+        among the next ``calls_to_come``, instead of the one drawn at construction."""
+        first = len(self.sets)
+        self.sampled = {*range(first), self.calls + random.SystemRandom().randrange(max(1, calls_to_come))}
 
     def first_outputs(self) -> list[Any]:
         """The output of the first call on each set (the warm-up's), in set order."""
@@ -148,7 +155,9 @@ def check_warmup(candidate: Rotation, reference: Rotation, compare: Compare) -> 
 def check_samples(candidate: Rotation, expected: list[Any], compare: Compare) -> Verdict:
     """Step 1's check after timing: each kept timed output against the reference's answer on its set."""
     samples = candidate.samples()
-    shared = _shared_storage([(f"timed call {call} (input set {which})", out) for call, which, out in samples], candidate.sets)
+    warm = [(f"the warm-up call on input set {i}", out) for i, out in enumerate(candidate.first_outputs())]
+    timed = [(f"timed call {call} (input set {which})", out) for call, which, out in samples]
+    shared = _shared_storage(warm + timed, candidate.sets)
     if shared is not None:
         return shared
     for call, which, output in samples:
@@ -202,8 +211,12 @@ def probe(
         # call on new memory measured up to 2.5x its second when it went first).
         first = reference(*copies(inputs)) if copies else reference(*inputs)
         measured.fresh_ms.append(time_once(lambda: got.append(candidate(*inputs))))  # noqa: B023 - called at once
+        if copies:  # an in-place answer is its input, which the next call changes again: keep it as it was
+            got[-1] = copies([got[-1]])[0]
         second = reference(*copies(inputs)) if copies else first
         measured.seen_ms.append(time_once(lambda: got.append(candidate(*inputs))))  # noqa: B023 - called at once
+        if copies:
+            got[-1] = copies([got[-1]])[0]
         answers.append((first, second))
         outputs += [(f"the first call on probe set {index}", got[0]), (f"the second call on probe set {index}", got[1])]
     figures = measured.figures()

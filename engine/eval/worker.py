@@ -180,8 +180,11 @@ class Evaluation:
         self.result.env = envinfo.collect(self.job.device)  # on CUDA this starts CUDA
         self.result.durations["setup_device"] = time.monotonic() - started
         if self.device.type == "cuda":
+            import torch
+
             from engine.eval.l2 import PersistingL2
 
+            torch.empty(1, device=self.device)  # the context the driver reads the limit from must exist
             self.l2 = PersistingL2()  # read before the candidate's import can change it
         started = time.monotonic()
         try:
@@ -457,11 +460,18 @@ class Evaluation:
         return True
 
     def extension_failed(self) -> bool:
-        """A ``load_inline`` call failed and the candidate went on (it caught the error): whatever it
-        returns was not computed by that extension. True when that refuses it."""
-        failed = getattr(getattr(self, "recorder", None), "failed", [])
+        """A ``load_inline`` call failed, no later one worked, and the candidate went on (it caught the
+        error): whatever it returns was not computed by that extension. True when that ends the
+        evaluation (a refusal, or a harness fault when the machine could not build)."""
+        recorder = getattr(self, "recorder", None)
+        failed = getattr(recorder, "failed", [])
         if not failed or any(f["rule"] == "extension-load-failed" for f in self.result.findings):
             return False
+        for error in getattr(recorder, "failed_errors", []):
+            environment = faults.environment_problem(error)
+            if environment:  # the machine could not build (no toolkit, a full disk): not the candidate's doing
+                self.harness(faults.ENVIRONMENT, f"the extension could not be built here: {environment}", error)
+                return True
         return self.guard(
             "extension-load-failed",
             f"load_inline failed for {'; '.join(failed)}, and the candidate caught the error and went on: "

@@ -8,8 +8,10 @@ the ``__global__`` names *written in the source* is not evidence: ATen's
 ``hardsigmoid_kernel``, and a candidate whose extension never loaded borrowed PyTorch's time as its own.
 
 The names compared are the full demangled signatures (namespaces, template arguments, parameter types):
-``nm -C`` demangles with the same GNU scheme the PyTorch profiler uses for CUPTI's names. binutils'
-``nm`` is on every machine that can build an extension at all (the C++ toolchain needs its linker).
+``nm -C`` demangles with the same GNU scheme the PyTorch profiler uses for CUPTI's names. A match must
+also have nvcc's kernel stub beside it (``__device_stub__…``), so a plain host function named like one
+of cuBLAS's kernels is no kernel of the candidate's. binutils' ``nm`` is on every machine that can build
+an extension at all (the C++ toolchain needs its linker).
 
 One more case is refused credit: a launched kernel that the *reference* launches too. A candidate can
 only share a full signature with one of PyTorch's kernels by copying its namespaces and template
@@ -42,29 +44,73 @@ def canonical(name: str) -> str:
     return re.sub(r"\s*([(),<>*&])\s*", r"\1", text)
 
 
-def defined_functions(library: Path) -> set[str]:
-    """The canonical names of the functions ``library`` defines (its static symbol table, or its dynamic
-    one when it was stripped)."""
+def _split(name: str) -> tuple[str, str | None]:
+    """(identifier, parameter list) of a canonical signature: ``ns::k<float>(float*,int)`` gives
+    ``("k", "float*,int")``; an ``extern "C"`` kernel's bare name gives ``(name, None)``."""
+    text, params = name, None
+    if text.endswith(")"):
+        depth = 0
+        for i in range(len(text) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(text[i], 0)
+            if depth == 0:
+                text, params = text[:i], text[i + 1 : -1]
+                break
+    if text.endswith(">"):
+        depth = 0
+        for i in range(len(text) - 1, -1, -1):
+            depth += {">": 1, "<": -1}.get(text[i], 0)
+            if depth == 0:
+                text = text[:i]
+                break
+    return text.rsplit("::", 1)[-1], params
+
+
+_STUB = "__device_stub__"
+
+
+@dataclass
+class Binary:
+    """What the candidate's libraries define: every function's canonical name, and the host stubs nvcc
+    emits for kernels only (``__device_stub__<mangled kernel>(params)``). ``name in binary`` is True
+    for a kernel of these libraries: a function of that exact signature *and* a kernel stub for it, so
+    a plain host function named like a library kernel does not pass for one."""
+
+    functions: set[str] = field(default_factory=set)
+    stubs: list[tuple[str, str]] = field(default_factory=list)  # (mangled kernel, canonical params)
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str) or name not in self.functions:
+            return False
+        identifier, params = _split(name)
+        mark = f"{len(identifier)}{identifier}"
+        return any(mark in mangled and (params is None or params == theirs) for mangled, theirs in self.stubs)
+
+    def add(self, canonical_name: str) -> None:
+        self.functions.add(canonical_name)
+        if canonical_name.startswith(_STUB) and canonical_name.endswith(")"):
+            mangled, _, params = canonical_name[len(_STUB) :].partition("(")
+            self.stubs.append((mangled, params[:-1]))
+
+
+def defined_functions(library: Path) -> Binary:
+    """The functions ``library`` defines, read from its static symbol table. A stripped library (no
+    static table) cannot show its kernel stubs: :class:`AttributionUnavailable`, never a guess."""
     nm = shutil.which("nm")
     if nm is None:
         raise AttributionUnavailable("binutils' nm was not found, so the extension's kernels cannot be read")
-    names: set[str] = set()
-    for table in ([], ["-D"]):
-        try:
-            done = subprocess.run(
-                [nm, "--defined-only", "-C", *table, str(library)], capture_output=True, text=True, timeout=120
-            )
-        except (OSError, subprocess.TimeoutExpired) as error:
-            raise AttributionUnavailable(f"nm could not read {library.name}: {error}") from None
-        for line in done.stdout.splitlines():
-            parts = line.split(maxsplit=2)
-            if len(parts) == 3 and parts[1] in _FUNCTION_TYPES:
-                names.add(canonical(parts[2]))
-        if names:
-            return names
-    if done.returncode != 0:
-        raise AttributionUnavailable(f"nm could not read {library.name}: {done.stderr.strip()[:200]}")
-    return names
+    try:
+        done = subprocess.run([nm, "--defined-only", "-C", str(library)], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise AttributionUnavailable(f"nm could not read {library.name}: {error}") from None
+    found = Binary()
+    for line in done.stdout.splitlines():
+        parts = line.split(maxsplit=2)
+        if len(parts) == 3 and parts[1] in _FUNCTION_TYPES:
+            found.add(canonical(parts[2]))
+    if done.returncode != 0 or not found.functions:
+        why = done.stderr.strip()[:200] or "no symbol table (a stripped library)"
+        raise AttributionUnavailable(f"nm could not read {library.name}: {why}")
+    return found
 
 
 @dataclass
@@ -96,7 +142,7 @@ class Attribution:
 
 def attribute(
     launched: Iterable[str],
-    extension_functions: set[str],
+    extension_functions: Binary,
     source_names: Iterable[str] = (),
     reference_launched: Iterable[str] = (),
 ) -> Attribution:
@@ -125,9 +171,11 @@ def attribute(
     return out
 
 
-def extension_functions(libraries: Iterable[str | Path]) -> set[str]:
+def extension_functions(libraries: Iterable[str | Path]) -> Binary:
     """:func:`defined_functions` over several libraries together."""
-    names: set[str] = set()
+    together = Binary()
     for library in libraries:
-        names |= defined_functions(Path(library))
-    return names
+        found = defined_functions(Path(library))
+        together.functions |= found.functions
+        together.stubs += found.stubs
+    return together

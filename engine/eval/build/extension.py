@@ -135,6 +135,7 @@ class BuildRecorder:
         self.modules: list[Any] = []  # what each load_inline returned (the CPU own-kernel share wraps them)
         self.module_paths: list[str] = []  # each module's build path ("split", "stock", "fast", "cpp"), in order
         self.failed: list[str] = []  # the load_inline calls that raised to the candidate, described
+        self.failed_errors: list[BaseException] = []  # ... and their errors (an environment's fault is not the candidate's)
         # The first failure of cudaforge's own code in the hook: kept even if the candidate catches it
         self.fault: faults.HarnessFault | None = None
         self._original: Callable[..., Any] | None = None
@@ -189,14 +190,20 @@ class BuildRecorder:
         """One ``load_inline`` call; a failure that reaches the candidate is remembered in ``failed``
         (the candidate may catch it and fall back, which the worker refuses: extension-load-failed)."""
         try:
-            return self._build_any_path(name, cpp_sources, cuda_sources, args, kwargs)
+            module = self._build_any_path(name, cpp_sources, cuda_sources, args, kwargs)
         except Prebuilt:
             raise
         except BaseException as error:
             if self.fault is None:  # cudaforge's own failure is a harness fault, not the candidate's
                 first = next((line for line in str(error).strip().splitlines() if line.strip()), "")
                 self.failed.append(f"{name!r} ({type(error).__name__}{': ' + first[:200] if first else ''})")
+                self.failed_errors.append(error)
             raise
+        # A later load that works answers the earlier failures: a retry with simpler flags is honest, and
+        # whether its kernels do the work is the launch check's to judge.
+        self.failed.clear()
+        self.failed_errors.clear()
+        return module
 
     def _build_any_path(
         self, name: str, cpp_sources: Any, cuda_sources: Any, args: tuple, kwargs: dict[str, Any]
