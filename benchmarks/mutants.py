@@ -236,7 +236,7 @@ MUTANTS: tuple[Mutant, ...] = (
            (TRUST + "test_the_warm_up_verifies_every_set_before_any_call_is_timed",)),
     Mutant("l2-not-reset", "engine/eval/l2.py", "PersistingL2.restore",
            "the limit put back but the persisting lines left persisting",
-           "        self.driver.cuCtxResetPersistingL2Cache()\n", "",
+           "        reset = self.driver.cuCtxResetPersistingL2Cache()\n", "        reset = 0\n",
            (TRUST + "test_a_changed_persisting_limit_is_put_back_and_its_lines_reset_before_each_timed_call",)),
     Mutant("arbiter-loose", "engine/eval/arbiter.py", "judge",
            "the allowance a thousand times the float32 reference's own error: noise far past rounding passes",
