@@ -29,6 +29,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from statistics import median
 from typing import Any
 
 SETS = 3  # input sets the timing cycles over
@@ -58,12 +59,6 @@ def _storages(output: Any) -> set[int]:
     from engine.guard.runtime import flatten_tensors
 
     return {t.untyped_storage().data_ptr() for t in flatten_tensors(output) if t.numel()}
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def _shared_storage(outputs: list[tuple[str, Any]], inputs: list[list[Any]]) -> Verdict | None:
@@ -177,8 +172,8 @@ class Probe:
     def figures(self) -> dict[str, Any]:
         return {
             "probe_sets": len(self.fresh_ms),
-            "fresh_median_ms": _median(self.fresh_ms) if self.fresh_ms else None,
-            "seen_median_ms": _median(self.seen_ms) if self.seen_ms else None,
+            "fresh_median_ms": median(self.fresh_ms) if self.fresh_ms else None,
+            "seen_median_ms": median(self.seen_ms) if self.seen_ms else None,
         }
 
     def replayed(self) -> bool:
@@ -187,7 +182,7 @@ class Probe:
         if not self.fresh_ms:
             return False
         every = all(f > REPLAY_RATIO * s for f, s in zip(self.fresh_ms, self.seen_ms, strict=True))
-        return every and _median(self.fresh_ms) - _median(self.seen_ms) > REPLAY_MIN_GAP_MS
+        return every and median(self.fresh_ms) - median(self.seen_ms) > REPLAY_MIN_GAP_MS
 
 
 def probe(

@@ -142,13 +142,13 @@ class Attribution:
 
 def attribute(
     launched: Iterable[str],
-    extension_functions: Binary,
+    compiled: Binary,
     source_names: Iterable[str] = (),
     reference_launched: Iterable[str] = (),
 ) -> Attribution:
     """Split ``launched`` kernel names into the candidate's own and the library's.
 
-    ``extension_functions``: :func:`defined_functions` over every extension the candidate loaded;
+    ``compiled``: :func:`extension_functions` over every extension the candidate loaded;
     ``source_names``: its ``__global__`` names (only to say which library kernels merely look like
     them); ``reference_launched``: the kernels the reference's forward launches."""
     from engine.guard.runtime import own_kernels_in
@@ -159,10 +159,10 @@ def attribute(
     out = Attribution()
     for name in names:
         key = canonical(name)
-        if key in extension_functions and key in reference:
+        if key in compiled and key in reference:
             out.shared_with_reference.append(name)
             out.library.append(name)
-        elif key in extension_functions:
+        elif key in compiled:
             out.own.append(name)
         else:
             out.library.append(name)
