@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -202,12 +203,19 @@ class ModelScreen(Screen[None]):
 
     def _fill_tasks(self) -> None:
         table = self.query_one(DataTable)
-        if not table.columns:
-            table.add_columns(*view.TASK_COLUMNS)
         row = table.cursor_row
-        table.clear()
-        for task in self.tasks():
-            table.add_row(*view.task_cells(task, bool(self._narrow)), key=task.name)
+        cells = [view.task_cells(task, bool(self._narrow)) for task in self.tasks()]
+        # Each column gets the width of its widest cell here, not measured later by the table: a column the
+        # table widens when idle keeps rows it drew before at the old width ("0 iteration" for "0 iterations").
+        widths = [
+            max([cell_len(label), *(cell_len(r[i]) for r in cells)])
+            for i, label in enumerate(view.TASK_COLUMNS)
+        ]
+        table.clear(columns=True)
+        for label, width in zip(view.TASK_COLUMNS, widths, strict=True):
+            table.add_column(label, width=width, key=label)
+        for task, row_cells in zip(self.tasks(), cells, strict=True):
+            table.add_row(*row_cells, key=task.name)
         if self.tasks():
             table.move_cursor(row=max(0, min(row, len(self.tasks()) - 1)))
 
