@@ -21,7 +21,10 @@ from sessions.repo import SessionRepo
 from tui.model import format_speedup
 from tui.screens.dialogs import PromptScreen
 from tui.screens.workbench import LIVE, REPLAY
+from tui.widgets import sized_table
 from tui.widgets.footer import KeyFooter
+
+COLUMNS = ("session", "task", "created", "branches", "iterations", "best")
 
 
 class BrowserScreen(Screen[None]):
@@ -46,7 +49,6 @@ class BrowserScreen(Screen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("session", "task", "created", "branches", "iterations", "best")
         self.action_refresh()
         table.focus()
 
@@ -57,23 +59,26 @@ class BrowserScreen(Screen[None]):
     def action_refresh(self) -> None:
         self.sessions = list_sessions(self.root)
         table = self.query_one(DataTable)
-        table.clear()
-        for s in self.sessions:
-            table.add_row(
+        rows = [
+            (
                 s.name,
                 s.task_name,
                 s.created.strftime("%Y-%m-%d %H:%M"),
                 str(s.branches),
                 str(s.iterations),
                 format_speedup(s.best_speedup),
-                key=str(s.path),
             )
+            for s in self.sessions
+        ]
+        sized_table.fill(table, COLUMNS, rows, [str(s.path) for s in self.sessions])
         title = self.query_one("#browser-title", Static)
         if self.sessions:
             count = len(self.sessions)
             title.update(f"{count} session{'s' if count != 1 else ''} in {self.root}")
         else:
-            title.update(f"no sessions yet — press n to start one from a task file (sessions root: {self.root})")
+            title.update(
+                f"no sessions yet — press n to start one from a task file (sessions root: {self.root})"
+            )
 
     def selected(self) -> SessionSummary | None:
         table = self.query_one(DataTable)

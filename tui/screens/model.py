@@ -19,7 +19,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rich.cells import cell_len
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -38,6 +37,7 @@ from sessions.paths import is_session_dir
 from sessions.repo import SessionRepo
 from tui import model_view as view
 from tui.screens.workbench import LIVE
+from tui.widgets import sized_table
 from tui.widgets.footer import KeyFooter
 from tui.widgets.tabs import Pane, PaneTabs
 
@@ -205,17 +205,7 @@ class ModelScreen(Screen[None]):
         table = self.query_one(DataTable)
         row = table.cursor_row
         cells = [view.task_cells(task, bool(self._narrow)) for task in self.tasks()]
-        # Each column gets the width of its widest cell here, not measured later by the table: a column the
-        # table widens when idle keeps rows it drew before at the old width ("0 iteration" for "0 iterations").
-        widths = [
-            max([cell_len(label), *(cell_len(r[i]) for r in cells)])
-            for i, label in enumerate(view.TASK_COLUMNS)
-        ]
-        table.clear(columns=True)
-        for label, width in zip(view.TASK_COLUMNS, widths, strict=True):
-            table.add_column(label, width=width, key=label)
-        for task, row_cells in zip(self.tasks(), cells, strict=True):
-            table.add_row(*row_cells, key=task.name)
+        sized_table.fill(table, view.TASK_COLUMNS, cells, [task.name for task in self.tasks()])
         if self.tasks():
             table.move_cursor(row=max(0, min(row, len(self.tasks()) - 1)))
 

@@ -36,12 +36,14 @@ from tui.model import (
     scrub,
     speedup_chart,
 )
+from tui.widgets import sized_table
 from tui.widgets.tabs import Pane, PaneTabs
 
 if TYPE_CHECKING:  # imported with the first table shown
     from textual.widgets import DataTable
 
 BUILD_LOG_MAX_LINES = 5000
+CHECK_COLUMNS = ("item", "result", "detail", "note")
 BUILD, CHECKS, NCU, CHART, ROOF = "tab-build", "tab-checks", "tab-ncu", "tab-chart", "tab-roofline"
 
 
@@ -110,7 +112,7 @@ class OutputPane(Vertical):
 
         if tab_id == CHECKS:
             table: DataTable[str] = DataTable(id="checks-table", zebra_stripes=True, cursor_type="row")
-            table.add_columns("item", "result", "detail", "note")
+            table.add_columns(*CHECK_COLUMNS)
             self._fill_checks(table)
             return table
         table = DataTable(id="ncu-table", zebra_stripes=True, cursor_type="row")
@@ -158,9 +160,7 @@ class OutputPane(Vertical):
             self.append_build(build_log_lines(result) or ["(no build output recorded)"])
 
     def _fill_checks(self, table: DataTable[str]) -> None:
-        table.clear()
-        for row in check_rows(self._result) if self._result else []:
-            table.add_row(*row)
+        sized_table.fill(table, CHECK_COLUMNS, check_rows(self._result) if self._result else [])
 
     def show_profile(self, profile: dict[str, Any] | None) -> None:
         self._profile = profile
