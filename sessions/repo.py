@@ -45,7 +45,7 @@ from typing import Any
 import git
 from git.objects.fun import tree_entries_from_data
 
-from sessions import gitstore, message
+from sessions import gitstore, message, ranking
 from sessions.errors import (
     BranchExists,
     NoSuchBranch,
@@ -349,11 +349,23 @@ class SessionRepo:
         return self.iteration(iteration, branch).read_text(filename)
 
     def best(self, branch: str | None = None) -> Iteration | None:
-        """The correct iteration with the highest speedup (earliest on ties), or None."""
+        """The branch's best correct iteration by the noise-aware rule (sessions.ranking.leader: a later
+        kernel takes the lead only by beating the best beyond both timings' spread), or None."""
         correct = [it for it in self.history(branch) if it.correct]
-        if not correct:
-            return None
-        return max(correct, key=lambda it: (it.speedup if it.speedup is not None else -math.inf, -it.number))
+        return _leader(branch or self.current_branch, correct)
+
+    def session_best(self) -> tuple[Iteration, str] | None:
+        """The best correct iteration of every branch together, and a branch that holds it (``main`` or the
+        first by name among those that share it), by the same rule, oldest first; None without one."""
+        names = sorted(self.branches(), key=lambda name: (name != "main", name))
+        holder: dict[str, tuple[Iteration, str]] = {}
+        for name in names:
+            for it in self.history(name):
+                if it.correct and it.sha not in holder:
+                    holder[it.sha] = (it, name)
+        in_order = sorted(holder.values(), key=lambda pair: (pair[0].timestamp, pair[0].number))
+        best = ranking.leader(ranking.measured(name, it) for it, name in in_order)
+        return holder[best.sha] if best is not None else None
 
     def all_iterations(self) -> list[Iteration]:
         """Every iteration commit reachable from any branch, each once, oldest first."""
@@ -574,3 +586,8 @@ def _trailer_text(commit_message: str | bytes) -> str:
 
 def _to_datetime(timestamp: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(timestamp, tz=dt.timezone.utc).astimezone()
+
+
+def _leader(branch: str, correct: list[Iteration]) -> Iteration | None:
+    best = ranking.leader(ranking.measured(branch, it) for it in correct)
+    return next(it for it in correct if it.sha == best.sha) if best is not None else None

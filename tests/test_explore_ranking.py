@@ -1,4 +1,4 @@
-"""An exploration ranks its kernels by their own time when all ran on one kind of device (engine/explore/ranking.py).
+"""An exploration ranks its kernels by their own time when all ran on one kind of device (sessions/ranking.py).
 
 The figures are those the H200 measured for KernelBench level 1 problem 88 (benchmarks/RESULTS.md): the
 deepseek kernel at 0.0225 ms scored 5.10x because its worker timed the reference at 0.115 ms; the
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.bench.results import best_of_branches
-from engine.explore import ranking
+from sessions import ranking
 from sessions.repo import SessionRepo
 from tests.loop_helpers import RELU_KERNEL, new_session
 

@@ -22,7 +22,6 @@ from typing import Any
 from engine.batch.statistics import TaskRow
 from engine.bench.compile_baseline import compile_speedup, read_baseline, speedup_vs_compile
 from engine.bench.tasks import BenchTask
-from engine.explore import ranking
 from engine.explore.plan import DONE as BRANCH_DONE
 from engine.explore.plan import FAILED as BRANCH_FAILED
 from engine.explore.plan import PRUNED, load_plan
@@ -124,20 +123,11 @@ def exploration_state(session: SessionRepo, rounds: int | None) -> str:
 
 
 def best_of_branches(session: SessionRepo) -> tuple[Iteration | None, str]:
-    """The best correct iteration on any branch and that branch, ranked as the exploration ranks them
-    (engine.explore.ranking: by the kernel's own time when all were timed on one kind of device, else
-    by speedup); ``main`` first, then by name, on ties."""
-    found: dict[str, tuple[Iteration, ranking.Measured]] = {}
-    names = sorted(session.branches(), key=lambda name: (name != "main", name))
-    for order, name in enumerate(names):
-        for it in session.history(name):
-            if it.correct and it.sha not in found:
-                found[it.sha] = (it, ranking.measured(f"{order:06d} {name}", it))
-    if not found:
-        return None, ""
-    how = ranking.ranked_by([m for _, m in found.values()])
-    best, measured = min(found.values(), key=lambda pair: ranking.sort_key(how)(pair[1]))
-    return best, measured.branch.split(" ", 1)[1]
+    """The best correct iteration on any branch and that branch, by the session's one rule
+    (sessions.ranking via SessionRepo.session_best: the incumbent keeps the lead unless beaten beyond
+    both timings' spread); ``main`` first, then by name, among branches sharing it."""
+    found = session.session_best()
+    return found if found is not None else (None, "")
 
 
 def task_row(

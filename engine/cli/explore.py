@@ -266,6 +266,13 @@ def format_summary(summary: Any, session_name: str) -> str:
     start = format_speedup(summary.start_speedup)
     if best is None:
         lines.append(f"best: no branch has a correct kernel yet (iteration {summary.spec.start}: {start})")
+    elif getattr(summary, "no_gain", False):
+        kernel = f" · {best.best_ms:.4g} ms per call" if best.best_ms is not None else ""
+        lines.append(
+            f"no branch beat iteration {summary.spec.start} ({start}) beyond the timings' spread: the strongest, "
+            f"{best.name} iteration {best.best_iteration} · {format_speedup(best.best_speedup)}{kernel}, is no "
+            f"better (ranked by {summary.ranked_by}); iteration {summary.spec.start} stays the best, nothing to export"
+        )
     else:
         kernel = f" · {best.best_ms:.4g} ms per call" if best.best_ms is not None else ""
         lines.append(

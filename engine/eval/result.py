@@ -57,10 +57,14 @@ class TimingStats:
     # Median of a separate, unflushed pass timed by the host clock around a device-wide sync:
     # it includes launch overhead, and work hidden from the events shows up here.
     host_median_ms: float | None = None
+    #: the 95% bootstrap interval of ``median_ms`` (engine.eval.bootstrap); None in older records
+    median_interval_ms: list[float] | None = None
 
     @classmethod
     def from_samples(cls, samples_ms: list[float], host_median_ms: float | None = None) -> TimingStats:
         """Summarise raw samples (at least one) with robust statistics."""
+        from engine.eval.bootstrap import median_interval
+
         if not samples_ms:
             raise ValueError("no timing samples")
         ordered = sorted(samples_ms)
@@ -79,6 +83,7 @@ class TimingStats:
             mean_ms=mean,
             std_ms=var**0.5,
             host_median_ms=host_median_ms,
+            median_interval_ms=list(median_interval(ordered)),
         )
 
 
@@ -99,6 +104,8 @@ class Timing:
     reference: TimingStats
     l2_flush_bytes: int = 0
     warmup_calls: int = 0
+    #: the 95% bootstrap interval of the speedup (reference median / candidate median); None in older records
+    speedup_interval: list[float] | None = None
 
 
 @dataclass

@@ -79,7 +79,10 @@ def time_models(
         enough = all(len(s) >= plan.min_trials for s in samples.values())
         if enough or time.monotonic() > deadline:
             break  # the budget wins over the trial count for very slow models
+    from engine.eval.bootstrap import ratio_interval
+
     return Timing(
+        speedup_interval=list(ratio_interval(samples["reference"], samples["candidate"])),
         method=timer.method,
         candidate=TimingStats.from_samples(
             samples["candidate"], _median(host["candidate"]) if host["candidate"] else None

@@ -46,7 +46,6 @@ from typing import Any
 from engine import approval as approvals
 from engine.eval.options import resolve_device
 from engine.events import Event, LoopError
-from engine.explore import ranking
 from engine.explore.devices import GatedProfiler, SharedDevices
 from engine.explore.plan import (
     DONE,
@@ -66,6 +65,7 @@ from engine.loop import feedback
 from engine.loop.machine import AWAITING, ERROR, FINISH_BEFORE_STOPPING, FINISHED, PAUSED, Loop
 from engine.loop.state import CODER, JUDGE, Pending, clear_journal, derive, read_journal, save_journal
 from engine.loop.state import DONE as LOOP_DONE
+from sessions import ranking
 from sessions.repo import SessionRepo
 
 #: ``(session, k, rounds_target, on_event, branch) -> Loop`` writing ``branch``. k is 1-based; 0 is the
@@ -138,6 +138,9 @@ class ExploreSummary:
     best_branch: str | None = None  # the branch holding the best kernel, by ``ranked_by``
     #: other branches whose best kernel this run's timing cannot tell from the best (ranking.within_spread)
     within_spread: list[str] = field(default_factory=list)
+    #: the best branch did not beat the iteration explored from beyond the timings' spread (a regression
+    #: or a tie): nothing of this exploration is offered as an improvement
+    no_gain: bool = False
 
     @property
     def best(self) -> BranchSummary | None:
@@ -171,6 +174,7 @@ class ExploreSummary:
                 "speedup": best.best_speedup,
                 "kernel_ms": best.best_ms,
                 "within_spread": list(self.within_spread),
+                "beats_start": not self.no_gain,
             },  # fmt: skip
             "ranked_by": self.ranked_by,
             "tokens": self.tokens,
@@ -602,7 +606,7 @@ class Explorer:
     def _bests(self) -> tuple[str, dict[str, ranking.Measured]]:
         """Each branch's best correct iteration since the start, and how they were ranked: by the
         kernel's own time when every such iteration of every branch was timed on one kind of device,
-        else by speedup (engine.explore.ranking says why)."""
+        else by speedup (sessions.ranking says why)."""
         every = {
             b.name: [
                 ranking.measured(b.name, it)
@@ -612,8 +616,7 @@ class Explorer:
             for b in self.plan.branches
         }
         how = ranking.ranked_by([m for found in every.values() for m in found])
-        key = ranking.sort_key(how)
-        return how, {name: min(found, key=key) for name, found in every.items() if found}
+        return how, {name: best for name, found in every.items() if (best := ranking.leader(found, how))}
 
     def _prune(self, r: int) -> None:
         beam = self.spec.beam
@@ -723,9 +726,14 @@ class Explorer:
             )
         if bests:
             key = ranking.sort_key(how)
+            # the branches ran side by side, so none is the incumbent: the fastest by point estimate is
+            # named, and those the timing cannot tell from it beside it (within_spread)
             first = min(bests.values(), key=key)
             out.best_branch = first.branch
             out.within_spread = [m.branch for m in sorted(ranking.within_spread(first, list(bests.values()), how), key=key)]
+            if start is not None and start.correct:
+                origin = ranking.measured(self.spec.source, start)
+                out.no_gain = not ranking.beats(first, origin, ranking.ranked_by([first, origin]))
         return out
 
 
