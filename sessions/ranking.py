@@ -28,6 +28,12 @@ from sessions.errors import SessionError
 
 KERNEL_TIME, SPEEDUP = "kernel time", "speedup"
 
+#: how best is chosen, in one line for the summaries that name one
+RULE = (
+    "best: a later kernel takes the lead only by beating the best beyond both timings' spread "
+    "(± is the speedup's 95% bootstrap interval); a tie keeps the earlier one"
+)
+
 #: a candidate whose speedup is within this fraction of the best's is re-timed beside it (the loop's duel)
 CLOSE_CALL = 0.05
 
@@ -70,6 +76,8 @@ class Measured:
     kernel_high_ms: float | None = None
     sha: str = ""
     duel: Duel | None = None
+    #: the kernel repeated iteration N's and carries N's result (engine.loop.duplicates): never a contender
+    same_as: int | None = None
 
 
 def measured(branch: str, iteration: Any) -> Measured:
@@ -89,6 +97,7 @@ def measured(branch: str, iteration: Any) -> Measured:
         candidate.get("p25_ms"), candidate.get("p75_ms"),
         *speedup_interval, *median_interval,
         sha=getattr(iteration, "sha", ""), duel=_duel((result.get("ranking") or {}).get("duel")),
+        same_as=result.get("same_as") if isinstance(result.get("same_as"), int) else None,
     )  # fmt: skip
 
 
@@ -167,8 +176,9 @@ def close_call(challenger: Measured, incumbent: Measured) -> bool:
 
 def leader(in_order: Iterable[Measured], how: str | None = None) -> Measured | None:
     """The best of ``in_order`` (oldest first): the first, replaced only by one that :func:`beats` the
-    current best. ``how`` defaults to :func:`ranked_by` over them all."""
-    every = list(in_order)
+    current best. ``how`` defaults to :func:`ranked_by` over them all. A repeat of an earlier kernel
+    (``same_as``) is that kernel's measurement again, so it never takes part."""
+    every = [m for m in in_order if m.same_as is None]
     if not every:
         return None
     how = how or ranked_by(every)

@@ -240,7 +240,11 @@ def test_crash_after_the_judge_redoes_only_the_interrupted_stage(tmp_path: Path,
     assert again.run() == FINISHED
     assert again.judge.provider.calls == 0  # the Judge was not asked again
     last = reopened.history()[-1]
-    assert [c["role"] for c in last.transcript] == ["judge", "coder"]
+    # the new process's scripted Coder starts its replies over, so its first is the seed's kernel again:
+    # it is told so once (engine.loop.duplicates), and its next, new kernel is the one evaluated
+    assert [c["role"] for c in last.transcript] == ["judge", "coder", "coder"]
+    assert "same as iteration 0" in last.transcript[-1]["messages"][-1]["content"]
+    assert last.eval_result.get("same_as") is None
     assert last.suggestion["approved"]["bottleneck"] == "scalar loop"
     reopened.close()
 

@@ -174,6 +174,30 @@ class Coder(_Agent):
         )
         return self.ask(again, on_token, cancel)
 
+    def point_out_repeat(
+        self,
+        turn: CoderTurn,
+        number: int,
+        measured: str,
+        *,
+        on_token: TokenCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> CoderTurn:
+        """Ask again after ``turn``'s kernel turned out to be iteration ``number``'s once more (comments and
+        spacing aside): it was measured already (``measured``), so it would teach nothing new."""
+        again = follow_up(
+            turn.prompt,
+            [
+                (
+                    turn.reply.text,
+                    f"That kernel is the same as iteration {number}'s, apart from comments and spacing, and "
+                    f"it was measured already ({measured}). Make the change the request asked for, and reply "
+                    "with the complete Python file defining class ModelNew, in one ```python block.",
+                )
+            ],
+        )
+        return self.ask(again, on_token, cancel)
+
     def ask(
         self, prompt: Prompt, on_token: TokenCallback | None, cancel: threading.Event | None
     ) -> CoderTurn:

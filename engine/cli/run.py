@@ -53,6 +53,7 @@ from engine.guard.report import format_share, settings_guard_label, share_of_ite
 from engine.llm.errors import LLMError
 from engine.loop.machine import AWAITING, FINISHED, PAUSED, Loop
 from engine.tasks import TaskError, load_task
+from sessions import ranking
 from sessions.errors import SessionError, StaleLockWarning
 from sessions.message import format_speedup
 from sessions.repo import SessionRepo
@@ -425,10 +426,11 @@ def print_summary(session: SessionRepo, branch: str, out: TextIO) -> None:
         print("best: no correct kernel yet", file=out)
     else:
         print(
-            f"best: iter {best.number} · {format_speedup(best.speedup)} · "
+            f"best: iter {best.number} · {ranking.label(ranking.measured(branch, best))} · "
             f"git -C {session.path} show {best.sha[:10]}:kernel.py",
             file=out,
         )
+        print(f"  ({ranking.RULE})", file=out)
     out.flush()
 
 

@@ -223,6 +223,8 @@ class EvalResult:
     # rounding passes: a speedup is no evidence, and a review flag says so), "unavailable": why the
     # float64 run could not judge (the spread rule decided alone), or None}.
     arbiter: dict[str, Any] | None = None
+    #: the kernel was iteration N's again (engine.loop.duplicates): not built or timed, N's result kept
+    same_as: int | None = None
 
     @property
     def ok(self) -> bool:

@@ -65,7 +65,7 @@ from engine.events import (
     SuggestionReady,
 )
 from engine.llm.errors import LLMCancelled, LLMError
-from engine.loop import feedback
+from engine.loop import duplicates, feedback
 from engine.loop.context import round_context
 from engine.loop.holds import hold
 from engine.loop.state import (
@@ -86,7 +86,7 @@ from engine.loop.state import (
     repair_round,
     save_journal,
 )
-from sessions.errors import StaleLockWarning
+from sessions.errors import SessionError, StaleLockWarning
 from sessions.records import Iteration, IterationRecord
 from sessions.repo import SessionRepo
 
@@ -119,6 +119,8 @@ class LoopOptions:
     #: written to session.toml with every commit (models, rounds, tolerances…; never keys)
     settings: Mapping[str, Any] | None = None
     max_no_code_retries: int = 1
+    #: a kernel repeating an earlier one: the Coder is told so this often, then it is committed as a repeat
+    max_repeat_asks: int = 1
     #: run the task's reference on its own inputs (in a worker) before the first Coder call;
     #: a broken task stops the loop before any LLM request (engine.eval.reference_check)
     check_task: bool = True
@@ -622,20 +624,29 @@ class Loop:
         self._take_code(turn)
 
     def _take_code(self, turn: CoderTurn) -> None:
-        """Keep the Coder's kernel; on a reply with no code, ask again with a note, then give up."""
+        """Keep the Coder's kernel; on a reply with no code, ask again with a note, then give up. A kernel
+        that repeats an earlier iteration's is pointed out once, then committed as that iteration's again
+        without a build or a timing (engine.loop.duplicates)."""
         self._reply_event("coder", turn.record)
         self.pending.transcript.append(turn.record)
-        while turn.code is None and self.pending.no_code_replies < self.options.max_no_code_retries:
-            self.pending.no_code_replies += 1
-            note = turn.extraction.note or "no ModelNew file found"
-            self.pending.notes.append(f"the Coder's reply had no code ({note}); asked again")
+        while True:
+            turn = self._until_code(turn)
+            repeat = self._repeat_of(turn.code) if turn.code is not None else None
+            if repeat is None or self.pending.repeat_asks >= self.options.max_repeat_asks:
+                break
+            self.pending.repeat_asks += 1
+            note = f"the Coder's kernel was iteration {repeat.number}'s again; told so and asked again"
+            self.pending.notes.append(note)
             save_journal(self.session, self.pending)
-            turn = self.coder.ask_for_code(turn, on_token=self._token("coder"), cancel=self._cancel)
+            turn = self.coder.point_out_repeat(turn, repeat.number, _measured(repeat), on_token=self._token("coder"),
+                                               cancel=self._cancel)  # fmt: skip
             self._reply_event("coder", turn.record)
             self.pending.transcript.append(turn.record)
         if turn.code is not None:
             self.pending.kernel = turn.code
             self.pending.stage = EVALUATE
+            if repeat is not None:
+                self._take_repeat(repeat)
             return
         note = turn.extraction.note or "no ModelNew file found"
         self.pending.notes.append(f"the Coder's reply had no code ({note}); committed as a compile error")
@@ -648,6 +659,43 @@ class Loop:
         )
         self._emit(EvalFinished(result=result.to_dict()))
         self.pending.eval_result = result.to_dict()
+        self.pending.stage = COMMIT
+
+    def _until_code(self, turn: CoderTurn) -> CoderTurn:
+        """``turn``, or the Coder's answer to being asked again (at most ``max_no_code_retries`` times)
+        while its reply holds no kernel."""
+        while turn.code is None and self.pending.no_code_replies < self.options.max_no_code_retries:
+            self.pending.no_code_replies += 1
+            note = turn.extraction.note or "no ModelNew file found"
+            self.pending.notes.append(f"the Coder's reply had no code ({note}); asked again")
+            save_journal(self.session, self.pending)
+            turn = self.coder.ask_for_code(turn, on_token=self._token("coder"), cancel=self._cancel)
+            self._reply_event("coder", turn.record)
+            self.pending.transcript.append(turn.record)
+        return turn
+
+    def _repeat_of(self, kernel: str) -> Iteration | None:
+        """The branch's earliest iteration whose kernel ``kernel`` repeats (comments and spacing aside)."""
+        history = self.session.history(self.branch)
+        number = duplicates.same_as(kernel, ((it.number, it.kernel_source) for it in history))
+        return next((it for it in history if it.number == number), None)
+
+    def _take_repeat(self, repeat: Iteration) -> None:
+        """Commit the round's kernel with ``repeat``'s result, marked ``same_as``: nothing built or timed."""
+        try:
+            result = dict(repeat.eval_result)
+        except (SessionError, ValueError):
+            return  # no readable result to reuse: the kernel is evaluated as any other
+        result["same_as"] = repeat.number
+        result["messages"] = [
+            f"the same kernel as iteration {repeat.number} (comments and spacing aside): not built or timed "
+            f"again; this is iteration {repeat.number}'s result, and it does not compete for best",
+            *(result.get("messages") or []),
+        ]
+        result.pop("ranking", None)  # a re-timing against another kernel was that iteration's, not this one's
+        self.pending.notes.append(f"same as iteration {repeat.number}: its result is reused")
+        self.pending.eval_result = result
+        self._emit(EvalFinished(result=result))
         self.pending.stage = COMMIT
 
     def _evaluate(self) -> str | None:
@@ -788,3 +836,9 @@ class Loop:
                 best_speedup=best.speedup if best else None,
             )
         )
+
+
+def _measured(iteration: Iteration) -> str:
+    """``status, 1.42x`` for the Coder's note about a repeated kernel."""
+    speedup = f", {iteration.speedup:.2f}x" if iteration.speedup is not None else ""
+    return f"{iteration.status.replace('_', ' ')}{speedup}"

@@ -67,6 +67,7 @@ class Pending:
     transcript: list[dict[str, Any]] = field(default_factory=list)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     no_code_replies: int = 0
+    repeat_asks: int = 0  # times the Coder was told its kernel repeated an earlier one (engine.loop.duplicates)
     notes: list[str] = field(default_factory=list)
     #: a round target raised while this round was open (``Loop.add_rounds``); kept here until the
     #: round's commit records it in session.toml, so a resume before that commit keeps it too
@@ -182,6 +183,7 @@ def repaired(pending: Pending, problem: str, next_phase: str | None) -> tuple[Pe
         transcript=list(pending.transcript or []),
         stage_seconds=dict(pending.stage_seconds or {}),
         no_code_replies=int(pending.no_code_replies or 0),
+        repeat_asks=int(pending.repeat_asks or 0),
     )
     allowed = {"seed", "human"} if next_phase is None else {next_phase, "human"}
     phase = pending.phase if pending.phase in allowed else None

@@ -38,6 +38,7 @@ from textual.widgets import Tree
 
 from engine import events as ev
 from engine.eval.baselines import against_text, compile_ratio
+from sessions import ranking
 from sessions.errors import SessionError
 from tui import loop_status
 from tui.explore_run import ExploreCommitted, ExploreFinished, ExploreGate, ExploreIdeas, ExploreLine
@@ -348,9 +349,11 @@ class WorkbenchScreen(Screen[None]):
     def _fill_status(self) -> None:
         status = self.query_one(StatusLine)
         upto = self.history[: self.index + 1] if self.mode != LIVE else self.history
-        correct = [it for it in upto if it.correct and it.speedup is not None]
-        best = max(correct, key=lambda it: it.speedup) if correct else None
+        correct = [ranking.measured(self.branch, it) for it in upto if it.correct and it.speedup is not None]
+        leader = ranking.leader(correct)  # the timeline's ★ by the same rule, up to the shown iteration
+        best = next(it for it in upto if it.sha == leader.sha) if leader is not None else None
         status.best = best.speedup if best else None
+        status.spread = ranking.label(leader).partition(" ")[2] if leader is not None else ""
         status.versus = against_text(best.speedup, best.eval_result.get("baselines")) if best else ""
         status.tokens = sum(it.tokens for it in upto)
         status.set_cost([it.cost_usd for it in upto])
