@@ -36,7 +36,7 @@ def page(demo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert f"wrote {out}: relu-demo, branch main, 4 iterations, best #3 0.95x" in done.stdout
+    assert f"wrote {out}: relu-demo, branch main, 4 iterations, best #2 0.95x" in done.stdout  # #3 is within #2's spread
     return out
 
 

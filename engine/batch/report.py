@@ -19,12 +19,12 @@ Without matplotlib the charts are left out and the page says how to get them.
 from __future__ import annotations
 
 import base64
-import html
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.batch.report_html import escape, table, times
 from engine.eval.arbiter import CONSTANT_LEGEND, CONSTANT_MARK
 from engine.eval.baselines import against_text
 from engine.loop.history import HistoryRow, rows_from_iterations
@@ -126,8 +126,13 @@ def _png(figure: Any) -> str:
 
 
 def speedup_chart(report: Report) -> str:
+    """:func:`speedup_figure` as a PNG data URI."""
+    return _png(speedup_figure(report))
+
+
+def speedup_figure(report: Report) -> Any:
     """The branch's speedup per iteration (correct: filled, incorrect: x at 0, best: starred), other
-    branches faint; a PNG data URI."""
+    branches faint; a matplotlib Figure on Agg."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -153,7 +158,7 @@ def speedup_chart(report: Report) -> str:
     axes.set_xlabel("iteration")
     axes.set_ylabel("speedup over eager PyTorch")
     axes.legend(fontsize="small", loc="best")
-    return _png(figure)
+    return figure
 
 
 def roofline_rows(profile: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -210,21 +215,7 @@ def roofline_chart(rows: Sequence[dict[str, Any]]) -> str:
 
 
 # -- the page ------------------------------------------------------------------------------------------
-def _e(value: Any) -> str:
-    return html.escape(str(value))
-
-
-def _x(value: float | None) -> str:
-    return f"{value:.2f}x" if isinstance(value, (int, float)) else "—"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int] = frozenset()) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td{' class=num' if i in numeric else ''}>{cell}</td>" for i, cell in enumerate(row)) + "</tr>"
-        for row in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
+_e, _x, _table = escape, times, table
 
 
 def _iteration_table(report: Report) -> str:
