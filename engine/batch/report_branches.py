@@ -1,5 +1,5 @@
 """The whole session in ``cudaforge report``: every branch once, and a leaderboard of their bests
-(ARCHITECTURE.md §8, "The report"; §5, "Best").
+(ARCHITECTURE.md §8, "The report"; §5, sessions).
 
 Why: a session explores on several branches (ARCHITECTURE.md §2, "Explore"), and a page of one branch
 hides where the best kernel came from. Branches share the iterations before their fork (the same
