@@ -5,31 +5,49 @@ terminal app; a colleague asked to review a kernel needs a page. Everything is i
 styles, the syntax-highlighted diff (pygments, inline styles), the charts as PNG data URIs (matplotlib,
 the ``plots`` extra). No script and nothing fetched, so it opens in any browser, offline.
 
-What it holds, all read from the committed records (the same ones the headless table prints):
-- the task, and the best correct kernel with its diff from the seed;
-- the speedup per iteration of the branch and the roofline of the best kernel's own kernels (arithmetic
-  intensity against achieved FLOP/s under the GPU's memory and compute roofs, from the profile's summary);
-- the per-iteration table: status, speedup with the kernel time's spread, own-kernel share, review
-  flags, the human's decision and note;
+What it holds, all read from the committed records (the same ones the headless table prints), for the
+whole session:
+- the task; a leaderboard of the branches (``engine.batch.report_branches``): each branch's best with
+  its speedup interval and kernel-time spread, the session's best, "within spread" where the timing
+  cannot order two, and the line saying how best is chosen (``sessions.ranking``);
+- one branch's best kernel in detail (``--branch``, default the session best's): its diff from the
+  seed, the shapes it was tested at (``engine.batch.report_shapes``), the roofline of its own kernels
+  (arithmetic intensity against achieved FLOP/s under the GPU's roofs, from the profile's summary);
+- every branch's speedup per iteration on one chart, the legend outside the axes so it hides no point;
+- the per-iteration tables, one per branch, each iteration once (under the branch it was made on):
+  status, speedup with its interval, the kernel time's spread, own-kernel share, review flags, the
+  human's decision and note;
 - what moved from the seed (or the first profiled iteration) to the best (``engine.profile.diff``);
-- the environment: GPU, driver, torch, guard policy, sandbox.
+- the environment: GPU, driver and ncu's clocks on a GPU session (a CPU one never ran ncu, so its page
+  does not mention it), torch, guard policy, sandbox.
 Without matplotlib the charts are left out and the page says how to get them.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.batch.report_branches import (
+    SESSION_BEST,
+    BranchSection,
+    Standing,
+    branch_sections,
+    leaderboard,
+    leaderboard_html,
+    section_heading,
+)
+from engine.batch.report_html import escape, table, times
+from engine.batch.report_shapes import shapes_html
 from engine.eval.arbiter import CONSTANT_LEGEND, CONSTANT_MARK
 from engine.eval.baselines import against_text
 from engine.loop.history import HistoryRow, rows_from_iterations
 from engine.profile.diff import diff_lines, iteration_diff
 from engine.profile.summary import roofline_position
+from sessions import ranking
 
 CHARTS_HINT = "charts need matplotlib: pip install 'cudaforge[plots]'"
 STYLE = """
@@ -58,19 +76,26 @@ class IterationRow:
     # the float64 arbiter found the exact answer constant to rounding (EvalResult.arbiter): a speedup
     # there is not evidence, so the row carries CONSTANT_MARK and the table a legend line
     constant: bool = False
+    # the speedup with its bootstrap interval (``1.42× ±0.03``, sessions.ranking.interval_label); "" to
+    # print the bare speedup
+    speedup_label: str = ""
 
 
 @dataclass
 class Report:
     session: str
-    branch: str
+    branch: str  # the branch whose best kernel the page details (diff, roofline, shapes, what moved)
     task_name: str
     task_source: str
-    rows: list[IterationRow]
+    rows: list[IterationRow]  # that branch's whole history
     best: Any  # sessions.records.Iteration or None
     seed: Any  # the branch's first iteration
     compared: Any  # the iteration the best is compared with (the seed, or the first profiled one)
-    other_branches: dict[str, list[tuple[int, float | None]]] = field(default_factory=dict)
+    # the whole session (ARCHITECTURE.md §8): each branch with the rows of the iterations made on it
+    sections: list[tuple[BranchSection, list[IterationRow]]] = field(default_factory=list)
+    ranked_by: str = ""
+    standings: list[Standing] = field(default_factory=list)
+    device: str = ""  # "cpu" when the session was evaluated on the CPU, else the GPU's name or ""
 
 
 def _timing(result: dict[str, Any]) -> tuple[float | None, float | None]:
@@ -78,10 +103,9 @@ def _timing(result: dict[str, Any]) -> tuple[float | None, float | None]:
     return candidate.get("median_ms"), candidate.get("iqr_ms")
 
 
-def gather(repo: Any, branch: str | None = None) -> Report:
-    """What the report shows, read from a ``sessions.repo.SessionRepo``'s branch (default: current)."""
-    branch = branch or repo.current_branch
-    history = repo.history(branch)
+def iteration_rows(branch: str, history: Sequence[Any], shown: Sequence[Any] | None = None) -> list[IterationRow]:
+    """The table rows of ``shown`` (default: all of ``history``), with the human's decisions of each
+    round: read from the whole ``history``, since a rejected suggestion belongs to the next iteration."""
     decisions: dict[int | None, list[HistoryRow]] = {}
     pending: list[HistoryRow] = []
     for row in rows_from_iterations(history):
@@ -90,7 +114,7 @@ def gather(repo: Any, branch: str | None = None) -> Report:
             decisions[row.iteration] = pending
             pending = []
     rows = []
-    for item in history:
+    for item in history if shown is None else shown:
         result = item.eval_result
         median, iqr = _timing(result)
         share = (result.get("kernel_share") or {}).get("share")
@@ -100,19 +124,42 @@ def gather(repo: Any, branch: str | None = None) -> Report:
                 list(result.get("flags") or []), against_text(item.speedup, result.get("baselines")),
                 decisions.get(item.number, []),
                 bool((result.get("arbiter") or {}).get("constant_to_rounding")),
+                ranking.label(ranking.measured(branch, item)) if item.speedup is not None else "",
             )
         )  # fmt: skip
+    return rows
+
+
+def _device(history: Sequence[Any]) -> str:
+    """Where the session's kernels were evaluated: the first recorded ``env.device`` (or the result's
+    ``device``), as ``cpu`` or the GPU's name."""
+    for item in history:
+        result = item.eval_result
+        env = result.get("env") or {}
+        device = str(env.get("device") or result.get("device") or "")
+        if device:
+            return "cpu" if device == "cpu" else str(env.get("gpu") or device)
+    return ""
+
+
+def gather(repo: Any, branch: str | None = None) -> Report:
+    """What the report shows, read from a ``sessions.repo.SessionRepo``: every branch, and the best kernel
+    of ``branch`` in detail (default: the branch holding the session's best, else the current one)."""
+    top = repo.session_best()
+    branch = branch or (top[1] if top is not None else repo.current_branch)
+    history = repo.history(branch)
     best = repo.best(branch)
     seed = history[0] if history else None
     compared = seed
     if seed is not None and seed.profile is None:
         compared = next((it for it in history if it.profile is not None and it is not best), seed)
-    others = {
-        name: [(it.number, it.speedup if it.correct else None) for it in repo.history(name)]
-        for name in repo.branches()
-        if name != branch
-    }
-    return Report(repo.name, branch, repo.task_name, repo.task_source, rows, best, seed, compared, others)
+    sections = branch_sections(repo)
+    how, standings = leaderboard(repo, sections)
+    report = Report(repo.name, branch, repo.task_name, repo.task_source, iteration_rows(branch, history), best,
+                    seed, compared, ranked_by=how, standings=standings)  # fmt: skip
+    report.sections = [(s, iteration_rows(s.name, s.history, s.own)) for s in sections]
+    report.device = _device(repo.all_iterations())
+    return report
 
 
 # -- charts ------------------------------------------------------------------------------------------
@@ -126,34 +173,42 @@ def _png(figure: Any) -> str:
 
 
 def speedup_chart(report: Report) -> str:
-    """The branch's speedup per iteration (correct: filled, incorrect: x at 0, best: starred), other
-    branches faint; a PNG data URI."""
+    """:func:`speedup_figure` as a PNG data URI."""
+    return _png(speedup_figure(report))
+
+
+def speedup_figure(report: Report) -> Any:
+    """Every branch's speedup per iteration, one colour each, each line starting at its fork point
+    (correct kernels; an incorrect one is an x at 0), the session's best starred; a matplotlib Figure
+    on Agg. The legend sits outside the axes, right of them, so it covers no point whatever the data."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7.5, 3.2))
-    for name, points in report.other_branches.items():
-        xs = [n for n, s in points if s is not None]
-        axes.plot(xs, [s for _, s in points if s is not None], color="0.8", marker=".", label=f"{name}")
-    correct = [(r.number, r.speedup) for r in report.rows if r.status == "correct" and r.speedup is not None]
-    failed = [r.number for r in report.rows if r.status != "correct"]
-    if correct:
-        axes.plot(*zip(*correct, strict=True), color="tab:blue", marker="o", label=f"{report.branch} (correct)")
-    if failed:
-        axes.scatter(failed, [0] * len(failed), color="tab:red", marker="x", label="not correct", zorder=3)
-    if report.best is not None and report.best.speedup is not None:
-        axes.scatter([report.best.number], [report.best.speedup], s=180, marker="*", color="gold",
-                     edgecolors="black", zorder=4, label=f"best: #{report.best.number}")  # fmt: skip
-    axes.axhline(1.0, color="0.5", linewidth=0.8, linestyle="--")
     from matplotlib.ticker import MaxNLocator
 
+    figure, axes = plt.subplots(figsize=(7.5, 3.2))
+    failed: list[int] = []
+    for k, (section, rows) in enumerate(report.sections):
+        points = [(r.number, r.speedup) for r in rows if r.status == "correct" and r.speedup is not None]
+        fork = section.fork_point
+        if fork is not None and fork.correct and fork.speedup is not None:
+            points.insert(0, (fork.number, fork.speedup))
+        failed += [r.number for r in rows if r.status != "correct"]
+        if points:
+            axes.plot(*zip(*points, strict=True), color=f"C{k % 10}", marker="o", label=section.name)
+    if failed:
+        axes.scatter(failed, [0] * len(failed), color="tab:red", marker="x", label="not correct", zorder=3)
+    top = next((s for s in report.standings if s.verdict == SESSION_BEST), None)
+    if top is not None and top.best.speedup is not None:
+        axes.scatter([top.best.number], [top.best.speedup], s=180, marker="*", color="gold", edgecolors="black",
+                     zorder=4, label=f"session best: {top.branch} #{top.best.number}")  # fmt: skip
+    axes.axhline(1.0, color="0.5", linewidth=0.8, linestyle="--")
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_xlabel("iteration")
     axes.set_ylabel("speedup over eager PyTorch")
-    axes.legend(fontsize="small", loc="best")
-    return _png(figure)
+    axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    return figure
 
 
 def roofline_rows(profile: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -210,26 +265,12 @@ def roofline_chart(rows: Sequence[dict[str, Any]]) -> str:
 
 
 # -- the page ------------------------------------------------------------------------------------------
-def _e(value: Any) -> str:
-    return html.escape(str(value))
+_e, _x, _table = escape, times, table
 
 
-def _x(value: float | None) -> str:
-    return f"{value:.2f}x" if isinstance(value, (int, float)) else "—"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int] = frozenset()) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td{' class=num' if i in numeric else ''}>{cell}</td>" for i, cell in enumerate(row)) + "</tr>"
-        for row in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _iteration_table(report: Report) -> str:
+def _iteration_table(shown: Sequence[IterationRow]) -> str:
     rows = []
-    for r in report.rows:
+    for r in shown:
         status = f"<span class={'correct' if r.status == 'correct' else 'failed'}>{_e(r.status)}</span>"
         time = f"{r.kernel_ms:.4g} ms ± {r.kernel_iqr_ms:.2g} (IQR)" if r.kernel_ms is not None else "—"
         share = f"{r.share:.0%}" if isinstance(r.share, (int, float)) else "—"
@@ -238,12 +279,12 @@ def _iteration_table(report: Report) -> str:
             + ("" if d.iteration is not None else f" — <i>{_e(d.suggestion)}</i>")
             for d in r.decisions
         )  # fmt: skip
-        speedup = _x(r.speedup) + (f"<br><small>{_e(r.versus)}</small>" if r.versus else "")
+        speedup = (_e(r.speedup_label) or _x(r.speedup)) + (f"<br><small>{_e(r.versus)}</small>" if r.versus else "")
         if r.constant:
             status += f" <span class=note title='{_e(CONSTANT_LEGEND)}'>{CONSTANT_MARK}</span>"
         rows.append([str(r.number), _e(r.phase), status, speedup, time, share, _e(", ".join(r.flags)) or "—", decided or "—"])
     header = ("iter", "phase", "status", "speedup (eager; vs torch.compile)", "kernel time (spread)", "own-kernel share", "flags", "human decision and note")
-    legend = f"<p class=note>{_e(CONSTANT_LEGEND)}</p>" if any(r.constant for r in report.rows) else ""
+    legend = f"<p class=note>{_e(CONSTANT_LEGEND)}</p>" if any(r.constant for r in shown) else ""
     return _table(header, rows, numeric={0, 3, 4, 5}) + legend
 
 
@@ -260,14 +301,22 @@ def _diff_html(old: str, new: str, old_label: str, new_label: str) -> str:
     return highlight(text, DiffLexer(), HtmlFormatter(noclasses=True, nowrap=False))
 
 
-def _environment(best: Any) -> str:
+def _environment(best: Any, device: str) -> str:
+    """Where the best kernel ran. Only a GPU session names the driver and ncu's clocks: a CPU session was
+    never profiled by Nsight Compute, and its page must not suggest it was."""
     result = best.eval_result if best is not None else {}
     env = result.get("env") or {}
-    rows = [
-        ("GPU", env.get("gpu") or env.get("device") or "—"),
-        ("driver", env.get("driver") or "—"),
-        ("clocks", env.get("clocks") or "not recorded (ncu ran with --clock-control none)"),
-        ("torch", f"{env.get('torch', '—')} (CUDA {env.get('torch_cuda') or '—'})"),
+    torch = (f"{env.get('torch', '—')}",)
+    if device == "cpu":
+        rows = [("device", f"CPU ({env['cpu']})" if env.get("cpu") else "CPU"), ("torch", torch[0])]
+    else:
+        rows = [
+            ("GPU", env.get("gpu") or env.get("device") or device or "—"),
+            ("driver", env.get("driver") or "—"),
+            ("clocks", env.get("clocks") or "not recorded (ncu ran with --clock-control none)"),
+            ("torch", f"{torch[0]} (CUDA {env.get('torch_cuda') or '—'})"),
+        ]
+    rows += [
         ("Python", env.get("python") or "—"),
         ("guard policy", result.get("guard_policy") or "—"),
         ("sandbox", result.get("sandbox") or "—"),
@@ -292,36 +341,68 @@ def _charts(report: Report) -> str:
         ]  # fmt: skip
         parts.append(f'<h3>Roofline of the best kernel</h3><img alt="roofline" src="{roofline_chart(rows)}">')
         parts.append(_table(("kernel", "FLOP/byte", "TFLOP/s", "of the limiting roof", "bound"), cells, {1, 2, 3}))
+    elif report.device == "cpu":
+        parts.append("<p class=note>No roofline: the session was evaluated on the CPU.</p>")
     else:
         parts.append("<p class=note>No roofline: the best kernel has no Nsight Compute summary (not profiled, or the fallback profiler ran).</p>")
     return "".join(parts)
 
 
+def _intro(report: Report) -> str:
+    best, branches = report.best, len(report.sections)
+    total = sum(len(rows) for _, rows in report.sections)
+    text = f"Task <b>{_e(report.task_name)}</b>, {branches} branch{'es' if branches != 1 else ''}, {total} iterations. "
+    if best is None:
+        return f"<p>{text}No correct kernel.</p>"
+    text += f"Best: iteration {best.number}, {_x(best.speedup)} over eager PyTorch, on branch <b>{_e(report.branch)}</b>"
+    top = any(s.branch == report.branch and s.verdict == SESSION_BEST for s in report.standings)
+    return f"<p>{text}{' (the session best)' if top else ''}.</p>"
+
+
+def _best_kernel(report: Report) -> str:
+    best, seed = report.best, report.seed
+    if best is None or seed is None:
+        return "<p>No correct kernel on this branch.</p>"
+    label = ranking.label(ranking.measured(report.branch, best))
+    return (
+        f"<p>Branch {_e(report.branch)}'s best, iteration {best.number} ({_e(label)}); diff from the seed "
+        f"(iteration {seed.number}) to iteration {best.number}:</p>"
+        + _diff_html(seed.kernel_source, best.kernel_source, f"iter {seed.number}", f"iter {best.number}")
+    )
+
+
+def _what_moved(report: Report) -> str:
+    best, old = report.best, report.compared
+    if best is None or old is None or old.number == best.number:
+        return "<p>Nothing to compare: the best kernel is the first iteration, or there is none.</p>"
+    diff = iteration_diff(old.eval_result, old.profile, best.eval_result, best.profile)
+    if report.device == "cpu" and diff.missing:  # a CPU run is never profiled: no missing profile to name
+        diff.missing = "no kernel metrics: the session was evaluated on the CPU"
+    return f"<pre>{_e(chr(10).join(diff_lines(diff, f'iter {old.number}', f'iter {best.number}')))}</pre>"
+
+
 def render_html(report: Report) -> str:
-    """The whole page, self-contained."""
-    best = report.best
+    """The whole page, self-contained: the session's branches first, then the chosen branch's best in
+    detail, then every branch's iterations, each once."""
     parts = [
         f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>cudaforge report: {_e(report.session)}</title>",
         f"<style>{STYLE}</style></head><body>",
         f"<h1>cudaforge report: {_e(report.session)}</h1>",
-        f"<p>Task <b>{_e(report.task_name)}</b>, branch <b>{_e(report.branch)}</b>, {len(report.rows)} iterations. "
-        + (f"Best: iteration {best.number}, {_x(best.speedup)} over eager PyTorch.</p>" if best else "No correct kernel.</p>"),
+        _intro(report),
         "<h2>Task</h2>",
         f"<pre>{_e(report.task_source)}</pre>",
+        "<h2>Branches</h2>",
+        leaderboard_html(report.ranked_by, report.standings) if report.standings else "<p>No branches.</p>",
         "<h2>Best kernel</h2>",
+        _best_kernel(report),
+        "<h2>Shapes</h2>",
+        shapes_html(report.best, report.branch),
+        "<h2>Charts</h2>",
+        _charts(report),
+        "<h2>Iterations</h2>",
     ]
-    if best is not None and report.seed is not None:
-        parts.append(f"<p>Diff from the seed (iteration {report.seed.number}) to iteration {best.number}:</p>")
-        parts.append(_diff_html(report.seed.kernel_source, best.kernel_source, f"iter {report.seed.number}", f"iter {best.number}"))
-    else:
-        parts.append("<p>No correct kernel on this branch.</p>")
-    parts += ["<h2>Charts</h2>", _charts(report), "<h2>Iterations</h2>", _iteration_table(report)]
-    parts.append("<h2>What moved</h2>")
-    if best is not None and report.compared is not None and report.compared.number != best.number:
-        old = report.compared
-        diff = iteration_diff(old.eval_result, old.profile, best.eval_result, best.profile)
-        parts.append(f"<pre>{_e(chr(10).join(diff_lines(diff, f'iter {old.number}', f'iter {best.number}')))}</pre>")
-    else:
-        parts.append("<p>Nothing to compare: the best kernel is the first iteration, or there is none.</p>")
-    parts += ["<h2>Environment</h2>", _environment(best), "</body></html>"]
+    for section, rows in report.sections:
+        parts += [section_heading(section), _iteration_table(rows) if rows else ""]
+    parts += ["<h2>What moved</h2>", _what_moved(report), "<h2>Environment</h2>"]
+    parts += [_environment(report.best, report.device), "</body></html>"]
     return "\n".join(parts)

@@ -48,11 +48,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     export.set_defaults(func=run_export)
 
     report = subparsers.add_parser(
-        "report", help="write a session as one self-contained HTML page (charts, diff, iterations, metrics)"
+        "report", help="write a session as one self-contained HTML page (every branch, leaderboard, charts, diff, iterations)"
     )
     report.add_argument("session", metavar="SESSION", help="a session path or a name under the sessions root, or a "
                         "model folder cudaforge extract wrote (the model's page: profile, tasks, end to end)")  # fmt: skip
-    report.add_argument("--branch", help="branch (default: the current one)")
+    report.add_argument("--branch", help="the branch whose best kernel the page details (default: the one "
+                        "holding the session's best); every branch's iterations are shown either way")  # fmt: skip
     report.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file to write")
     _add_sessions_dir(report)
     report.set_defaults(func=run_report)
