@@ -65,7 +65,7 @@ from engine.events import (
     SuggestionReady,
 )
 from engine.llm.errors import LLMCancelled, LLMError
-from engine.loop import duplicates, feedback
+from engine.loop import duel, duplicates, feedback
 from engine.loop.context import round_context
 from engine.loop.holds import hold
 from engine.loop.state import (
@@ -86,6 +86,7 @@ from engine.loop.state import (
     repair_round,
     save_journal,
 )
+from sessions import ranking
 from sessions.errors import SessionError, StaleLockWarning
 from sessions.records import Iteration, IterationRecord
 from sessions.repo import SessionRepo
@@ -121,6 +122,9 @@ class LoopOptions:
     max_no_code_retries: int = 1
     #: a kernel repeating an earlier one: the Coder is told so this often, then it is committed as a repeat
     max_repeat_asks: int = 1
+    #: a correct kernel whose speedup is within this fraction of the branch's best is timed again beside
+    #: it, back to back (engine.loop.duel); 0 turns the re-timing off
+    retime_within: float = ranking.CLOSE_CALL
     #: run the task's reference on its own inputs (in a worker) before the first Coder call;
     #: a broken task stops the loop before any LLM request (engine.eval.reference_check)
     check_task: bool = True
@@ -735,10 +739,41 @@ class Loop:
             self.task_problem = result.messages[-1] if result.messages else "the task's reference failed"
             self._emit(LoopError(stage="task", message=self.task_problem, recoverable=False))
             return ERROR
-        self.pending.eval_result = result.to_dict()
+        record = result.to_dict()
+        duel_record = self._retime_if_close(result) if result.ok and result.speedup is not None else None
+        if duel_record is not None:
+            record["ranking"] = {"duel": duel_record}
+        self.pending.eval_result = record
         self._emit(EvalFinished(result=self.pending.eval_result))
         self.pending.stage = PROFILE if result.ok and self.profiler is not None else COMMIT
         return None
+
+    def _retime_if_close(self, result: EvalResult) -> dict[str, Any] | None:
+        """When ``result``'s speedup is within ``retime_within`` of the branch's best, the two kernels timed
+        again back to back; ``eval.json``'s ``ranking.duel`` (None: not close, or no verdict)."""
+        best = self.session.best(self.branch)
+        within = self.options.retime_within
+        if best is None or not best.speedup or not within or result.speedup is None:
+            return None
+        if abs(result.speedup / best.speedup - 1.0) > within:
+            return None
+        self._emit(LoopNotice(message=(
+            f"{result.speedup:.2f}x is within {within:.0%} of the best, iteration {best.number} "
+            f"({best.speedup:.2f}x): timing the two again, back to back"
+        )))  # fmt: skip
+        again = duel.retime(self.options.evaluator or evaluate, self.reference, self.pending.kernel or "",
+                            best.kernel_source, self.options.eval_options, self.session.task_name)  # fmt: skip
+        found = duel.duel_record(again, best.sha, best.number)
+        if found is None:
+            why = again.messages[-1] if again.messages else again.status
+            self._emit(LoopNotice(message=f"the re-timing gave no verdict ({why}): the timings' spreads decide"))
+            return None
+        verdict = ranking.Duel(**found).verdict
+        self._emit(LoopNotice(message=(
+            f"re-timed beside iteration {best.number}: {found['ratio']:.3f}x its speed "
+            f"(95% interval {found['low']:.3f}-{found['high']:.3f}): {verdict}"
+        )))  # fmt: skip
+        return found
 
     def _profile(self) -> None:
         assert self.pending.kernel is not None and self.pending.eval_result is not None

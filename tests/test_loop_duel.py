@@ -1,0 +1,68 @@
+"""A close call is re-timed back to back before best can move (engine/loop/duel.py, ARCHITECTURE.md §5).
+
+Real evaluations on CPU (real C++ extensions from the shared build cache), a real loop and session repo.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.eval.evaluate import evaluate
+from engine.events import IterationCommitted, LoopNotice
+from engine.loop import duel
+from engine.loop.machine import FINISHED
+from sessions import ranking
+from tests.loop_helpers import RELU_KERNEL, RELU_TASK, fast_eval, make_loop, new_session
+
+TWIN = RELU_KERNEL.read_text().replace("import torch\n", "import torch\nTWIN = True\n", 1)
+
+
+def test_the_best_kernel_takes_the_references_seat_and_the_ratio_carries_its_interval(
+    ext_cache: Path,
+) -> None:
+    task = duel.best_as_reference(RELU_TASK.read_text(), RELU_KERNEL.read_text())
+    assert "class Model" in task and task.rstrip().endswith("Model = _cudaforge_best.ModelNew")
+    options = fast_eval(ext_cache)
+    result = duel.retime(evaluate, RELU_TASK.read_text(), TWIN, RELU_KERNEL.read_text(), options, "relu")
+    assert result.ok, result.messages
+    low, high = result.timing.speedup_interval
+    assert low <= result.speedup <= high
+    record = duel.duel_record(result, "a" * 40, 0)
+    assert record == {"against_sha": "a" * 40, "against": 0, "ratio": round(result.speedup, 6),
+                      "low": round(low, 6), "high": round(high, 6)}  # fmt: skip
+    assert duel.retiming_options(options).guards is False and duel.retiming_options(options).trials == 1
+    broken = duel.retime(
+        evaluate, RELU_TASK.read_text(), "this is not python(", RELU_KERNEL.read_text(), options, "relu"
+    )
+    assert not broken.ok and duel.duel_record(broken, "a" * 40, 0) is None  # no ratio, no verdict
+
+
+def test_a_close_call_is_retimed_and_best_follows_the_duels_verdict(tmp_path: Path, ext_cache: Path) -> None:
+    events: list = []
+    session = new_session(tmp_path)
+    loop = make_loop(session, ext_cache, "steady", rounds=1, events=events)
+    loop.options.retime_within = 100.0  # every correct kernel is a close call here
+    assert loop.run() == FINISHED
+    seed, first = session.history()
+    duel_found = first.eval_result["ranking"]["duel"]
+    assert duel_found["against_sha"] == seed.sha and duel_found["against"] == 0
+    assert "ranking" not in seed.eval_result  # the seed had nothing to be compared with
+    verdict = ranking.Duel(**duel_found).verdict
+    assert session.best().number == (1 if verdict == "faster" else 0)
+    said = [e.message for e in events if isinstance(e, LoopNotice)]
+    asked = next(i for i, m in enumerate(said) if "timing the two again, back to back" in m)
+    assert "re-timed beside iteration 0" in said[asked + 1] and verdict in said[asked + 1]
+    committed = [e for e in events if isinstance(e, IterationCommitted)]
+    assert events.index(committed[-1]) > max(i for i, e in enumerate(events) if isinstance(e, LoopNotice))
+    session.close()
+
+
+def test_a_kernel_far_from_the_best_is_not_retimed(tmp_path: Path, ext_cache: Path) -> None:
+    events: list = []
+    session = new_session(tmp_path)
+    loop = make_loop(session, ext_cache, "steady", rounds=1, events=events)
+    loop.options.retime_within = 0.0  # off
+    assert loop.run() == FINISHED
+    assert "ranking" not in session.history()[1].eval_result
+    assert not any(isinstance(e, LoopNotice) and "back to back" in e.message for e in events)
+    session.close()
