@@ -80,7 +80,9 @@ def modules_for(argv: Sequence[str]) -> tuple[str, ...]:
 
 def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> argparse.ArgumentParser:
     """Build the parser from the given command modules (by default every registered one)."""
-    parser = argparse.ArgumentParser(
+    from engine.cli.args import OneLineParser
+
+    parser = OneLineParser(
         prog="cudaforge",
         description="Optimize CUDA kernels with a Coder and a Judge agent, a human in the loop.",
     )

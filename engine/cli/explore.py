@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.batch.ray import RayUnavailable
-from engine.cli.args import gpu_list, int_at_least, loop_config, model_name, visible_gpus
+from engine.cli.args import gpu_list, int_at_least, loop_config, model_name, positive_float, visible_gpus
 from engine.cli.guard import add_guard_flags
 from engine.cli.interrupts import Interrupts
 from engine.config import ConfigError, sessions_root
@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--beam", type=int_at_least(1), help="after every round, only this many best correct branches go on"
     )
     parser.add_argument(
-        "--max-cost", type=float, help="stop once this many US dollars are spent (all branches)"
+        "--max-cost", type=positive_float, help="stop once this many US dollars are spent (all branches)"
     )
     parser.add_argument("--max-tokens", type=int_at_least(1), help="stop once this many tokens are spent")
     parser.add_argument("--coder", type=model_name, help="provider/model of the Coder (scripted/DIR: DIR/branch-k per branch when present)")  # fmt: skip

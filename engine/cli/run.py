@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine.cli.args import add_loop_flags, loop_config, rounds_target
+from engine.cli.args import OneLineParser, add_loop_flags, loop_config, rounds_target
 from engine.cli.eval import finish_headers
 from engine.cli.guard import add_guard_flags
 from engine.cli.interrupts import Interrupts
@@ -466,7 +466,7 @@ def stage_table(session: SessionRepo, branch: str) -> list[list[str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m engine.cli.run …``: the run command alone (what ``cudaforge run`` calls)."""
-    parser = argparse.ArgumentParser(prog="cudaforge run")
+    parser = OneLineParser(prog="cudaforge run")
     add_arguments(parser)
     return run_command(parser.parse_args(argv))
 

@@ -12,6 +12,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from engine.cli.args import int_at_least
 from sessions.errors import SessionError, StaleLockWarning
 from sessions.export import choose_iteration, export_text
 from sessions.listing import SessionSummary, list_sessions
@@ -30,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     branch = subparsers.add_parser("branch", help="start a new branch at an iteration of a session")
     branch.add_argument("session", metavar="SESSION", help="a session path or a name under the sessions root")
-    branch.add_argument("iteration", metavar="ITERATION", type=int, help="iteration number (the seed is 0)")
+    branch.add_argument("iteration", metavar="ITERATION", type=int_at_least(0), help="iteration number (the seed is 0)")
     branch.add_argument("--name", help="branch name (default: from-iter-N, made unique)")
     branch.add_argument(
         "--branch", dest="source_branch", help="the branch the iteration is on (default: current)"
@@ -41,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     export = subparsers.add_parser("export", help="write an iteration's kernel as a standalone ModelNew file")
     export.add_argument("session", metavar="SESSION", help="a session path or a name under the sessions root")
-    export.add_argument("--iteration", type=int, help="iteration number (default: the best correct one)")
+    export.add_argument("--iteration", type=int_at_least(0), help="iteration number (default: the best correct one)")
     export.add_argument("--branch", help="branch (default: the current one)")
     export.add_argument("-o", "--output", required=True, metavar="FILE", help="output file, or - for stdout")
     _add_sessions_dir(export)
