@@ -342,12 +342,38 @@ class Printer:
         return None
 
 
+#: the fields that name a suggestion, in its mode's order: an optimize reply may also carry a
+#: repair field the Judge filled with a placeholder ("critical_issue": "none found"), which is not
+#: what it suggested (ARCHITECTURE.md §7: the two Judge prompts and their fields)
+HEADLINE_FIELDS = {
+    "optimize": ("bottleneck", "optimization_method", "modification_plan"),
+    "repair": ("critical_issue", "minimal_fix_hint", "why_it_matters"),
+}
+
+
 def _headline(suggestion: dict[str, Any]) -> str:
-    for key in ("critical_issue", "bottleneck", "optimization_method", "text"):
-        value = (suggestion.get(key) or "").strip()
+    """The Judge's suggestion in one line: its own mode's fields first, then (a reply with no JSON)
+    its free text; when it held neither, say what it did hold rather than print a field of the
+    other mode as if it were the suggestion."""
+    mode = suggestion.get("mode")
+    own = HEADLINE_FIELDS.get(mode, HEADLINE_FIELDS["repair"] + HEADLINE_FIELDS["optimize"])
+    parsed = suggestion.get("parsed", True)
+    for key in own if parsed else (*own, "text"):
+        value = _first_line(suggestion.get(key))
         if value:
-            return value.splitlines()[0][:120]
-    return "(empty suggestion)"
+            return (value if key in (own[0], "text") else f"{key.replace('_', ' ')}: {value}")[:120]
+    others = [
+        f"{key.replace('_', ' ')} {value!r}"
+        for fields in HEADLINE_FIELDS.values()
+        for key in fields
+        if key not in own and (value := _first_line(suggestion.get(key)))
+    ]
+    what = f"no {mode} suggestion" if mode else "no suggestion"
+    return f"({what}: the Judge's reply gave only {others[0]})"[:120] if others else f"({what} in the Judge's reply)"
+
+
+def _first_line(value: Any) -> str:
+    return value.strip().splitlines()[0] if isinstance(value, str) and value.strip() else ""
 
 
 def summary_rows(session: SessionRepo, branch: str) -> list[dict[str, Any]]:
