@@ -99,6 +99,14 @@ def test_branch_creates_and_switches(root: Path, capsys: pytest.CaptureFixture[s
         (["export", "add", "--iteration", "8", "-o", "out.py"], "has no iteration 8"),
         (["export", "empty", "-o", "out.py"], "no correct iteration"),
         (["export", "nope", "-o", "out.py"], "no such session: nope"),
+        (
+            ["export", "add", "--iteration", "0", "-o", "out.py"],
+            "iteration 0 of session add is compile_error, not correct",
+        ),
+        (
+            ["export", "add", "--iteration", "3", "-o", "out.py"],
+            "iteration 3 of session add is incorrect, not correct",
+        ),
     ],
 )
 def test_errors_are_one_line_and_exit_2(
@@ -184,6 +192,19 @@ def test_export_writes_a_standalone_modelnew(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_export_of_an_iteration_that_is_not_correct_needs_force(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_file = tmp_path / "broken.py"
+    argv = ["export", "add", "--iteration", "0", "-o", str(out_file), "--sessions-dir", str(root)]
+    code, _, err = run(argv, capsys)
+    assert code == 2 and "--force" in err and not out_file.exists()
+    code, out, err = run([*argv, "--force"], capsys)
+    assert (code, err) == (0, "")
+    assert "iteration 0 (compile_error" in out
+    assert "# status:    compile_error" in out_file.read_text(encoding="utf-8")
 
 
 def test_export_keeps_a_shebang_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

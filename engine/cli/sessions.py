@@ -2,7 +2,8 @@
 
 ``SESSION`` is a path or a name under the sessions root; every command takes ``--sessions-dir``.
 User errors (no such session, iteration or branch, a branch name taken, a session locked by
-another writer) print one ``cudaforge: error: …`` line on stderr and exit 2.
+another writer, an export of an iteration that is not correct without ``--force``) print one
+``cudaforge: error: …`` line on stderr and exit 2.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     export.add_argument("--iteration", type=int_at_least(0), help="iteration number (default: the best correct one)")
     export.add_argument("--branch", help="branch (default: the current one)")
     export.add_argument("-o", "--output", required=True, metavar="FILE", help="output file, or - for stdout")
+    export.add_argument(
+        "--force", action="store_true", help="export an iteration that is not correct (its status is in the header)"
+    )
     _add_sessions_dir(export)
     export.set_defaults(func=run_export)
 
@@ -149,6 +153,11 @@ def run_export(args: argparse.Namespace) -> int:
             text = export_text(repo, item, args.branch)
     except SessionError as error:
         return _fail(str(error))
+    if item.status != "correct" and not args.force:  # a file that looks like a kernel but is not one
+        return _fail(
+            f"iteration {item.number} of session {repo.name} is {item.status}, not correct: "
+            "nothing written (--force exports it anyway)"
+        )
     if args.output == "-":
         sys.stdout.write(text)
         return 0
