@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "engine.cli.evalset",
     "tui.commands",
     "engine.cli.sessions",
+    "engine.cli.diff",
     "engine.cli.model",
 )
 
@@ -61,6 +62,7 @@ HEADLESS_COMMANDS = {
     "branch": "engine.cli.sessions",
     "export": "engine.cli.sessions",
     "report": "engine.cli.sessions",
+    "diff": "engine.cli.diff",
     "explore": "engine.cli.explore",
     "profile": "engine.cli.model",
     "extract": "engine.cli.model",
