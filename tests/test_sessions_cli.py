@@ -77,14 +77,21 @@ def test_sessions_lists_a_table(root: Path, capsys: pytest.CaptureFixture[str]) 
 def test_branch_creates_and_switches(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(["branch", "add", "1", "--sessions-dir", str(root)], capsys)
     assert (code, err) == (0, "")
-    assert "from-iter-1" in out and "now the current branch" in out
+    assert (
+        out.splitlines()[1]
+        == "current branch: switched from main to from-iter-1 (--no-switch keeps main current)"
+    )
     session = root / "add"
     assert git(session, "symbolic-ref", "--short", "HEAD").strip() == "from-iter-1"
     assert git(session, "rev-parse", "from-iter-1") == git(session, "rev-parse", "main~2")
     code, out, _ = run(
         ["branch", str(session), "3", "--branch", "main", "--name", "retry", "--no-switch"], capsys
     )
-    assert code == 0 and "retry" in out
+    assert code == 0 and "created branch retry at iteration 3" in out
+    assert (
+        out.splitlines()[1]
+        == "current branch: still from-iter-1 (cudaforge open add --branch retry continues the new one)"
+    )
     assert git(session, "rev-parse", "retry") == git(session, "rev-parse", "main")
     assert git(session, "symbolic-ref", "--short", "HEAD").strip() == "from-iter-1"
 

@@ -117,6 +117,7 @@ def run_branch(args: argparse.Namespace) -> int:
     try:
         with SessionRepo.open(args.session, args.sessions_dir) as repo, warnings.catch_warnings():
             warnings.simplefilter("ignore", StaleLockWarning)  # shown below as one notice line
+            before = repo.current_branch
             name = repo.branch_from(
                 args.iteration, name=args.name, branch=args.source_branch, switch=not args.no_switch
             )
@@ -125,9 +126,17 @@ def run_branch(args: argparse.Namespace) -> int:
                 print(f"cudaforge: notice: {repo.lock_notice}", file=sys.stderr)
     except SessionError as error:
         return _fail(str(error))
-    suffix = "" if args.no_switch else " (now the current branch)"
-    print(f"created branch {name} at iteration {args.iteration} ({sha[:12]}) in {repo.path}{suffix}")
+    print(f"created branch {name} at iteration {args.iteration} ({sha[:12]}) in {repo.path}")
+    print(switch_line(before, name, repo.name, switched=not args.no_switch))
     return 0
+
+
+def switch_line(before: str, name: str, session: str, *, switched: bool) -> str:
+    """What ``branch`` did to the session's current branch, the one ``open``, ``run --session`` and
+    ``export`` continue from: a switch is said with the way back, keeping it with the way to switch."""
+    if not switched:
+        return f"current branch: still {before} (cudaforge open {session} --branch {name} continues the new one)"
+    return f"current branch: switched from {before} to {name} (--no-switch keeps {before} current)"
 
 
 def _model_report(folder: Path, output: Path) -> int:
