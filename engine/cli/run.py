@@ -2,7 +2,8 @@
 
 ``cudaforge run --session SESSION [--branch NAME] --headless`` continues a session (after a
 crash, a Ctrl-C, or to add rounds): the loop's state comes from the session repo, so nothing done
-is redone. For a new session ``--rounds N`` means N rounds after the seed (iteration 0); on a
+is redone. ``cudaforge run TASK.py --session S`` names the session of a task: S is resumed when it
+holds that very task, made when there is none, and refused (exit 2) when it holds another. For a new session ``--rounds N`` means N rounds after the seed (iteration 0); on a
 resume it means N *more* rounds after the branch's tip. A resume without ``--rounds`` finishes the
 round target the session was started with, and keeps its models unless flags say otherwise. The
 run says what it will do before it starts and what it did at the end, including "nothing".
@@ -75,7 +76,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("task", nargs="?", type=Path, help="KernelBench-format task file (a new session)")
-    parser.add_argument("--session", help="continue this session (a name under the sessions dir, or a path)")
+    parser.add_argument(
+        "--session",
+        help="continue this session (a name under the sessions dir, or a path); with TASK.py: resume it "
+        "when it holds that task, else start a new session of that name",
+    )
     parser.add_argument("--branch", help="with --session: continue on this branch")
     parser.add_argument("--headless", action="store_true", help="run without the TUI, printing progress")
     add_loop_flags(parser)
@@ -110,14 +115,18 @@ def run_command(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
     if not args.headless:
         return _usage("only --headless is available here; the TUI opens with `cudaforge new TASK.py`")
-    if (args.task is None) == (args.session is None):
+    if args.task is None and args.session is None:
         return _usage("give a TASK.py for a new session, or --session SESSION to continue one")
     if args.branch and not args.session:
         return _usage("--branch needs --session")
+    if args.task is not None and args.session is not None and args.name is not None:
+        return _usage("--name and --session both name the session: give one")
     tip: int | None = None
     try:
         config = loop_config(args)
         root = sessions_root(config, args.sessions_dir)
+        if args.task is not None and args.session is not None:
+            args = task_into_session(args, root)
         if args.session:
             session = SessionRepo.open(args.session, root)
             config = loop_config(args, session.settings(args.branch).get("settings", {}))
@@ -178,6 +187,32 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
         return code
     finally:
         session.close()
+
+
+def task_into_session(args: argparse.Namespace, root: Path) -> argparse.Namespace:
+    """``run TASK.py --session S``: S resumed when it holds this task, a new session named S when
+    there is none, a SessionError when S holds another task (README "Commands")."""
+    from sessions.errors import NoSuchSession
+
+    if not args.task.is_file():
+        raise TaskError(f"no such task file: {args.task}")
+    try:
+        existing = SessionRepo.open(args.session, root)
+    except NoSuchSession:
+        if Path(args.session).name != args.session:  # a path that is no session: nothing to name
+            raise
+        if args.branch:
+            raise SessionError(f"no session {args.session} yet: --branch needs one that exists") from None
+        return argparse.Namespace(**{**vars(args), "name": args.session, "session": None})
+    with existing:
+        held, task_name = existing.task_source, existing.task_name
+    scrub = Scrubber()  # the session stores its task scrubbed of secrets
+    if scrub.text(args.task.read_text(encoding="utf-8")) != held:
+        raise SessionError(
+            f"session {existing.name} holds another task ({task_name}), not {args.task}: "
+            f"name a new session, or resume it without the task (--session {existing.name})"
+        )
+    return argparse.Namespace(**{**vars(args), "task": None})
 
 
 def stopping_line(loop: Loop) -> str:
