@@ -24,6 +24,7 @@ stopped by one: 130 Ctrl-C (also the terminal's ``[s]top``), 129 hang-up, 143 SI
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import threading
 import warnings
@@ -34,7 +35,7 @@ from typing import Any, TextIO
 from engine.cli.args import OneLineParser, add_loop_flags, loop_config, rounds_target
 from engine.cli.eval import finish_headers
 from engine.cli.guard import add_guard_flags
-from engine.cli.interrupts import Interrupts
+from engine.cli.interrupts import HANDLED, Interrupts, exit_code
 from engine.config import ConfigError, sessions_root
 from engine.eval import stagetimes
 from engine.eval.options import EvaluationError
@@ -179,11 +180,14 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
     print(plan_line(tip, config.loop.rounds), flush=True)
     for notice in loop.notices:
         print(f"note: {notice}", flush=True)
-    interrupts.attach(loop.stop, lambda: stopping_line(loop), lambda: leaving_line(loop))
+    resume = resume_command(session, loop.branch, auto_approve=config.loop.approval == "auto")
+    interrupts.attach(loop.stop, lambda: stopping_line(loop), lambda: leaving_line(loop, resume))
     try:
         code = drive(loop, printer, interrupts)
         print_summary(session, loop.branch, sys.stdout)
         print(ran_line(session, loop.branch, tip), flush=True)
+        if code in (EXIT_INTERRUPTED, *(exit_code(s) for s in HANDLED)):  # stopped: say how to go on
+            print(f"resume: {resume}", flush=True)
         return code
     finally:
         session.close()
@@ -222,11 +226,29 @@ def stopping_line(loop: Loop) -> str:
     return f"\ninterrupted: {what} (Ctrl-C again to leave now)"
 
 
-def leaving_line(loop: Loop) -> str:
+def leaving_line(loop: Loop, resume: str) -> str:
     """Said on the second Ctrl-C, just before the process leaves."""
     activity = loop.activity
     left = f"; {activity.describe()} is redone on resume" if activity is not None else ""
-    return f"\nleaving now: every committed iteration is kept{left} (cudaforge run --session {loop.session.name})\n"
+    return f"\nleaving now: every committed iteration is kept{left}\nresume: {resume}\n"
+
+
+def resume_command(session: SessionRepo, branch: str, *, auto_approve: bool) -> str:
+    """The exact command that goes on with this run's session and branch, said when a signal stops
+    it (ARCHITECTURE.md §2, "Interruption is an ordinary event"): the sessions root is named unless
+    it is the default one, the branch unless it is the session's current one, and ``--auto-approve``
+    when this run approved by policy (without it a run whose stdin is no terminal is refused)."""
+    from sessions.paths import default_sessions_root
+
+    words = ["cudaforge", "run", "--session", session.name, "--headless"]
+    root = session.path.resolve().parent
+    if root.resolve() != default_sessions_root().expanduser().resolve():
+        words += ["--sessions-dir", str(root)]
+    if branch != session.current_branch:
+        words += ["--branch", branch]
+    if auto_approve:
+        words.append("--auto-approve")
+    return shlex.join(words)
 
 
 def plan_line(tip: int | None, target: int) -> str:
