@@ -152,6 +152,7 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
         from engine.loop.factory import make_loop
         from engine.loop.session_settings import session_settings
 
+        created = session is None
         if session is None:  # the settings go in at once: a run stopped before its seed resumes as it began
             from engine.loop.factory import check_models
 
@@ -186,11 +187,30 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
         code = drive(loop, printer, interrupts)
         print_summary(session, loop.branch, sys.stdout)
         print(ran_line(session, loop.branch, tip), flush=True)
-        if code in (EXIT_INTERRUPTED, *(exit_code(s) for s in HANDLED)):  # stopped: say how to go on
+        stopped = code in (EXIT_INTERRUPTED, *(exit_code(s) for s in HANDLED))
+        if stopped:  # say how to go on
             print(f"resume: {resume}", flush=True)
+        elif created and code != EXIT_OK and not session.history(loop.branch):
+            remove_empty(session)
         return code
     finally:
         session.close()
+
+
+def remove_empty(session: SessionRepo) -> None:
+    """A session this run made whose first step failed (an unreachable server, a broken task) holds
+    nothing worth resuming: it is removed rather than left to fill the session list. One a signal
+    stopped is kept, since it resumes with its settings (ARCHITECTURE.md §5)."""
+    import shutil
+
+    session.close()
+    shutil.rmtree(session.path, ignore_errors=True)
+    print(
+        f"cudaforge run: removed session {session.name}: it stopped before its first iteration, "
+        "with nothing recorded",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def task_into_session(args: argparse.Namespace, root: Path) -> argparse.Namespace:
