@@ -114,14 +114,9 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
-    if not args.headless:
-        return _usage("only --headless is available here; the TUI opens with `cudaforge new TASK.py`")
-    if args.task is None and args.session is None:
-        return _usage("give a TASK.py for a new session, or --session SESSION to continue one")
-    if args.branch and not args.session:
-        return _usage("--branch needs --session")
-    if args.task is not None and args.session is not None and args.name is not None:
-        return _usage("--name and --session both name the session: give one")
+    problem = _flags_problem(args)
+    if problem:
+        return _usage(problem)
     tip: int | None = None
     try:
         config = loop_config(args)
@@ -211,6 +206,19 @@ def remove_empty(session: SessionRepo) -> None:
         file=sys.stderr,
         flush=True,
     )
+
+
+def _flags_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the command line's flags together, said before anything is made."""
+    if not args.headless:
+        return "only --headless is available here; the TUI opens with `cudaforge new TASK.py`"
+    if args.task is None and args.session is None:
+        return "give a TASK.py for a new session, or --session SESSION to continue one"
+    if args.branch and not args.session:
+        return "--branch needs --session"
+    if args.task is not None and args.session is not None and args.name is not None:
+        return "--name and --session both name the session: give one"
+    return None
 
 
 def task_into_session(args: argparse.Namespace, root: Path) -> argparse.Namespace:
