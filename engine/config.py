@@ -269,6 +269,10 @@ def _apply_tolerances(target: EvalConfig, value: Any, source: str, path: list[st
         target.tolerances[dtype] = _coerce(tol, 0.0, f"{where}.{dtype}", dtype)
 
 
+#: a setting's kind in words, for "[loop] rounds must be an integer, not 'x'"
+_KIND = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
 def _coerce(value: Any, current: Any, where: str, key: str) -> Any:
     """Check a scalar against the type of its default; ints are accepted where floats are."""
     if key == "metrics":
@@ -287,7 +291,7 @@ def _coerce(value: Any, current: Any, where: str, key: str) -> Any:
     else:
         ok = True
     if not ok:
-        raise ConfigError(f"{where} must be a {type(current).__name__}, not {value!r}")
+        raise ConfigError(f"{where} must be {_KIND.get(type(current), type(current).__name__)}, not {value!r}")
     return value
 
 

@@ -94,7 +94,7 @@ def test_provider_tables_and_tolerances(dirs) -> None:
 def test_wrong_types_and_values_are_explained(dirs) -> None:
     project, env = dirs
     write(project / "cudaforge.toml", '[loop]\nrounds = "ten"\n')
-    with pytest.raises(ConfigError, match=r"\[loop.rounds\] must be a int"):
+    with pytest.raises(ConfigError, match=r"\[loop.rounds\] must be an integer, not 'ten'"):
         load_config(project, env)
     write(project / "cudaforge.toml", '[loop]\napproval = "ask_if_flagged"\n')
     with pytest.raises(ConfigError, match="did you mean 'ask-if-flagged'"):

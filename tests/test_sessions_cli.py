@@ -77,14 +77,21 @@ def test_sessions_lists_a_table(root: Path, capsys: pytest.CaptureFixture[str]) 
 def test_branch_creates_and_switches(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(["branch", "add", "1", "--sessions-dir", str(root)], capsys)
     assert (code, err) == (0, "")
-    assert "from-iter-1" in out and "now the current branch" in out
+    assert (
+        out.splitlines()[1]
+        == "current branch: switched from main to from-iter-1 (--no-switch keeps main current)"
+    )
     session = root / "add"
     assert git(session, "symbolic-ref", "--short", "HEAD").strip() == "from-iter-1"
     assert git(session, "rev-parse", "from-iter-1") == git(session, "rev-parse", "main~2")
     code, out, _ = run(
         ["branch", str(session), "3", "--branch", "main", "--name", "retry", "--no-switch"], capsys
     )
-    assert code == 0 and "retry" in out
+    assert code == 0 and "created branch retry at iteration 3" in out
+    assert (
+        out.splitlines()[1]
+        == "current branch: still from-iter-1 (cudaforge open add --branch retry continues the new one)"
+    )
     assert git(session, "rev-parse", "retry") == git(session, "rev-parse", "main")
     assert git(session, "symbolic-ref", "--short", "HEAD").strip() == "from-iter-1"
 
@@ -99,6 +106,14 @@ def test_branch_creates_and_switches(root: Path, capsys: pytest.CaptureFixture[s
         (["export", "add", "--iteration", "8", "-o", "out.py"], "has no iteration 8"),
         (["export", "empty", "-o", "out.py"], "no correct iteration"),
         (["export", "nope", "-o", "out.py"], "no such session: nope"),
+        (
+            ["export", "add", "--iteration", "0", "-o", "out.py"],
+            "iteration 0 of session add is compile_error, not correct",
+        ),
+        (
+            ["export", "add", "--iteration", "3", "-o", "out.py"],
+            "iteration 3 of session add is incorrect, not correct",
+        ),
     ],
 )
 def test_errors_are_one_line_and_exit_2(
@@ -184,6 +199,19 @@ def test_export_writes_a_standalone_modelnew(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_export_of_an_iteration_that_is_not_correct_needs_force(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_file = tmp_path / "broken.py"
+    argv = ["export", "add", "--iteration", "0", "-o", str(out_file), "--sessions-dir", str(root)]
+    code, _, err = run(argv, capsys)
+    assert code == 2 and "--force" in err and not out_file.exists()
+    code, out, err = run([*argv, "--force"], capsys)
+    assert (code, err) == (0, "")
+    assert "iteration 0 (compile_error" in out
+    assert "# status:    compile_error" in out_file.read_text(encoding="utf-8")
 
 
 def test_export_keeps_a_shebang_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "engine.cli.evalset",
     "tui.commands",
     "engine.cli.sessions",
+    "engine.cli.diff",
     "engine.cli.model",
 )
 
@@ -61,6 +62,7 @@ HEADLESS_COMMANDS = {
     "branch": "engine.cli.sessions",
     "export": "engine.cli.sessions",
     "report": "engine.cli.sessions",
+    "diff": "engine.cli.diff",
     "explore": "engine.cli.explore",
     "profile": "engine.cli.model",
     "extract": "engine.cli.model",
@@ -80,7 +82,9 @@ def modules_for(argv: Sequence[str]) -> tuple[str, ...]:
 
 def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> argparse.ArgumentParser:
     """Build the parser from the given command modules (by default every registered one)."""
-    parser = argparse.ArgumentParser(
+    from engine.cli.args import OneLineParser
+
+    parser = OneLineParser(
         prog="cudaforge",
         description="Optimize CUDA kernels with a Coder and a Judge agent, a human in the loop.",
     )

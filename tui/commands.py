@@ -261,9 +261,15 @@ def run_new(args: argparse.Namespace) -> int:
     from engine.config import ConfigError
     from engine.llm.errors import LLMError
     from engine.loop.session_settings import session_settings
+    from engine.tasks import TaskError, load_task
     from sessions.errors import SessionError
     from sessions.repo import SessionRepo
 
+    try:  # a task that cannot load is refused here, as `run` refuses it, not at the first step
+        load_task(args.task, describe=False)
+    except TaskError as error:
+        print(f"cudaforge: {error}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         config, root = _settings(args)  # before the session exists: a bad config creates nothing
         from engine.loop.factory import check_models

@@ -5,22 +5,59 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type for whole numbers no smaller than ``minimum``."""
+    """An argparse type for whole numbers no smaller than ``minimum``; its message reads after the
+    option's name (:class:`OneLineParser`): "--rounds must be 0 or more (got -1)"."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        value = integer(text)
         if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}")
+            raise argparse.ArgumentTypeError(f"must be {_at_least_words(minimum)} (got {text})")
         return value
 
     return parse
+
+
+def _at_least_words(minimum: int) -> str:
+    if minimum == 1:
+        return "a positive integer"
+    if minimum == 0:
+        return "0 or more"
+    return f"an integer of at least {minimum}"
+
+
+def integer(text: str) -> int:
+    """An argparse type for any whole number (a seed, an iteration number)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer (got {text!r})") from None
+
+
+def number(text: str) -> float:
+    """An argparse type for any number (a share, a price)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number (got {text!r})") from None
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A parser whose usage errors are one line ("cudaforge run: error: --rounds must be 0 or more
+    (got -1)") and a pointer to ``--help``, not the whole usage block above a line that is easy to miss.
+
+    ``add_subparsers`` makes each command's parser of the parser's own class, so the ``cudaforge``
+    parser being one makes every command's one (README "Commands": exit 2 for usage errors).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        head, sep, rest = message.partition(": ")
+        if sep and head.startswith("argument ") and rest.startswith("must "):
+            message = f"{head.removeprefix('argument ')} {rest}"  # "--rounds must be ..."
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def gpu_list(text: str) -> list[int]:
@@ -43,13 +80,10 @@ def visible_gpus(device: str, requested: list[int] | None) -> list[int] | None:
 
 
 def positive_float(text: str) -> float:
-    """An argparse type for numbers above zero (seconds, tolerances)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    """An argparse type for numbers above zero (seconds, tolerances, dollars)."""
+    value = number(text)
     if value <= 0:
-        raise argparse.ArgumentTypeError("must be positive")
+        raise argparse.ArgumentTypeError(f"must be a positive number (got {text})")
     return value
 
 

@@ -36,7 +36,7 @@ from engine.bench.results import task_row
 from engine.bench.runner import Bench, BenchOptions
 from engine.bench.settings import merged_settings, stored_settings
 from engine.bench.tasks import BenchError, discover
-from engine.cli.args import int_at_least, model_name
+from engine.cli.args import OneLineParser, int_at_least, model_name
 from engine.cli.guard import add_guard_flags
 from engine.guard.policy import GuardPolicyError, GuardSettings, guard_label
 
@@ -236,7 +236,7 @@ def bench_command(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m engine.cli.bench …``: the bench command alone."""
-    parser = argparse.ArgumentParser(prog="cudaforge bench")
+    parser = OneLineParser(prog="cudaforge bench")
     add_arguments(parser)
     return bench_command(parser.parse_args(argv))
 

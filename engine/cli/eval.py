@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.cli.args import int_at_least, positive_float
+from engine.cli.args import int_at_least, integer, positive_float
 from engine.cli.guard import add_guard_flags, guard_settings
 from engine.config import COMPILE_MODES, SANDBOX_MODES, ConfigError, load_config
 from engine.eval import stagetimes
@@ -59,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="also check correctness at perturbed sizes (default [eval] shapes: off)",
     )
-    parser.add_argument("--seed", type=int, help="default [eval] seed: 42")
+    parser.add_argument("--seed", type=integer, help="default [eval] seed: 42")
     parser.add_argument(
         "--compile-baseline",
         action="append",

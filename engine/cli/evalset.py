@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.batch.ray import RayUnavailable, import_ray
-from engine.cli.args import gpu_list, int_at_least, positive_float, visible_gpus
+from engine.cli.args import OneLineParser, gpu_list, int_at_least, positive_float, visible_gpus
 from engine.cli.eval import finish_headers
 from engine.cli.guard import add_guard_flags
 from engine.config import SANDBOX_MODES, EvalConfig
@@ -223,7 +223,7 @@ def evalset_command(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m engine.cli.evalset …``: the evalset command alone."""
-    parser = argparse.ArgumentParser(prog="cudaforge evalset")
+    parser = OneLineParser(prog="cudaforge evalset")
     add_arguments(parser)
     return evalset_command(parser.parse_args(argv))
 

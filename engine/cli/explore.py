@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.batch.ray import RayUnavailable
-from engine.cli.args import gpu_list, int_at_least, loop_config, model_name, visible_gpus
+from engine.cli.args import gpu_list, int_at_least, loop_config, model_name, positive_float, visible_gpus
 from engine.cli.guard import add_guard_flags
 from engine.cli.interrupts import Interrupts
 from engine.config import ConfigError, sessions_root
@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--beam", type=int_at_least(1), help="after every round, only this many best correct branches go on"
     )
     parser.add_argument(
-        "--max-cost", type=float, help="stop once this many US dollars are spent (all branches)"
+        "--max-cost", type=positive_float, help="stop once this many US dollars are spent (all branches)"
     )
     parser.add_argument("--max-tokens", type=int_at_least(1), help="stop once this many tokens are spent")
     parser.add_argument("--coder", type=model_name, help="provider/model of the Coder (scripted/DIR: DIR/branch-k per branch when present)")  # fmt: skip
@@ -235,6 +235,18 @@ def _printer(verbose: bool) -> Any:
     return on_event
 
 
+def _cost(usd: float | None) -> str:
+    """A branch's cost: "unknown" where a call's model has no price, never $0 (README "Models")."""
+    return "unknown" if usd is None else f"${usd:.4f}"
+
+
+def _total_cost(usd: float | None, priced: float) -> str:
+    """The exploration's cost as the headless run's total says it (engine.cli.run.total_line)."""
+    if usd is not None:
+        return f"${usd:.4f}"
+    return f"cost unknown (${priced:.4f} priced)" if priced else "cost unknown"
+
+
 def format_summary(summary: Any, session_name: str) -> str:
     """The table after an exploration: one row per branch, the best kernel and how to export it."""
     from sessions.message import format_speedup
@@ -244,10 +256,10 @@ def format_summary(summary: Any, session_name: str) -> str:
         note = b.idea if not b.why else f"{b.idea} — {b.why}"
         per_call = "—" if b.best_ms is None else f"{b.best_ms:.4g} ms"
         rows.append([b.name, b.state, str(b.rounds), format_speedup(b.best_speedup), per_call, str(b.tokens),
-                     f"${b.cost_usd:.4f}", note[:90]])  # fmt: skip
+                     _cost(b.cost_usd), note[:90]])  # fmt: skip
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["", *("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)]
-    lines.append(f"total: {summary.tokens} tokens · ${summary.cost_usd:.4f}")
+    lines.append(f"total: {summary.tokens} tokens · {_total_cost(summary.cost_usd, summary.priced_usd)}")
     used = summary.devices or {}
     if used.get("windows"):
         evaluations = used["evaluation_seconds"]

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from engine.cli.args import positive_float
+from engine.cli.args import int_at_least, integer, number, positive_float
 from engine.cli.guard import add_guard_flags, guard_settings
 from engine.config import COMPILE_MODES, SANDBOX_MODES, ConfigError, load_config
 from engine.eval.options import EvalOptions, EvaluationError, resolve_device
@@ -40,7 +40,7 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
                         help="an example input drawn at random, e.g. 64,3,224,224 or 8,1024:int64 (repeatable)")  # fmt: skip
     parser.add_argument("--dtype", default=None, help="fp32 (default), bf16 or fp16: weights and floating inputs cast to it")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="default: cuda when there is one")
-    parser.add_argument("--seed", type=int, default=0, help="seed for the weights and inputs (default 0)")
+    parser.add_argument("--seed", type=integer, default=0, help="seed for the weights and inputs (default 0)")
 
 
 def model_spec(args: argparse.Namespace) -> ModelSpec:
@@ -77,8 +77,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                     "calls, first-call shapes, and each module's time over its hardware floor.")  # fmt: skip
     add_model_flags(profile)
     profile.add_argument("--json", type=Path, metavar="FILE", help="write the whole profile as JSON")
-    profile.add_argument("--min-share", type=float, default=0.01, help="table rows: modules with at least this share (default 0.01)")
-    profile.add_argument("--passes", type=int, default=3, help="profiled forwards averaged (default 3)")
+    profile.add_argument("--min-share", type=number, default=0.01, help="table rows: modules with at least this share (default 0.01)")
+    profile.add_argument("--passes", type=int_at_least(1), default=3, help="profiled forwards averaged (default 3)")
     profile.set_defaults(func=_stoppable(run_profile, "profile"))
 
     extract = subparsers.add_parser("extract", help="the heaviest modules of a model as KernelBench tasks",
@@ -86,7 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                     "tasks in OUT/tasks, with OUT/manifest.json and OUT/profile.json.")  # fmt: skip
     add_model_flags(extract)
     extract.add_argument("--out", type=Path, required=True, help="a new or empty folder")
-    extract.add_argument("--top", type=int, default=5, help="how many tasks (default 5)")
+    extract.add_argument("--top", type=int_at_least(1), default=5, help="how many tasks (default 5)")
     extract.add_argument("--leaves", action="store_true", help="leaf modules only (single layers)")
     extract.add_argument("--path", action="append", metavar="MODULE", help="extract exactly this module's task (repeatable)")
     extract.set_defaults(func=_stoppable(run_extract, "extract"))
@@ -109,8 +109,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     apply.add_argument("--verify", action="store_true", help="with --export: import the written file again in a fresh "
                        "sandboxed worker and check the whole model through it")  # fmt: skip
     apply.add_argument("--json", type=Path, metavar="FILE", help="write the report as JSON")
-    apply.add_argument("--trials", type=int, default=None, help="correctness trials (default [eval] trials)")
-    apply.add_argument("--timing-trials", type=int, default=None, help="timed calls per model (default [eval] timing_trials)")
+    apply.add_argument("--trials", type=int_at_least(1), default=None, help="correctness trials (default [eval] trials)")
+    apply.add_argument("--timing-trials", type=int_at_least(1), default=None, help="timed calls per model (default [eval] timing_trials)")
     apply.add_argument("--timeout", type=positive_float, default=None, help="seconds allowed for each stage")
     apply.add_argument("--sandbox", choices=SANDBOX_MODES, default=None)
     add_guard_flags(apply)

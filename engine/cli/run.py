@@ -2,7 +2,8 @@
 
 ``cudaforge run --session SESSION [--branch NAME] --headless`` continues a session (after a
 crash, a Ctrl-C, or to add rounds): the loop's state comes from the session repo, so nothing done
-is redone. For a new session ``--rounds N`` means N rounds after the seed (iteration 0); on a
+is redone. ``cudaforge run TASK.py --session S`` names the session of a task: S is resumed when it
+holds that very task, made when there is none, and refused (exit 2) when it holds another. For a new session ``--rounds N`` means N rounds after the seed (iteration 0); on a
 resume it means N *more* rounds after the branch's tip. A resume without ``--rounds`` finishes the
 round target the session was started with, and keeps its models unless flags say otherwise. The
 run says what it will do before it starts and what it did at the end, including "nothing".
@@ -23,6 +24,7 @@ stopped by one: 130 Ctrl-C (also the terminal's ``[s]top``), 129 hang-up, 143 SI
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import threading
 import warnings
@@ -30,10 +32,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine.cli.args import add_loop_flags, loop_config, rounds_target
+from engine.cli.args import OneLineParser, add_loop_flags, loop_config, rounds_target
 from engine.cli.eval import finish_headers
 from engine.cli.guard import add_guard_flags
-from engine.cli.interrupts import Interrupts
+from engine.cli.interrupts import HANDLED, Interrupts, exit_code
 from engine.config import ConfigError, sessions_root
 from engine.eval import stagetimes
 from engine.eval.options import EvaluationError
@@ -76,7 +78,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("task", nargs="?", type=Path, help="KernelBench-format task file (a new session)")
-    parser.add_argument("--session", help="continue this session (a name under the sessions dir, or a path)")
+    parser.add_argument(
+        "--session",
+        help="continue this session (a name under the sessions dir, or a path); with TASK.py: resume it "
+        "when it holds that task, else start a new session of that name",
+    )
     parser.add_argument("--branch", help="with --session: continue on this branch")
     parser.add_argument("--headless", action="store_true", help="run without the TUI, printing progress")
     add_loop_flags(parser)
@@ -109,16 +115,15 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
-    if not args.headless:
-        return _usage("only --headless is available here; the TUI opens with `cudaforge new TASK.py`")
-    if (args.task is None) == (args.session is None):
-        return _usage("give a TASK.py for a new session, or --session SESSION to continue one")
-    if args.branch and not args.session:
-        return _usage("--branch needs --session")
+    problem = _flags_problem(args)
+    if problem:
+        return _usage(problem)
     tip: int | None = None
     try:
         config = loop_config(args)
         root = sessions_root(config, args.sessions_dir)
+        if args.task is not None and args.session is not None:
+            args = task_into_session(args, root)
         if args.session:
             session = SessionRepo.open(args.session, root)
             config = loop_config(args, session.settings(args.branch).get("settings", {}))
@@ -143,6 +148,7 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
         from engine.loop.factory import make_loop
         from engine.loop.session_settings import session_settings
 
+        created = session is None
         if session is None:  # the settings go in at once: a run stopped before its seed resumes as it began
             from engine.loop.factory import check_models
 
@@ -171,14 +177,75 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
     print(plan_line(tip, config.loop.rounds), flush=True)
     for notice in loop.notices:
         print(f"note: {notice}", flush=True)
-    interrupts.attach(loop.stop, lambda: stopping_line(loop), lambda: leaving_line(loop))
+    resume = resume_command(session, loop.branch, auto_approve=config.loop.approval == "auto")
+    interrupts.attach(loop.stop, lambda: stopping_line(loop), lambda: leaving_line(loop, resume))
     try:
         code = drive(loop, printer, interrupts)
         print_summary(session, loop.branch, sys.stdout)
         print(ran_line(session, loop.branch, tip), flush=True)
+        stopped = code in (EXIT_INTERRUPTED, *(exit_code(s) for s in HANDLED))
+        if stopped:  # say how to go on
+            print(f"resume: {resume}", flush=True)
+        elif created and code != EXIT_OK and not session.history(loop.branch):
+            remove_empty(session)
         return code
     finally:
         session.close()
+
+
+def remove_empty(session: SessionRepo) -> None:
+    """A session this run made whose first step failed (an unreachable server, a broken task) holds
+    nothing worth resuming: it is removed rather than left to fill the session list. One a signal
+    stopped is kept, since it resumes with its settings (ARCHITECTURE.md §5)."""
+    import shutil
+
+    session.close()
+    shutil.rmtree(session.path, ignore_errors=True)
+    print(
+        f"cudaforge run: removed session {session.name}: it stopped before its first iteration, "
+        "with nothing recorded",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _flags_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the command line's flags together, said before anything is made."""
+    if not args.headless:
+        return "only --headless is available here; the TUI opens with `cudaforge new TASK.py`"
+    if args.task is None and args.session is None:
+        return "give a TASK.py for a new session, or --session SESSION to continue one"
+    if args.branch and not args.session:
+        return "--branch needs --session"
+    if args.task is not None and args.session is not None and args.name is not None:
+        return "--name and --session both name the session: give one"
+    return None
+
+
+def task_into_session(args: argparse.Namespace, root: Path) -> argparse.Namespace:
+    """``run TASK.py --session S``: S resumed when it holds this task, a new session named S when
+    there is none, a SessionError when S holds another task (README "Commands")."""
+    from sessions.errors import NoSuchSession
+
+    if not args.task.is_file():
+        raise TaskError(f"no such task file: {args.task}")
+    try:
+        existing = SessionRepo.open(args.session, root)
+    except NoSuchSession:
+        if Path(args.session).name != args.session:  # a path that is no session: nothing to name
+            raise
+        if args.branch:
+            raise SessionError(f"no session {args.session} yet: --branch needs one that exists") from None
+        return argparse.Namespace(**{**vars(args), "name": args.session, "session": None})
+    with existing:
+        held, task_name = existing.task_source, existing.task_name
+    scrub = Scrubber()  # the session stores its task scrubbed of secrets
+    if scrub.text(args.task.read_text(encoding="utf-8")) != held:
+        raise SessionError(
+            f"session {existing.name} holds another task ({task_name}), not {args.task}: "
+            f"name a new session, or resume it without the task (--session {existing.name})"
+        )
+    return argparse.Namespace(**{**vars(args), "task": None})
 
 
 def stopping_line(loop: Loop) -> str:
@@ -188,11 +255,29 @@ def stopping_line(loop: Loop) -> str:
     return f"\ninterrupted: {what} (Ctrl-C again to leave now)"
 
 
-def leaving_line(loop: Loop) -> str:
+def leaving_line(loop: Loop, resume: str) -> str:
     """Said on the second Ctrl-C, just before the process leaves."""
     activity = loop.activity
     left = f"; {activity.describe()} is redone on resume" if activity is not None else ""
-    return f"\nleaving now: every committed iteration is kept{left} (cudaforge run --session {loop.session.name})\n"
+    return f"\nleaving now: every committed iteration is kept{left}\nresume: {resume}\n"
+
+
+def resume_command(session: SessionRepo, branch: str, *, auto_approve: bool) -> str:
+    """The exact command that goes on with this run's session and branch, said when a signal stops
+    it (ARCHITECTURE.md §2, "Interruption is an ordinary event"): the sessions root is named unless
+    it is the default one, the branch unless it is the session's current one, and ``--auto-approve``
+    when this run approved by policy (without it a run whose stdin is no terminal is refused)."""
+    from sessions.paths import default_sessions_root
+
+    words = ["cudaforge", "run", "--session", session.name, "--headless"]
+    root = session.path.resolve().parent
+    if root.resolve() != default_sessions_root().expanduser().resolve():
+        words += ["--sessions-dir", str(root)]
+    if branch != session.current_branch:
+        words += ["--branch", branch]
+    if auto_approve:
+        words.append("--auto-approve")
+    return shlex.join(words)
 
 
 def plan_line(tip: int | None, target: int) -> str:
@@ -343,12 +428,38 @@ class Printer:
         return None
 
 
+#: the fields that name a suggestion, in its mode's order: an optimize reply may also carry a
+#: repair field the Judge filled with a placeholder ("critical_issue": "none found"), which is not
+#: what it suggested (ARCHITECTURE.md §7: the two Judge prompts and their fields)
+HEADLINE_FIELDS = {
+    "optimize": ("bottleneck", "optimization_method", "modification_plan"),
+    "repair": ("critical_issue", "minimal_fix_hint", "why_it_matters"),
+}
+
+
 def _headline(suggestion: dict[str, Any]) -> str:
-    for key in ("critical_issue", "bottleneck", "optimization_method", "text"):
-        value = (suggestion.get(key) or "").strip()
+    """The Judge's suggestion in one line: its own mode's fields first, then (a reply with no JSON)
+    its free text; when it held neither, say what it did hold rather than print a field of the
+    other mode as if it were the suggestion."""
+    mode = suggestion.get("mode")
+    own = HEADLINE_FIELDS.get(mode, HEADLINE_FIELDS["repair"] + HEADLINE_FIELDS["optimize"])
+    parsed = suggestion.get("parsed", True)
+    for key in own if parsed else (*own, "text"):
+        value = _first_line(suggestion.get(key))
         if value:
-            return value.splitlines()[0][:120]
-    return "(empty suggestion)"
+            return (value if key in (own[0], "text") else f"{key.replace('_', ' ')}: {value}")[:120]
+    others = [
+        f"{key.replace('_', ' ')} {value!r}"
+        for fields in HEADLINE_FIELDS.values()
+        for key in fields
+        if key not in own and (value := _first_line(suggestion.get(key)))
+    ]
+    what = f"no {mode} suggestion" if mode else "no suggestion"
+    return f"({what}: the Judge's reply gave only {others[0]})"[:120] if others else f"({what} in the Judge's reply)"
+
+
+def _first_line(value: Any) -> str:
+    return value.strip().splitlines()[0] if isinstance(value, str) and value.strip() else ""
 
 
 def summary_rows(session: SessionRepo, branch: str) -> list[dict[str, Any]]:
@@ -468,7 +579,7 @@ def stage_table(session: SessionRepo, branch: str) -> list[list[str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m engine.cli.run …``: the run command alone (what ``cudaforge run`` calls)."""
-    parser = argparse.ArgumentParser(prog="cudaforge run")
+    parser = OneLineParser(prog="cudaforge run")
     add_arguments(parser)
     return run_command(parser.parse_args(argv))
 

@@ -2,7 +2,8 @@
 
 ``SESSION`` is a path or a name under the sessions root; every command takes ``--sessions-dir``.
 User errors (no such session, iteration or branch, a branch name taken, a session locked by
-another writer) print one ``cudaforge: error: …`` line on stderr and exit 2.
+another writer, an export of an iteration that is not correct without ``--force``) print one
+``cudaforge: error: …`` line on stderr and exit 2.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from engine.cli.args import int_at_least
 from sessions.errors import SessionError, StaleLockWarning
 from sessions.export import choose_iteration, export_text
 from sessions.listing import SessionSummary, list_sessions
@@ -30,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     branch = subparsers.add_parser("branch", help="start a new branch at an iteration of a session")
     branch.add_argument("session", metavar="SESSION", help="a session path or a name under the sessions root")
-    branch.add_argument("iteration", metavar="ITERATION", type=int, help="iteration number (the seed is 0)")
+    branch.add_argument("iteration", metavar="ITERATION", type=int_at_least(0), help="iteration number (the seed is 0)")
     branch.add_argument("--name", help="branch name (default: from-iter-N, made unique)")
     branch.add_argument(
         "--branch", dest="source_branch", help="the branch the iteration is on (default: current)"
@@ -41,9 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     export = subparsers.add_parser("export", help="write an iteration's kernel as a standalone ModelNew file")
     export.add_argument("session", metavar="SESSION", help="a session path or a name under the sessions root")
-    export.add_argument("--iteration", type=int, help="iteration number (default: the best correct one)")
+    export.add_argument("--iteration", type=int_at_least(0), help="iteration number (default: the best correct one)")
     export.add_argument("--branch", help="branch (default: the current one)")
     export.add_argument("-o", "--output", required=True, metavar="FILE", help="output file, or - for stdout")
+    export.add_argument(
+        "--force", action="store_true", help="export an iteration that is not correct (its status is in the header)"
+    )
     _add_sessions_dir(export)
     export.set_defaults(func=run_export)
 
@@ -113,6 +118,7 @@ def run_branch(args: argparse.Namespace) -> int:
     try:
         with SessionRepo.open(args.session, args.sessions_dir) as repo, warnings.catch_warnings():
             warnings.simplefilter("ignore", StaleLockWarning)  # shown below as one notice line
+            before = repo.current_branch
             name = repo.branch_from(
                 args.iteration, name=args.name, branch=args.source_branch, switch=not args.no_switch
             )
@@ -121,9 +127,17 @@ def run_branch(args: argparse.Namespace) -> int:
                 print(f"cudaforge: notice: {repo.lock_notice}", file=sys.stderr)
     except SessionError as error:
         return _fail(str(error))
-    suffix = "" if args.no_switch else " (now the current branch)"
-    print(f"created branch {name} at iteration {args.iteration} ({sha[:12]}) in {repo.path}{suffix}")
+    print(f"created branch {name} at iteration {args.iteration} ({sha[:12]}) in {repo.path}")
+    print(switch_line(before, name, repo.name, switched=not args.no_switch))
     return 0
+
+
+def switch_line(before: str, name: str, session: str, *, switched: bool) -> str:
+    """What ``branch`` did to the session's current branch, the one ``open``, ``run --session`` and
+    ``export`` continue from: a switch is said with the way back, keeping it with the way to switch."""
+    if not switched:
+        return f"current branch: still {before} (cudaforge open {session} --branch {name} continues the new one)"
+    return f"current branch: switched from {before} to {name} (--no-switch keeps {before} current)"
 
 
 def _model_report(folder: Path, output: Path) -> int:
@@ -149,6 +163,11 @@ def run_export(args: argparse.Namespace) -> int:
             text = export_text(repo, item, args.branch)
     except SessionError as error:
         return _fail(str(error))
+    if item.status != "correct" and not args.force:  # a file that looks like a kernel but is not one
+        return _fail(
+            f"iteration {item.number} of session {repo.name} is {item.status}, not correct: "
+            "nothing written (--force exports it anyway)"
+        )
     if args.output == "-":
         sys.stdout.write(text)
         return 0

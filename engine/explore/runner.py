@@ -114,7 +114,7 @@ class BranchSummary:
     best_speedup: float | None
     best_iteration: int | None
     tokens: int
-    cost_usd: float
+    cost_usd: float | None  # None: a call of an unpriced model (README "Models and configuration")
     best_ms: float | None = None  # the best iteration's kernel time (median per call)
 
 
@@ -127,7 +127,7 @@ class ExploreSummary:
     outcome: str = FINISHED  # finished | paused (Ctrl-C: resume with the same command)
     # the ideas call while no branch has committed it yet (a cap reached at once): spent all the same
     uncommitted_tokens: int = 0
-    uncommitted_usd: float = 0.0
+    uncommitted_usd: float | None = 0.0  # None: that call's model has no price
     wall_seconds: float = 0.0  # this run's, the ideas call included
     #: how the branches shared the GPUs this run (SharedDevices.stats): every evaluation's windows,
     #: their sum (against wall_seconds: what running side by side gained) and any timing that shared
@@ -151,8 +151,16 @@ class ExploreSummary:
         return max(done, key=lambda b: b.best_speedup or 0.0) if done else None
 
     @property
-    def cost_usd(self) -> float:
-        return sum(b.cost_usd for b in self.branches) + self.uncommitted_usd
+    def cost_usd(self) -> float | None:
+        """What the exploration cost; None (unknown, never $0) when any call had no price."""
+        costs = [b.cost_usd for b in self.branches] + [self.uncommitted_usd]
+        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+
+    @property
+    def priced_usd(self) -> float:
+        """The part of the cost whose calls had a price (what "cost unknown ($x priced)" says)."""
+        costs = [b.cost_usd for b in self.branches] + [self.uncommitted_usd]
+        return sum(c for c in costs if c is not None)
 
     @property
     def tokens(self) -> int:
@@ -178,8 +186,8 @@ class ExploreSummary:
             },  # fmt: skip
             "ranked_by": self.ranked_by,
             "tokens": self.tokens,
-            "cost_usd": round(self.cost_usd, 6),
-            "uncommitted_usd": round(self.uncommitted_usd, 6),
+            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
+            "uncommitted_usd": None if self.uncommitted_usd is None else round(self.uncommitted_usd, 6),
             "wall_seconds": round(self.wall_seconds, 3),
             "evaluation_seconds": (self.devices or {}).get("evaluation_seconds"),
             "devices": self.devices,
@@ -644,18 +652,18 @@ class Explorer:
             self.say(f"{branch.name}: pruned ({branch.why})")
         self._save_plan()
 
-    def _uncommitted(self) -> tuple[int, float]:
+    def _uncommitted(self) -> tuple[int, float | None]:
         """The ideas call's tokens and cost while branch 1's first commit does not hold them yet."""
         committed = any(
             it.number > self.spec.start for b in self.plan.branches[:1] for it in self.session.history(b.name)
         )
         if not self.plan.ideas_record or committed:
             return 0, 0.0
-        tokens, cost = feedback.usage_totals([self.plan.ideas_record])
-        return tokens, cost or 0.0
+        return feedback.usage_totals([self.plan.ideas_record])
 
     def _spent(self) -> tuple[int, float]:
-        tokens, cost = self._uncommitted()
+        tokens, uncommitted = self._uncommitted()
+        cost = uncommitted or 0.0  # the caps count what was priced
         for branch in self.plan.branches:
             for it in self.session.history(branch.name):
                 if it.number > self.spec.start:
@@ -720,7 +728,7 @@ class Explorer:
                     best_speedup=best.speedup if best else None,
                     best_iteration=best.number if best else None,
                     tokens=tokens,
-                    cost_usd=cost or 0.0,
+                    cost_usd=cost,
                     best_ms=best.kernel_ms if best else None,
                 )  # fmt: skip
             )
