@@ -177,6 +177,9 @@ def _run_app(args: argparse.Namespace, app: Any) -> int:
         )
         sys.stderr.flush()
         sys.stdout.flush()
+        from engine import procgroups
+
+        procgroups.kill_all()  # what the left stage started (a build, a worker) would outlive os._exit
         os._exit(code)
     return code
 

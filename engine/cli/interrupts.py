@@ -28,6 +28,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from engine import procgroups
+
 HANDLED = (signal.SIGINT, signal.SIGHUP, signal.SIGTERM)
 #: a second one of these leaves at once; a second hang-up does not (see the module docstring)
 LEAVE_NOW = (signal.SIGINT, signal.SIGTERM)
@@ -106,4 +108,5 @@ class Interrupts:
         if signum in LEAVE_NOW:
             with contextlib.suppress(OSError):
                 os.write(2, self._leaving().encode("utf-8", "replace"))
+            procgroups.kill_all()  # builds and workers in groups of their own would outlive os._exit
             os._exit(exit_code(signum))

@@ -24,13 +24,13 @@ import atexit
 import contextlib
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine import procgroups
 from engine.eval.options import EvalOptions, EvaluationError
 from engine.eval.supervisor import StartedWorker, start_worker
 
@@ -47,8 +47,7 @@ class Spare:
         return self.worker.process.poll() is None
 
     def discard(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.worker.process.pid, signal.SIGKILL)
+        procgroups.kill_tree(self.worker.process.pid)
         with contextlib.suppress(OSError):
             if self.worker.go_fd is not None:
                 os.close(self.worker.go_fd)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine import sandbox
+from engine import procgroups, sandbox
 from engine.eval import faults, pipe
 from engine.eval.build.extension import remove_stale_torch_lock
 from engine.eval.build.split.lines import absolute_lines
@@ -474,6 +474,7 @@ def start_worker(
             pass_fds=(write_fd,),
             start_new_session=True,  # its own process group: one killpg takes ninja and nvcc too
         )
+        procgroups.track(process)
     finally:
         os.close(out_write)
         os.close(write_fd)
@@ -518,5 +519,5 @@ def _signal_name(number: int) -> str | None:
 
 
 def _kill_group(process: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
+    """The worker's group and everything under it (ninja puts each compile in a group of its own)."""
+    procgroups.kill_tree(process.pid)

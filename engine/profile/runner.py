@@ -8,8 +8,6 @@ an NVTX range) belongs to the evaluator; this module only wraps it in ncu. Every
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from engine import procgroups
 from engine.profile.availability import ProfileUnavailable, classify_ncu_failure, find_ncu, no_ncu
 from engine.profile.lock import gpu_profile_lock
 from engine.profile.metrics import resolve_metric_set
@@ -51,14 +50,14 @@ def run_command(
             env=dict(env) if env is not None else None,
             start_new_session=True,
         )
+        procgroups.track(proc)
     except OSError as exc:
         return None, "", f"{cmd[0]}: {exc}", False
     try:
         out, err = proc.communicate(timeout=timeout_s)
         return proc.returncode, out, err, False
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        procgroups.kill_tree(proc.pid)
         out, err = proc.communicate()
         return proc.returncode, out, err, True
 

@@ -34,7 +34,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from engine import sandbox
+from engine import procgroups, sandbox
 from engine.eval.build.pch import CLAIM, MAKE_SCRIPT, HeaderStore, making_marker
 
 # Landlock confines the process that applies it and what it starts: the maker applies the rules the
@@ -98,6 +98,7 @@ def start_queued(cache_root: Path, sandbox_mode: str) -> list[str]:
             with contextlib.suppress(OSError):
                 os.unlink(folder / CLAIM)
             continue
+        procgroups.track(process)
         (folder / "making").write_text(making_marker(process.pid))
         with _LOCK:
             _MAKERS.append((process, folder))
