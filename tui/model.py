@@ -543,6 +543,47 @@ def _own_fields(suggestion: Mapping[str, Any]) -> tuple[str, ...]:
     return REPAIR_FIELDS + OPTIMIZE_FIELDS
 
 
+def judge_reply_markdown(text: str) -> str | None:
+    """The Judge's reply as its fields (kind, the issue or bottleneck, the one fix or method, the plan,
+    the metrics it cites, any other key it added), parsed as the loop parses it
+    (``engine.agents.parse``); a list of ideas (an exploration) as numbered ideas. None when the reply
+    holds no JSON with a known field: the pane then shows the raw text (ARCHITECTURE.md §8)."""
+    from engine.agents.parse import parse_ideas, parse_suggestion
+
+    if "{" not in text:  # prose (or a reply still streaming its first words): nothing to parse
+        return None
+    suggestion = parse_suggestion(text, "optimize")
+    if not suggestion.parsed:
+        return None
+    repair = bool(suggestion.critical_issue or suggestion.minimal_fix_hint)
+    if repair and not (suggestion.bottleneck or suggestion.optimization_method):
+        suggestion = parse_suggestion(text, "repair")
+    ideas = parse_ideas(text, suggestion.mode, 16) if text.lstrip().startswith(("[", "```")) else []
+    if len(ideas) > 1:
+        return "\n\n".join(
+            f"**Idea {k}**\n\n{_suggestion_fields(idea.to_dict())}" for k, idea in enumerate(ideas, start=1)
+        )
+    return _suggestion_fields(suggestion.to_dict())
+
+
+def _suggestion_fields(suggestion: Mapping[str, Any]) -> str:
+    """``suggestion_markdown``, then the keys the Judge added beyond the schema (its rationale …)."""
+    lines = [suggestion_markdown(suggestion)]
+    for key, value in (suggestion.get("extra") or {}).items():
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        lines.append(f"**{key.replace('_', ' ').capitalize()}:** {scrub(shown)}")
+    return "\n\n".join(lines)
+
+
+def ellipsize(text: str, width: int) -> str:
+    """``text`` cut to ``width`` cells with a closing "…" when it does not fit: never a silent cut."""
+    from rich.cells import cell_len, set_cell_size
+
+    if width < 1 or cell_len(text) <= width:
+        return text
+    return set_cell_size(text, width - 1) + "…"
+
+
 def suggestion_text(suggestion: Mapping[str, Any]) -> str:
     """The editable plain text of a suggestion (what an edited approval replaces)."""
     parts = []

@@ -31,7 +31,6 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.events import Resize
 from textual.geometry import Size
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import AwaitMount
 from textual.widgets import Tree
@@ -52,6 +51,7 @@ from tui.messages import (
     LoopReturned,
 )
 from tui.model import ChatMessage, conversation, exploration_notes
+from tui.screens.workbench_keys import WorkbenchKeys
 from tui.widgets.conversation import ConversationPane
 from tui.widgets.footer import KeyFooter
 from tui.widgets.kernel_pane import KernelPane
@@ -93,10 +93,12 @@ TYPED_WHILE_EDITING = {
     "focus_timeline",
     "pane",
     "explore",
+    "output_tab",  # 1–5
+    "full_text",  # i
 }
 
 
-class WorkbenchScreen(Screen[None]):
+class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): tui/screens/workbench_keys.py
     CSS_PATH = "../styles/workbench.tcss"
 
     AUTO_FOCUS = ""  # nothing focused: keys (arrows too) go to the screen first; Tab moves into a pane

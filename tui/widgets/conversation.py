@@ -6,6 +6,10 @@ tiny pieces and re-rendering Markdown for each would starve the keyboard over a 
 Each message is one widget that draws its header and its Markdown (Rich's renderer) itself.
 Textual's ``Markdown`` widget mounts a widget per block, after its own mount, so the pane was laid
 out twice and its messages cost ~12 % of the workbench's first frame on a 2-core machine.
+
+The Judge answers in JSON (engine/agents/suggestion.py's schema): its entry shows the fields, labelled
+(``tui.model.judge_reply_markdown``), and the raw text only when no JSON parses — a reply still
+streaming, or prose (ARCHITECTURE.md §8).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from textual.containers import VerticalScroll
 from textual.widget import AwaitMount, Widget
 from textual.widgets import Static
 
-from tui.model import ChatMessage, scrub
+from tui.model import ChatMessage, judge_reply_markdown, scrub
 
 FLUSH_S = 0.1
 
@@ -33,13 +37,22 @@ class ChatEntry(Widget):
     def __init__(self, message: ChatMessage) -> None:
         super().__init__(classes=f"-{message.role}")
         self.message = message
+        self._body: tuple[str, str] = ("", "")  # (text, what it shows): parsed once per text
 
     def render(self) -> RenderableType:
         style = self.get_component_rich_style("chat-entry--header")
         header = Padding(Text(self.message.header(), style=style), (0, 1), style=style, expand=True)
         code = "ansi_dark" if self.app.current_theme.dark else "ansi_light"  # the terminal's palette
-        body = Markdown(scrub(self.message.text), code_theme=code, inline_code_theme=code)
+        body = Markdown(self.body_markdown(), code_theme=code, inline_code_theme=code)
         return Group(header, Padding(body, (0, 1)))
+
+    def body_markdown(self) -> str:
+        """The reply as shown: the Judge's fields when its JSON parses, else the text as written."""
+        if self._body[0] != self.message.text or not self._body[1]:
+            text = scrub(self.message.text)
+            shown = (judge_reply_markdown(text) or text) if self.message.role == "judge" else text
+            self._body = (self.message.text, shown)
+        return self._body[1]
 
     def refresh_message(self) -> None:
         """Redraw from ``self.message`` (its text or header changed)."""
@@ -96,4 +109,4 @@ class ConversationPane(VerticalScroll):
 
     def transcript_text(self) -> str:
         """Everything shown, as plain text (for tests and copy)."""
-        return "\n".join(f"{e.message.header()}\n{scrub(e.message.text)}" for e in self.query(ChatEntry))
+        return "\n".join(f"{e.message.header()}\n{e.body_markdown()}" for e in self.query(ChatEntry))

@@ -1,7 +1,10 @@
 """The kernel pane: the candidate file (Python) or its CUDA sources, read-only unless editing.
 
 Read-only while the engine works; ``edit mode`` unlocks the text and the finished text is handed
-to the loop as a human version. ``c`` flips between the whole ``ModelNew`` file and the CUDA
+to the loop as a human version. While editing, the editor takes the workbench's whole width (the
+screen gets the ``-editing-kernel`` class and ``workbench.tcss`` hides the other columns) and does
+not soft-wrap: a CUDA line is one line, scrolled sideways, as in any editor (ARCHITECTURE.md §8).
+The read-only view keeps soft-wrap, so a narrow column still shows every character. ``c`` flips between the whole ``ModelNew`` file and the CUDA
 strings it compiles, highlighted as CUDA when the grammar is installed.
 """
 
@@ -46,12 +49,18 @@ class KernelPane(Vertical):
         language = language_for(PYTHON if self.editing else self.view, area)
         load_code(area, text or self._placeholder(), language)
         area.read_only = not self.editing
+        area.soft_wrap = not self.editing
         mode = "EDITING (ctrl+s saves it as a human version, escape cancels)" if self.editing else "read-only"
         shown = "cuda" if self.view == CUDA and not self.editing else "python"
         self.query_one("#kernel-title", Static).update(
             f"kernel · {self.label} · {shown}{'' if language else ' (plain)'} · {mode}"
         )
         self.set_class(self.editing, "-editing")
+
+    def watch_editing(self, editing: bool) -> None:
+        """The screen hides its other panes while the kernel is edited (a class, so CSS decides)."""
+        if self.is_attached:
+            self.screen.set_class(editing, "-editing-kernel")
 
     def _placeholder(self) -> str:
         """What an empty view says: no kernel at all yet, or a kernel without CUDA strings."""

@@ -17,6 +17,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -29,6 +30,7 @@ from tui.model import (
     RooflinePlot,
     build_log_lines,
     check_rows,
+    ellipsize,
     first_error_line,
     ncu_table,
     roofline_lines,
@@ -45,10 +47,12 @@ if TYPE_CHECKING:  # imported with the first table shown
 BUILD_LOG_MAX_LINES = 5000
 CHECK_COLUMNS = ("item", "result", "detail", "note")
 BUILD, CHECKS, NCU, CHART, ROOF = "tab-build", "tab-checks", "tab-ncu", "tab-chart", "tab-roofline"
+TAB_TITLES = {BUILD: "Build", CHECKS: "Checks", NCU: "NCU", CHART: "Chart", ROOF: "Roofline"}
+# each tab's key (bound by tui/screens/workbench_keys.py, drawn in the tab strip): 80×24 and 120×40 alike
+OUTPUT_TAB_KEYS = {BUILD: "1", CHECKS: "2", NCU: "3", CHART: "4", ROOF: "5"}
 
 
 class OutputPane(Vertical):
-
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._result: dict[str, Any] | None = None
@@ -58,6 +62,9 @@ class OutputPane(Vertical):
         self._compiled: dict[str, float] = {}  # torch.compile's speedup over eager, per mode
         self._log_lines: list[str] = []  # the build log as plain text (the RichLog keeps rendered strips)
         self._first_error: str | None = None
+        self._ncu = NcuTable()  # the NCU tab's rows uncut (the table shows names cut to the width)
+        self._ncu_width = 0
+        self._plot_rows = 0  # the speedup plot's height its y ticks were chosen for
 
     @property
     def active(self) -> str:
@@ -68,8 +75,8 @@ class OutputPane(Vertical):
         self.query_one(PaneTabs).active = tab_id
 
     def compose(self) -> ComposeResult:
-        with PaneTabs(initial=BUILD):
-            with Pane("Build", id=BUILD):
+        with PaneTabs(initial=BUILD, keys=OUTPUT_TAB_KEYS):
+            with Pane(TAB_TITLES[BUILD], id=BUILD):
                 yield Static("", id="build-error", markup=False)
                 yield RichLog(  # min_width: RichLog wraps at 78 columns by default, then crops to the pane
                     max_lines=BUILD_LOG_MAX_LINES,
@@ -79,10 +86,8 @@ class OutputPane(Vertical):
                     highlight=False,
                     min_width=20,
                 )
-            yield Pane("Checks", id=CHECKS)
-            yield Pane("NCU", id=NCU)
-            yield Pane("Chart", id=CHART)
-            yield Pane("Roofline", id=ROOF)
+            for tab in (CHECKS, NCU, CHART, ROOF):
+                yield Pane(TAB_TITLES[tab], id=tab)
 
     @on(PaneTabs.TabActivated)
     async def _tab_shown(self, event: PaneTabs.TabActivated) -> None:
@@ -181,20 +186,65 @@ class OutputPane(Vertical):
         self._draw_roofline(placed)
 
     def _fill_ncu(self) -> None:
+        """The metric table, each name cut with "…" to what the pane's width leaves beside the values
+        (filled again when the width changes); ``i`` shows the highlighted row in full."""
         table = self._built("#ncu-table")
         if table is None:
             return
         data: NcuTable = ncu_table(self._profile)
-        table.clear(columns=True)
+        self._ncu = data
+        self._ncu_width = self.size.width
         legend = self.query_one("#ncu-kernels", Static)
         roofline = roofline_lines(self._profile, data.kernels)
         if not data.kernels:
+            table.clear(columns=True)
             legend.update("\n".join([f"not profiled ({data.kind})", *roofline]))
             return
-        legend.update("\n".join([*(f"K{i} = {name}" for i, name in enumerate(data.kernels, start=1)), *roofline]))
-        table.add_columns(*(f"K{i}" for i in range(1, len(data.kernels) + 1)), "metric", "note")
-        for values, metric, note in data.rows:
-            table.add_row(*values, metric, note)
+        legend.update(
+            "\n".join([*(f"K{i} = {name}" for i, name in enumerate(data.kernels, start=1)), *roofline])
+        )
+        heads = [f"K{i}" for i in range(1, len(data.kernels) + 1)]
+        values = [max([cell_len(c), *(cell_len(r[0][k]) for r in data.rows)]) for k, c in enumerate(heads)]
+        # the last column ends at the pane's edge: DataTable pads each cell by one on both sides, and 2
+        # cells stay for the vertical scrollbar. A name's note follows it where the whole note fits; a
+        # name that does not fit ends in "…"; the header says which, and i shows the row in full
+        room = self.size.width - sum(w + 2 for w in values) - 2 - 2
+        rows, every_note = [], True
+        for v, metric, note in data.rows:
+            noted = f"{metric}  ({note})" if note else metric
+            every_note = every_note and cell_len(noted) <= room
+            rows.append((*v, noted if cell_len(noted) <= room or room < 8 else ellipsize(metric, room)))
+        head = "metric (note)" if every_note else "metric (i: full)"
+        columns = [*heads, head if cell_len(head) <= room else "metric"]
+        sized_table.fill(table, columns, rows)
+
+    def on_resize(self) -> None:
+        if self._built("#ncu-table") is not None and self.size.width != self._ncu_width:
+            self._fill_ncu()
+        plot = self._built("#speedup-plot")
+        if plot is not None and plot.size.height != self._plot_rows:
+            self.call_after_refresh(self._draw_plot)  # the y ticks follow the plot's height
+
+    def full_text(self) -> tuple[str, str] | None:
+        """The highlighted NCU or checks row in full (``i``, tui/screens/workbench_keys.py), when that
+        tab is shown and has rows."""
+        if self.active == NCU and self._ncu.rows:
+            table = self._built("#ncu-table")
+            values, metric, note = self._ncu.rows[min(table.cursor_row, len(self._ncu.rows) - 1)]
+            kernels = [
+                f"K{i} = {v}   ({name})"
+                for i, (v, name) in enumerate(zip(values, self._ncu.kernels, strict=True), 1)
+            ]
+            return f"NCU metric {metric}", "\n".join([metric, *kernels, *([note] if note else [])])
+        if self.active == CHECKS and self._result:
+            table = self._built("#checks-table")
+            rows = check_rows(self._result)
+            if table is not None and rows:
+                row = rows[min(table.cursor_row, len(rows) - 1)]
+                return f"Check {row[0]}", "\n".join(
+                    f"{c}: {v}" for c, v in zip(CHECK_COLUMNS, row, strict=True) if v
+                )
+        return None
 
     def _draw_roofline(self, placed: RooflinePlot | None) -> None:
         """The roofline on log-log axes (log10 of FLOP/B and of TFLOP/s): the memory roof rising to the
@@ -278,10 +328,13 @@ class OutputPane(Vertical):
         plot.set_xticks(list(range(low, high + 1)))  # iterations are whole numbers
         top = max([1.0, *speedups]) * 1.15
         plot.set_ylimits(-0.1 * top, top)  # a row under 0, so a kernel that is not correct sits on 0, above the axis
-        step = 0.5 if top < 2.5 else float(max(1, round(top / 5)))
-        plot.set_yticks([step * k for k in range(int(top / step) + 1)])  # 1.0x (eager) always among them
+        from tui.widgets.speedup_axis import SpeedupAxis, speedup_ticks
+
+        plot.set_y_formatter(SpeedupAxis())  # "1.0×", not a bare 1 (tui/widgets/speedup_axis.py)
+        plot.set_yticks(speedup_ticks(top, plot.size.height))
+        self._plot_rows = plot.size.height
         plot.set_xlabel("iteration")
-        plot.set_ylabel("speedup")
+        plot.set_ylabel("speedup over eager")
 
     def _chart_text(self) -> str:
         width = max(8, min(40, self.size.width - 30))  # bar + number + status fit the pane: no wrapping

@@ -8,6 +8,9 @@ finished, why and what next. Only a running stage ticks.
 Dollars only when every call so far had a price: one call to an unpriced model (a local
 OpenAI-compatible server, say) makes the total "cost unknown" — adding it as $0 would understate it.
 
+An 80-column terminal cuts the line from the right, with a closing "…" (never a silent cut); ``i``
+shows every field of it in full (tui/screens/workbench_keys.py, ARCHITECTURE.md §8).
+
 The progress indicator is a ticking elapsed-time counter rather than a spinner: it tells the user
 the stage is alive without relying on animation, which is off or choppy over slow SSH links.
 """
@@ -122,6 +125,13 @@ class StatusLine(Static):
         return "cost unknown" if self.cost_unknown else f"${self.cost:.4f}"
 
     def text(self) -> str:
+        return " │ ".join(self.parts())
+
+    def full_text(self) -> tuple[str, str]:
+        """Every field on its own line (``i``): what a narrow line ends with "…"."""
+        return "Status line", "\n".join(self.parts())
+
+    def parts(self) -> list[str]:
         stage = self.stage
         if self.busy:
             stage = f"⏳ {stage} {int(time.monotonic() - self._started)}s"
@@ -135,7 +145,7 @@ class StatusLine(Static):
         parts += [f"round {self.round}", best, f"{self.tokens} tok", self.cost_text()]
         if self.timing:
             parts.append(self.timing)
-        return " │ ".join(parts)
+        return parts
 
     def _redraw(self) -> None:
         self.update(self.text())

@@ -7,11 +7,15 @@ output pane's four tabs were over a quarter of the work before the workbench's f
 active title's span lit — as one renderable; clicks and, when focused, ←/→ switch tabs.
 :class:`PaneTabs` pairs it with a ``ContentSwitcher`` of :class:`Pane` children and keeps the
 ``active`` / ``TabActivated`` interface of ``TabbedContent``.
+
+Tabs with keys (the output pane's ``1``–``5``) show each key before its title — padded when the strip
+has the room, tighter when not, and plain titles only when even that does not fit — so the key is
+read where the tab is (ARCHITECTURE.md §8).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.console import Group
 from rich.style import Style
@@ -54,17 +58,36 @@ class TabStrip(Widget, can_focus=True):
             super().__init__()
             self.tab_id = tab_id
 
-    def __init__(self, tabs: Sequence[tuple[str, str]], active: str, **kwargs: object) -> None:
-        """``tabs``: (id, title) pairs, in order."""
+    def __init__(
+        self,
+        tabs: Sequence[tuple[str, str]],
+        active: str,
+        keys: Mapping[str, str] | None = None,
+        **kwargs: object,
+    ) -> None:
+        """``tabs``: (id, title) pairs, in order; ``keys``: the key that shows each tab, by id."""
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.tabs = list(tabs)
+        self.keys = dict(keys or {})
         self.set_reactive(TabStrip.active, active)
 
+    def labels(self) -> tuple[list[str], int]:
+        """Each tab's label and the padding after it (one cell before each): keys shown if they fit."""
+        plain = [title for _, title in self.tabs]
+        if not self.keys:
+            return plain, 1
+        keyed = [f"{self.keys[t]} {title}" if t in self.keys else title for t, title in self.tabs]
+        for labels, after in ((keyed, 1), (keyed, 0)):
+            if sum(Text(label).cell_len + 1 + after for label in labels) <= self.size.width:
+                return labels, after
+        return plain, 1
+
     def spans(self) -> list[tuple[int, int, str]]:
-        """(first cell, end cell, tab id) of each title with its one-cell padding."""
+        """(first cell, end cell, tab id) of each label with its padding."""
         found, start = [], 0
-        for tab_id, title in self.tabs:
-            width = Text(title).cell_len + 2
+        labels, after = self.labels()
+        for (tab_id, _), label in zip(self.tabs, labels, strict=True):
+            width = Text(label).cell_len + 1 + after
             found.append((start, start + width, tab_id))
             start += width
         return found
@@ -75,10 +98,11 @@ class TabStrip(Widget, can_focus=True):
         bar = self.get_component_rich_style("tab-strip--bar")
         titles = Text(no_wrap=True, overflow="crop")
         lit = (0, 0)
-        for (start, end, tab_id), (_, title) in zip(self.spans(), self.tabs, strict=True):
-            titles.append(f" {title} ", active if tab_id == self.active else normal)
+        labels, after = self.labels()
+        for (start, end, tab_id), label in zip(self.spans(), labels, strict=True):
+            titles.append(f" {label}{' ' * after}", active if tab_id == self.active else normal)
             if tab_id == self.active:
-                lit = (start + 1, end - 1)  # the title, not its padding, as Textual's tabs do
+                lit = (start + 1, end - after)  # the title, not its padding, as Textual's tabs do
         underline = Bar(
             highlight_range=lit,
             highlight_style=Style.from_color(bar.color),
@@ -116,9 +140,11 @@ class PaneTabs(Vertical):
         def control(self) -> PaneTabs:
             return self.pane_tabs
 
-    def __init__(self, initial: str = "", **kwargs: object) -> None:
+    def __init__(self, initial: str = "", keys: Mapping[str, str] | None = None, **kwargs: object) -> None:
+        """``keys``: the key that shows each pane, by id, drawn in the strip (the screen binds them)."""
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self._initial = initial
+        self._keys = dict(keys or {})
         self._panes: list[Pane] = []
 
     def compose_add_child(self, widget: Widget) -> None:
@@ -130,7 +156,7 @@ class PaneTabs(Vertical):
         first = self._initial or (self._panes[0].id if self._panes else "")
         self.set_reactive(PaneTabs.active, first or "")
         tabs = [(pane.id or "", pane.title) for pane in self._panes]
-        yield TabStrip(tabs, self.active)
+        yield TabStrip(tabs, self.active, self._keys)
         yield ContentSwitcher(*self._panes, initial=first or None)
 
     def validate_active(self, active: str) -> str:

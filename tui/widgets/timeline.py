@@ -2,13 +2,18 @@
 
 ``main`` is drawn in full; a branch made at an iteration is drawn as a child of the branch it left,
 holding only its own iterations, so the tree reads the way the session grew (ARCHITECTURE.md §8).
+A label wider than the column ends in "…"; ``i`` shows the highlighted node in full
+(tui/screens/workbench_keys.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.style import Style
+from rich.text import Text
 from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
 
 from tui.model import format_speedup
 
@@ -80,6 +85,7 @@ class Timeline(Tree[NodeRef]):
     def __init__(self, **kwargs: object) -> None:
         super().__init__("session", **kwargs)  # type: ignore[arg-type]
         self.show_root = False
+        self._items: dict[tuple[str, int], TimelineItem] = {}
 
     def show(
         self,
@@ -93,6 +99,7 @@ class Timeline(Tree[NodeRef]):
         holding only its own iterations; ``current_branch`` (where the loop goes on) is marked.
         ``notes``: a few words after a branch's title (an exploration's branch: its state, best, cost)."""
         self.clear()
+        self._items = {(name, it.number): it for name, items in branches.items() for it in items}
         nodes = {}
         leaves = {}
         for branch, parent, shared in branch_tree(branches):
@@ -117,6 +124,32 @@ class Timeline(Tree[NodeRef]):
             if sha in leaves:
                 self.call_after_refresh(self.move_cursor, leaves[sha])
         self.root.expand()
+
+    def render_label(self, node: TreeNode[NodeRef], base_style: Style, style: Style) -> Text:
+        """The label, cut with "…" to the room its depth leaves in the column (no silent cut)."""
+        label = super().render_label(node, base_style, style)
+        depth, parent = 0, node.parent
+        while parent is not None:
+            depth, parent = depth + 1, parent.parent
+        room = self.scrollable_content_region.width - (depth - 1) * self.guide_depth
+        if room > 4 and label.cell_len > room:
+            label.truncate(room, overflow="ellipsis")
+        return label
+
+    def full_text(self) -> tuple[str, str] | None:
+        """The highlighted node in full (``i``): its label, and an iteration's branch, commit and cost."""
+        node = self.cursor_node
+        if node is None:
+            return None
+        lines = [str(node.label)]
+        ref = node.data
+        if ref is not None:
+            lines.append(f"branch {ref.branch}, iteration #{ref.number}")
+            item = self._items.get((ref.branch, ref.number))
+            if item is not None:
+                cost = f"${item.cost_usd:.4f}" if item.cost_usd is not None else "cost unknown"
+                lines.append(f"{item.phase} · {item.status} · {format_speedup(item.speedup)} · {cost} · {item.sha[:12]}")
+        return "Timeline", "\n".join(lines)
 
     def labels(self) -> list[str]:
         """Every node label, depth-first (for tests and the text export)."""
