@@ -33,6 +33,7 @@ PYTEST_TIMEOUT_S = 600
 DEF = "tests/test_defences.py::"
 CPU = "tests/test_defences_cpu.py::"
 RANK = "tests/test_explore_ranking.py::"
+RANKING = "tests/test_ranking.py::"
 ABL = "tests/test_ablation.py::"
 TRUST = "tests/test_trust_cpu.py::"
 ARB = "tests/test_arbiter_cpu.py::"
@@ -177,6 +178,43 @@ MUTANTS: tuple[Mutant, ...] = (
            "ranked by kernel time when only some kernels have one",
            "all(m.kernel_ms is not None for m in every)", "any(m.kernel_ms is not None for m in every)",
            (RANK + "test_a_kernel_without_a_time_makes_the_speedup_decide",)),
+    Mutant("leader-point", "sessions/ranking.py", "beats",
+           "a faster point estimate inside both spreads takes the lead (best moves on noise)",
+           "        return c_high < i_low\n", "        return challenger.kernel_ms < incumbent.kernel_ms  # type: ignore[operator]\n",
+           (RANKING + "test_equal_kernels_and_a_slower_one_never_move_best_and_a_clear_win_does",
+            RANKING + "test_spread_edges_and_close_calls")),
+    Mutant("leader-touching", "sessions/ranking.py", "beats",
+           "spreads that touch counted as apart",
+           "        return c_high < i_low\n", "        return c_high <= i_low\n",
+           (RANKING + "test_spread_edges_and_close_calls",)),
+    Mutant("speedup-spread-ignored", "sessions/ranking.py", "beats",
+           "by speedup, the point estimates decide",
+           "    return c_low > i_high\n", "    return (challenger.speedup or 0) > (incumbent.speedup or 0)\n",
+           (RANKING + "test_a_faster_point_estimate_inside_the_spread_is_a_tie_by_speedup_too",)),
+    Mutant("duel-ignored", "sessions/ranking.py", "beats",
+           "a duel's verdict not read",
+           "    if duel is not None and incumbent.sha and duel.against_sha == incumbent.sha:",
+           "    if False:",
+           (RANKING + "test_a_duel_against_the_incumbent_decides_and_only_against_that_kernel",)),
+    Mutant("duel-any-kernel", "sessions/ranking.py", "beats",
+           "a duel against another kernel taken as against the incumbent",
+           "    if duel is not None and incumbent.sha and duel.against_sha == incumbent.sha:",
+           "    if duel is not None:",
+           (RANKING + "test_a_duel_against_the_incumbent_decides_and_only_against_that_kernel",)),
+    Mutant("repeat-competes", "sessions/ranking.py", "leader",
+           "a repeated kernel's copied result competes for best",
+           "    every = [m for m in in_order if m.same_as is None]", "    every = list(in_order)",
+           ("tests/test_loop_repeats.py::test_the_same_kernel_three_times_is_evaluated_once_and_the_first_stays_best",)),
+    Mutant("repeat-not-found", "engine/loop/duplicates.py", "normalise",
+           "comments kept in the comparison (a re-commented kernel counts as new)",
+           "        if token.type in (tokenize.COMMENT, tokenize.NL, tokenize.ENDMARKER):",
+           "        if token.type in (tokenize.NL, tokenize.ENDMARKER):",
+           ("tests/test_loop_repeats.py::test_comments_and_spacing_do_not_make_a_kernel_new",)),
+    Mutant("repeat-cuda-blind", "engine/loop/duplicates.py", "_string",
+           "the CUDA source's text ignored (a changed kernel counts as a repeat)",
+           "    return f\"{found['prefix'].lower()}<str>{_lines(_C_COMMENT.sub(' ', found['body']))}</str>\"",
+           "    return \"<str></str>\"",
+           ("tests/test_loop_repeats.py::test_a_change_in_code_in_a_cuda_string_or_in_indentation_is_new",)),
     # -- the ablation ---------------------------------------------------------------------------------
     Mutant("ablate-mixed", "engine/eval/ablation.py", "switches",
            "ablated when only some CUDA extensions were split-built",

@@ -55,7 +55,8 @@ async def test_panes_show_the_recorded_state_at_120x40(session_root) -> None:
         assert "Coder · openai/o3 · 250 tok" in text
         assert "✓ #2 optimize 1.80x ★" in text  # timeline, best marked
         assert "from-iter-1 (from #1)" in text  # the branch in the tree
-        assert "replay 3/4 · main · guard default │ round 2 │ best 1.80x │ 1110 tok │ $0.0900" in text  # status
+        # status: the branch best and, held by another branch, the session best
+        assert "replay 3/4 · main · guard default │ round 2 │ best 1.80x · session 2.50x on from-iter-1 │" in text
         for tab in ("Build", "Checks", "NCU", "Chart"):
             assert tab in text
         output = app.screen.query_one(OutputPane)

@@ -50,7 +50,7 @@ from tui.messages import (
     KernelEdited,
     LoopReturned,
 )
-from tui.model import ChatMessage, conversation, exploration_notes
+from tui.model import ChatMessage, conversation, exploration_notes, format_speedup
 from tui.screens.workbench_keys import WorkbenchKeys
 from tui.widgets.conversation import ConversationPane
 from tui.widgets.footer import KeyFooter
@@ -348,6 +348,14 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         current = NodeRef(self.branch, self.shown.number) if self.shown is not None else None
         self.query_one(Timeline).show(branches, best.sha if best else None, current, self.branch, notes)
 
+    def _session_best_elsewhere(self) -> str:
+        """``session 2.10x on side`` when the session's best (every branch, sessions.ranking) is not on
+        the shown branch; "" when it is."""
+        found = self.repo.session_best()
+        if found is None or any(it.sha == found[0].sha for it in self.history):
+            return ""
+        return f"session {format_speedup(found[0].speedup)} on {found[1]}"
+
     def _fill_status(self) -> None:
         status = self.query_one(StatusLine)
         upto = self.history[: self.index + 1] if self.mode != LIVE else self.history
@@ -357,6 +365,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         status.best = best.speedup if best else None
         status.spread = ranking.label(leader).partition(" ")[2] if leader is not None else ""
         status.versus = against_text(best.speedup, best.eval_result.get("baselines")) if best else ""
+        status.elsewhere = self._session_best_elsewhere()
         status.tokens = sum(it.tokens for it in upto)
         status.set_cost([it.cost_usd for it in upto])
         status.round = self.shown.number if self.shown is not None else 0

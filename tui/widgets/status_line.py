@@ -31,6 +31,8 @@ class StatusLine(Static):
     best: reactive[float | None] = reactive(None)
     versus: reactive[str] = reactive("")  # the best kernel against torch.compile, when measured
     spread: reactive[str] = reactive("")  # the best speedup's interval ("±0.03"), when its timing recorded one
+    #: the session's best when another branch holds it ("session 2.10x on side"): both bests, never one moved
+    elsewhere: reactive[str] = reactive("")
     tokens: reactive[int] = reactive(0)
     cost: reactive[float] = reactive(0.0)  # the priced calls' sum
     cost_unknown: reactive[bool] = reactive(False)  # True once any call had no price
@@ -106,7 +108,7 @@ class StatusLine(Static):
         if self.is_mounted:
             self._redraw()
 
-    watch_spread = watch_stage = watch_round = watch_best = watch_versus = watch_tokens = watch_cost = watch_mode = _watch_any
+    watch_elsewhere = watch_spread = watch_stage = watch_round = watch_best = watch_versus = watch_tokens = watch_cost = watch_mode = _watch_any
     watch_cost_unknown = watch_timing = _watch_any
 
     def set_cost(self, costs: list[float | None]) -> None:
@@ -142,6 +144,7 @@ class StatusLine(Static):
         parts = [stage, *([self.mode] if self.mode else [])]
         best = f"best {format_speedup(self.best)}" + (f" {self.spread}" if self.spread and self.best else "")
         best += f" ({self.versus})" if self.versus else ""
+        best += f" · {self.elsewhere}" if self.elsewhere else ""
         parts += [f"round {self.round}", best, f"{self.tokens} tok", self.cost_text()]
         if self.timing:
             parts.append(self.timing)
