@@ -16,7 +16,8 @@ from tui.model import unified_diff
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    """Yes/no; ``y`` or enter says yes, ``n`` or escape says no."""
+    """Yes/no; ``y`` or enter says yes, ``n`` or escape says no. ``yes``/``no`` name the two answers
+    (``leave``/``stay``): escape, pressed once more by a hand that meant to leave, takes the safe one."""
 
     CSS_PATH = "../styles/dialogs.tcss"
 
@@ -25,14 +26,15 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "No", id="confirm.no"),
     ]
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, question: str, yes: str = "yes", no: str = "no") -> None:
         super().__init__()
         self.question = question
+        self.yes, self.no = yes, no
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(self.question)
-            yield Static("[b]y[/b] yes   [b]n[/b] no")
+            yield Static(f"[b]y[/b] {self.yes}   [b]n[/b]/[b]esc[/b] {self.no}")
 
     def action_answer(self, value: bool) -> None:
         self.dismiss(value)

@@ -7,8 +7,8 @@
 
 Live, the status line says what runs, or whom the loop waits for and the key that goes on
 (:mod:`tui.loop_status`); ``+`` adds rounds to the branch (``Loop.add_rounds``); ``b`` branches
-the loop itself (``Loop.branch_from``). Leaving with Escape hands the session back without asking:
-a running stage ends (and is committed) first, then the loop is closed and the writer lock released;
+the loop itself (``Loop.branch_from``). Leaving with Escape asks first (live only), then hands the session
+back: a running stage ends (and is committed) first, then the loop is closed and the writer lock released;
 reopening meanwhile continues that loop (``tui/writers.py``, ARCHITECTURE.md §8).
 
 Below ``NARROW_WIDTH`` columns the panes become tabs (80×24 over SSH stays usable); the screen
@@ -691,11 +691,23 @@ class WorkbenchScreen(Screen[None]):
     def action_back(self) -> None:
         """Back to the session browser, handing the session back (ARCHITECTURE.md §8).
 
-        Nothing is asked and nothing is lost: a stage still running is not cut; the loop pauses after
-        it (having committed what it evaluated), then closes and gives the writer lock back, and
-        opening the session again meanwhile continues that same loop (tui/writers.py).
+        Live, it asks first (leave / stay; escape again stays): an Escape meant for a dialog or a
+        pane must not end the session in front of the user. Leaving loses nothing: a stage still
+        running is not cut; the loop pauses after it (having committed what it evaluated), then
+        closes and gives the writer lock back, and opening the session again meanwhile continues
+        that same loop (tui/writers.py). Replay and read-only views leave at once.
         """
-        self._leave()
+        if self.mode != LIVE:
+            self._leave()
+            return
+        from tui.screens.dialogs import ConfirmScreen
+
+        question = f"Leave the live session {getattr(self.repo, 'name', '')} for the session list?"
+        self.app.push_screen(ConfirmScreen(question, yes="leave", no="stay"), self._leave_if)
+
+    def _leave_if(self, leave: bool | None) -> None:
+        if leave and not self._released:
+            self._leave()
 
     def _leave(self) -> None:
         self.release_session()
