@@ -68,6 +68,7 @@ PLAY_INTERVAL_S = 1.0
 REPLAY, LIVE, VIEW = "replay", "live", "view"
 LIVE_ONLY = {"step", "run", "pause", "edit_kernel", "external_editor", "show_approval", "add_rounds"}
 REPLAY_ONLY = {"play"}  # a live branch grows while you watch: nothing to play through
+WRITES_BRANCHES = {"branch", "explore"}  # hidden in a read-only view (issue 46.6)
 STARTS_A_STAGE = {"step", "run", "add_rounds", "branch", "explore"}  # refused (dimmed) while a stage runs
 EXPLORE_WIDTH, EXPLORE_ROUNDS = (
     3,
@@ -402,6 +403,8 @@ class WorkbenchScreen(Screen[None]):
             return False
         if action in REPLAY_ONLY and self.mode == LIVE:
             return False
+        if action in WRITES_BRANCHES and self.mode == VIEW:
+            return False  # read-only: another writer holds the session, or no loop could start
         if action in ("save_edit", "cancel_edit"):
             return self._editing()
         if action == "pane":
