@@ -1,4 +1,4 @@
-"""Small modal dialogs: quit confirmation, a one-line prompt, the help list and the diff view."""
+"""Small modal dialogs: quit confirmation, a one-line prompt, the help list, a summary and the diff view."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import ScrollableContainer, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
@@ -88,6 +88,40 @@ class HelpScreen(ModalScreen[None]):
         ]
         with VerticalScroll():
             yield Static("\n".join(lines), id="help-text")
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class SummaryScreen(ModalScreen[None]):
+    """A title and a preformatted text (an exploration's summary table): lines are kept whole and
+    scroll sideways at 80 columns rather than wrap, so the table's columns stay aligned."""
+
+    DEFAULT_CSS = """
+    SummaryScreen { align: center middle; }
+    SummaryScreen > Vertical { width: 96%; height: auto; max-height: 90%; border: thick $primary;
+                               background: $surface; padding: 0 1; }
+    SummaryScreen #summary-title { height: auto; }
+    SummaryScreen ScrollableContainer { height: auto; max-height: 30; }
+    SummaryScreen #summary-text { width: auto; }
+    """
+
+    BINDINGS = [Binding("escape,enter", "close", "Close", id="summary.close")]
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text(self.title_text, style="bold"), id="summary-title")
+            with ScrollableContainer():
+                yield Static(Text(self.text, no_wrap=True, overflow="ignore"), id="summary-text")
+            yield Static("[b]esc[/b]/[b]enter[/b] close   [b]←/→[/b] scroll")
+
+    def on_mount(self) -> None:
+        self.query_one(ScrollableContainer).focus()  # the arrows scroll a table wider than the screen
 
     def action_close(self) -> None:
         self.dismiss(None)

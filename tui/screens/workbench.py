@@ -585,21 +585,17 @@ class WorkbenchScreen(Screen[None]):
 
     @on(ExploreFinished)
     def _explore_finished(self, message: ExploreFinished) -> None:
+        """The exploration's summary in a dialog, as ``cudaforge explore`` prints it (issue 46.7)."""
+        from tui.explore_summary import headline, summary_text
+        from tui.screens.dialogs import SummaryScreen
+
         self._fill_timeline()
         self.query_one(StatusLine).stop()
         if message.error:
             self.notify(f"explore: {message.error}", severity="error", timeout=10)
         elif message.summary is not None:
-            best = message.summary.best
-            if message.summary.outcome != "finished":
-                self.notify("exploration stopped: X at the same iteration resumes it", timeout=10)
-            elif best is None:
-                self.notify("exploration done: no branch has a correct kernel", timeout=10)
-            else:
-                tied = message.summary.within_spread
-                within = f" ({', '.join(tied)} within its timing spread)" if tied else ""
-                self.notify(f"exploration done: best {best.name} #{best.best_iteration} "
-                            f"{best.best_speedup:.2f}x{within}", timeout=10)  # fmt: skip
+            title, text = headline(message.summary), summary_text(message.summary, self.repo.name)
+            self.app.push_screen(SummaryScreen(title, text))
         self.refresh_bindings()
 
     def _branch_live(self, number: int) -> None:
