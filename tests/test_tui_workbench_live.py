@@ -26,7 +26,7 @@ from tui.app import CudaforgeApp
 from tui.messages import IterationShown
 from tui.screens.approval import ApprovalScreen
 from tui.screens.browser import BrowserScreen
-from tui.screens.dialogs import PromptScreen
+from tui.screens.dialogs import ConfirmScreen, PromptScreen
 from tui.screens.workbench import WorkbenchScreen
 from tui.widgets.footer import KeyFooter
 from tui.widgets.status_line import StatusLine
@@ -130,6 +130,8 @@ async def test_a_saved_edit_says_what_happens_next_and_the_editor_footer_shows_i
         footer = {e.description for e in app.screen.query_one(KeyFooter).entries()}
         assert {"Save edit", "Cancel edit"} <= footer
         await pilot.press(*"# mine\n", "ctrl+s")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))  # the check refuses the fixture
+        await pilot.press("y")  # hand it over all the same
         await until(pilot, lambda: "evaluate your edit" in status(app))
         assert status(app).startswith("your turn: press s to evaluate your edit as #4 (human)")
         notes = " ".join(n.message for n in app._notifications)

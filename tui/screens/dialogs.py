@@ -33,7 +33,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(self.question)
+            yield Static(Text(self.question))  # plain: a question may quote "[rule-id]"
             yield Static(f"[b]y[/b] {self.yes}   [b]n[/b]/[b]esc[/b] {self.no}")
 
     def action_answer(self, value: bool) -> None:

@@ -835,7 +835,34 @@ class WorkbenchScreen(Screen[None]):
         source = self.query_one(KernelPane).end_edit(keep=True)
         self.refresh_bindings()
         if source is not None:
+            self._check_then_hand(source)
+
+    def _check_then_hand(self, source: str) -> None:
+        """``cudaforge check``'s static check first (tui/edit_check.py), its lines in the output pane;
+        a failing edit is kept and the person decides: hand it over anyway, or edit on (issue 46.5)."""
+        from tui.edit_check import check_edit, finding_line
+        from tui.screens.dialogs import ConfirmScreen
+
+        verdict = check_edit(source, getattr(getattr(self.adapter.loop, "options", None), "eval_options", None))
+        self._live_log.extend(verdict.lines())
+        self.query_one(OutputPane).append_build(verdict.lines())
+        if verdict.would_build:
+            warned = f" · {len(verdict.findings)} warning(s) in the Build log" if verdict.findings else ""
+            self.notify(f"check: {verdict.verdict()}{warned}", timeout=4)
             self._hand_kernel(source)
+            return
+
+        def decide(hand: bool | None) -> None:
+            if hand:
+                self._hand_kernel(source)
+            else:  # back to the editor, the edit as it was
+                self.action_edit_kernel()
+                self.query_one(KernelPane).text_area.text = source
+
+        problems = [finding_line(f).strip() for f in verdict.problems]
+        shown = problems[:3] + ([f"… {len(problems) - 3} more in the Build log"] if len(problems) > 3 else [])
+        question = "\n".join([f"The check says your edit {verdict.verdict()}:", *shown, "Hand it to the loop anyway?"])
+        self.app.push_screen(ConfirmScreen(question, yes="hand it over", no="edit on"), decide)
 
     def action_cancel_edit(self) -> None:
         self.query_one(KernelPane).end_edit(keep=False)
@@ -874,7 +901,7 @@ class WorkbenchScreen(Screen[None]):
             self.notify(f"{editor} exited with {completed.returncode}; kernel unchanged", severity="warning")
         elif edited != pane.source:
             pane.show(edited, f"{pane.label} + human edit")
-            self._hand_kernel(edited)
+            self._check_then_hand(edited)
 
     def action_show_approval(self) -> None:
         if self._exploration_waits():
