@@ -160,6 +160,7 @@ class WorkbenchScreen(Screen[None]):
         self._live_result: dict[str, Any] | None = None
         self._live_profile: dict[str, Any] | None = None
         self._rejected: list[str] = []  # notes of the suggestions rejected in the round in progress
+        self._note_draft: tuple[dict[str, Any], str] | None = None  # (suggestion, note) left undecided
         self._task_weak = ""  # the task check's "weak task: …" notice, until an evaluation records its own
         self._released = False
 
@@ -1038,18 +1039,20 @@ class WorkbenchScreen(Screen[None]):
     def _ask_approval(self, event: ev.AwaitingApproval) -> None:
         from tui.screens.approval import ApprovalScreen
 
+        suggestion = dict(event.suggestion)
+        draft = self._note_draft[1] if self._note_draft and self._note_draft[0] == suggestion else ""
+
         def done(result: Approval | None) -> None:
+            self._note_draft = None if result is not None else (suggestion, screen.draft_note)
             if result is not None:
                 self._decide(result, by="human")
             else:
                 self._say_waiting()
 
-        evidence = self.approval_evidence(dict(event.suggestion))
+        evidence = self.approval_evidence(suggestion)
         self.app.clear_notifications()  # an older notice must not sit over the decision
-        self.app.push_screen(
-            ApprovalScreen(dict(event.suggestion), event.flagged, evidence, rejected=self.rejected_notes()),
-            done,
-        )
+        screen = ApprovalScreen(suggestion, event.flagged, evidence, rejected=self.rejected_notes(), note=draft)
+        self.app.push_screen(screen, done)
 
     def rejected_notes(self) -> list[str]:
         """The notes of the suggestions rejected in this round (the loop's own record when it has one)."""
