@@ -543,38 +543,10 @@ class WorkbenchScreen(Screen[None]):
         self.refresh_bindings()
 
     def _ask_explore_gate(self) -> None:
-        """Show the first exploration branch waiting at its gate in the approval view (one at a time;
-        escape leaves it waiting, ``a`` shows it again); after a decision, the next one that waits."""
-        from tui.screens.approval import ApprovalScreen
+        """The next exploration branch waiting at its gate, in the approval view (tui/explore_gate.py)."""
+        from tui.explore_gate import ask_gate
 
-        run = self.exploration
-        waiting = run.awaiting() if run is not None and run.active else []
-        if not waiting or self._gate_shown:
-            return
-        branch, suggestion = waiting[0]
-
-        def done(result: Approval | None) -> None:
-            self._gate_shown = False
-            try:
-                if result is None:
-                    self.query_one(StatusLine).wait_for_human(f"{branch} waits at its gate: a shows it")
-                elif result.decision == "let_go":
-                    run.let_go()
-                    self.notify("every branch goes on without asking")
-                elif result.decision == "reject":
-                    run.reject(branch, result.note)
-                else:
-                    run.approve(branch, result.suggestion)
-            except Exception as error:  # ExploreError: the branch stopped waiting meanwhile (a stop)
-                self.notify(f"explore: {error}", severity="warning")
-            self.refresh_bindings()
-            if result is not None:
-                self._ask_explore_gate()
-
-        evidence = self.approval_evidence(suggestion, self.repo.history(branch))
-        self._gate_shown = True
-        self.app.clear_notifications()
-        self.app.push_screen(ApprovalScreen(suggestion, False, evidence, branch=branch), done)
+        ask_gate(self)
 
     @on(ExploreLine)
     def _explore_line(self, message: ExploreLine) -> None:
@@ -839,31 +811,10 @@ class WorkbenchScreen(Screen[None]):
             self._check_then_hand(source)
 
     def _check_then_hand(self, source: str) -> None:
-        """``cudaforge check``'s static check first (tui/edit_check.py), its lines in the output pane;
-        a failing edit is kept and the person decides: hand it over anyway, or edit on (issue 46.5)."""
-        from tui.edit_check import check_edit, finding_line
-        from tui.screens.dialogs import ConfirmScreen
+        """The static check first, then the loop, or back to the editor (tui/edit_flow.py)."""
+        from tui.edit_flow import check_then_hand
 
-        verdict = check_edit(source, getattr(getattr(self.adapter.loop, "options", None), "eval_options", None))
-        self._live_log.extend(verdict.lines())
-        self.query_one(OutputPane).append_build(verdict.lines())
-        if verdict.would_build:
-            warned = f" · {len(verdict.findings)} warning(s) in the Build log" if verdict.findings else ""
-            self.notify(f"check: {verdict.verdict()}{warned}", timeout=4)
-            self._hand_kernel(source)
-            return
-
-        def decide(hand: bool | None) -> None:
-            if hand:
-                self._hand_kernel(source)
-            else:  # back to the editor, the edit as it was
-                self.action_edit_kernel()
-                self.query_one(KernelPane).text_area.text = source
-
-        problems = [finding_line(f).strip() for f in verdict.problems]
-        shown = problems[:3] + ([f"… {len(problems) - 3} more in the Build log"] if len(problems) > 3 else [])
-        question = "\n".join([f"The check says your edit {verdict.verdict()}:", *shown, "Hand it to the loop anyway?"])
-        self.app.push_screen(ConfirmScreen(question, yes="hand it over", no="edit on"), decide)
+        check_then_hand(self, source)
 
     def action_cancel_edit(self) -> None:
         self.query_one(KernelPane).end_edit(keep=False)
