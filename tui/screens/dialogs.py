@@ -97,14 +97,7 @@ class SummaryScreen(ModalScreen[None]):
     """A title and a preformatted text (an exploration's summary table): lines are kept whole and
     scroll sideways at 80 columns rather than wrap, so the table's columns stay aligned."""
 
-    DEFAULT_CSS = """
-    SummaryScreen { align: center middle; }
-    SummaryScreen > Vertical { width: 96%; height: auto; max-height: 90%; border: thick $primary;
-                               background: $surface; padding: 0 1; }
-    SummaryScreen #summary-title { height: auto; }
-    SummaryScreen ScrollableContainer { height: auto; max-height: 30; }
-    SummaryScreen #summary-text { width: auto; }
-    """
+    CSS_PATH = "../styles/dialogs.tcss"
 
     BINDINGS = [Binding("escape,enter", "close", "Close", id="summary.close")]
 
