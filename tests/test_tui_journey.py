@@ -269,7 +269,9 @@ def journey(term: Terminal, wide: bool) -> None:
         screen = term.wait(f"opened {attempt}", "kernel · iter")
         assert "read-only" not in " ".join(screen.split()).replace("python · read-only", ""), screen
         assert "being written" not in screen and "could not start" not in screen, screen
-        term.keys("Escape")
+        term.keys("Escape")  # live: it asks first
+        term.wait(f"leave {attempt}?", "Leave the live session", "y leave")
+        term.keys("y")
         term.wait(f"back {attempt}", "1 session in")
 
     # 9. resume: the interrupted round goes on (its stored target, #5) and the Judge reads #3
@@ -280,6 +282,8 @@ def journey(term: Terminal, wide: bool) -> None:
     term.keys("Escape")  # decide later
     term.wait("decide later", "your turn: approve, edit or reject the suggestion")
     term.keys("Escape")
+    term.wait("leave?", "Leave the live session")
+    term.keys("y")
     term.wait("back to the browser", "1 session in")
 
     # 10. replay it, read-only, step by step

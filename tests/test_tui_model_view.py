@@ -238,7 +238,7 @@ async def test_enter_on_a_task_without_a_session_creates_it_and_opens_the_workbe
         with SessionRepo.open(session) as repo:
             assert repo.task_source == TASK_TEXT and repo.task_name == "head"
             assert repo.settings()["settings"]["models"]["coder"] == app.config.models.coder
-        await pilot.press("escape")  # back to the model view, which reads the folder again
+        await pilot.press("escape", "y")  # leave: back to the model view, which reads the folder again
         assert isinstance(app.screen, ModelScreen)
         await settled(app, pilot, after=reads)
         assert any("head 1 30.0% 0 iterations —" in line for line in rows(app)), rows(app)

@@ -149,6 +149,7 @@ async def test_x_explores_the_ideas_the_person_ticks_and_the_timeline_grows(
     """``X`` on a live session: the Judge's three ideas in the chooser, two ticked, one round each; the
     branches are committed with the person as the approver and the timeline shows them with their state."""
     from engine.explore.plan import load_plan
+    from tui.screens.dialogs import SummaryScreen
     from tui.screens.explore import ExploreChooser
 
     repo = _seeded_for_explore(tmp_path, ext_cache, monkeypatch)
@@ -171,6 +172,9 @@ async def test_x_explores_the_ideas_the_person_ticks_and_the_timeline_grows(
             await asyncio.sleep(0.3)
         await pilot.pause(0.3)
         labels = " ".join(workbench.query_one(Timeline).labels())
+        summary = app.screen  # the exploration's summary, as `cudaforge explore` prints it (issue 46.7)
+        assert isinstance(summary, SummaryScreen) and summary.title_text.startswith("exploration done: best")
+        assert "explore/0-1" in summary.text and "explore/0-2" in summary.text
     plan = load_plan(repo.path, 0)
     assert plan is not None and [b.idea["bottleneck"] for b in plan.branches] == [
         "the Python wrapper's overhead", "branch mispredictions"]  # fmt: skip

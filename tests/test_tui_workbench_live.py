@@ -26,7 +26,7 @@ from tui.app import CudaforgeApp
 from tui.messages import IterationShown
 from tui.screens.approval import ApprovalScreen
 from tui.screens.browser import BrowserScreen
-from tui.screens.dialogs import PromptScreen
+from tui.screens.dialogs import ConfirmScreen, PromptScreen
 from tui.screens.workbench import WorkbenchScreen
 from tui.widgets.footer import KeyFooter
 from tui.widgets.status_line import StatusLine
@@ -130,6 +130,8 @@ async def test_a_saved_edit_says_what_happens_next_and_the_editor_footer_shows_i
         footer = {e.description for e in app.screen.query_one(KeyFooter).entries()}
         assert {"Save edit", "Cancel edit"} <= footer
         await pilot.press(*"# mine\n", "ctrl+s")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))  # the check refuses the fixture
+        await pilot.press("y")  # hand it over all the same
         await until(pilot, lambda: "evaluate your edit" in status(app))
         assert status(app).startswith("your turn: press s to evaluate your edit as #4 (human)")
         notes = " ".join(n.message for n in app._notifications)
@@ -199,7 +201,7 @@ async def test_escape_hands_the_session_back_and_the_browser_opens_it_again(
             await until(pilot, lambda: isinstance(app.screen, WorkbenchScreen))
             await pilot.pause()
             assert app.screen.mode == "live", [n.message for n in app._notifications]
-            await pilot.press("escape")
+            await pilot.press("escape", "y")  # live: leave (not stay)
             await until(pilot, lambda: isinstance(app.screen, BrowserScreen))
             # the lock is free for anyone, not only for this process: another one can take it now
             taken = subprocess.run(
@@ -230,7 +232,7 @@ async def test_escape_while_a_stage_runs_leaves_at_once_and_the_loop_hands_back_
         await pilot.press("s")
         await pilot.pause(0.1)
         await pilot.press("s")  # a second s while the stage runs starts nothing
-        await pilot.press("escape")  # nothing to ask: the stage is not cut, nothing is lost
+        await pilot.press("escape", "y")  # leave: the stage is not cut, nothing is lost
         await until(pilot, lambda: isinstance(app.screen, BrowserScreen))
         # FakeLoop.pause opens its gate: the stage ends, then the loop is closed (the lock goes back)
         await until(pilot, lambda: [c[0] for c in loops[0].calls] == ["step", "pause", "close"])

@@ -72,7 +72,7 @@ async def test_leaving_a_session_gives_its_lock_back_and_reopening_takes_it_agai
         await pilot.pause()
         assert isinstance(app.screen, WorkbenchScreen) and app.screen.mode == "live"
         assert read_lock_pid(lock) is not None  # the loop is the writer
-        await pilot.press("escape")
+        await pilot.press("escape", "y")  # live: leave, not stay
         await pilot.pause()
         assert isinstance(app.screen, BrowserScreen)
         assert not lock.exists()  # handed back: another process may write the session now
@@ -99,7 +99,7 @@ async def test_reopening_while_the_left_loop_finishes_its_build_continues_that_l
         await _until(pilot, lambda: not first.busy)
         await pilot.press("s")  # its evaluation, held in the build
         await asyncio.to_thread(wait_for_hold, hold, "build@0", lambda: True)
-        await pilot.press("escape")  # left while building: the loop finishes the build, then pauses
+        await pilot.press("escape", "y")  # left while building: the loop finishes the build, then pauses
         await pilot.pause()
         assert (root / "relu" / LOCK_FILENAME).exists()  # still the writer: its build is not done
         await pilot.press("o")

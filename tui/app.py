@@ -343,18 +343,23 @@ class CudaforgeApp(App[int]):
     def continue_on_branch(self, repo: SessionRepo, branch: str) -> bool:
         """Hook for ``b`` in replay: resume the loop live on a new branch. True when it did.
 
-        Needs a loop: with a ``loop_factory`` this switches the session to the branch and opens a
-        live workbench on it; without one it returns False and the replay screen tells the user.
+        Needs a loop: with a ``loop_factory`` this switches the session to the branch, makes the loop
+        there and opens a live workbench on it; without one it returns False and the replay screen
+        tells the user. The switch comes first: a loop writes the branch checked out when it is made
+        (``Loop(branch=None)`` is HEAD), so one made before it committed on the old branch while the
+        screen showed the new one, and its agents read the old branch's history (issue 46.1).
         """
         factory = self.loop_factory
+        previous = repo.current_branch
+        repo.switch_branch(branch)
         try:  # make the loop before leaving replay: a missing key or a bad config keeps the user here
             loop = factory(repo, lambda event: None)
         except Exception as error:
+            loop = None
             self.notify(f"The loop could not start ({error}).", severity="warning")
-            return False
         if loop is None:
+            repo.switch_branch(previous)
             return False
-        repo.switch_branch(branch)
 
         def reuse(_repo: SessionRepo, on_event: Any) -> Any:
             loop.on_event = on_event  # the workbench's adapter receives its events from now on

@@ -270,18 +270,25 @@ class Loop:
         """A human's kernel: evaluated and committed with phase ``human`` at the next stage boundary.
 
         Whatever the round had produced so far is dropped, except its LLM calls, which stay in the
-        transcript of the human's commit so their cost is not lost.
+        transcript of the human's commit so their cost is not lost, and the human's decisions on the
+        round's suggestions (rejections with their notes, an approval): they are the person's record,
+        which the history table gives the agents in later rounds (ARCHITECTURE.md §7; issue 46.2).
         """
 
         def apply() -> None:
-            carried = list(self.pending.transcript)
+            p = self.pending
             self.pending = Pending(
                 branch=self.branch,
                 base=branch_tip(self.session, self.branch),
                 stage=EVALUATE,
                 phase="human",
                 kernel=source,
-                transcript=carried,
+                transcript=list(p.transcript),
+                suggestion=p.suggestion,
+                approved=p.approved,
+                approved_by=p.approved_by,
+                edited=p.edited,
+                rejections=list(p.rejections),
             )
             save_journal(self.session, self.pending)
 

@@ -9,7 +9,8 @@ fills the view and ``v`` swaps in the evidence — one key away, the verdict alw
 Keyboard only. ``e`` turns the suggestion into editable text (ctrl+s approves the edited text);
 ``r`` asks for a note for the Judge. The result is an :class:`Approval` the workbench hands to
 the loop; escape closes the view undecided (``a`` in the workbench brings it back) and ``q``
-quits, as everywhere. At an exploration branch's gate the title names the branch, and ``g`` lets
+quits, as everywhere; from the evidence (``v``) it goes back to the suggestion first. A note typed
+and left (escape) is still there when ``r`` is pressed again, and when ``a`` reopens the view. At an exploration branch's gate the title names the branch, and ``g`` lets
 every branch go on without asking. After a rejection the next suggestion says so on a line of its own (which
 one it is this round, and the note it answers), so it never looks like the one just rejected.
 """
@@ -61,8 +62,10 @@ class ApprovalScreen(ModalScreen[Approval]):
         evidence: ApprovalEvidence | None = None,
         rejected: list[str] | None = None,
         branch: str = "",
+        note: str = "",
     ) -> None:
         """``rejected``: the notes of the suggestions already rejected in this round, oldest first.
+        ``note``: a note typed for this suggestion before the view was closed undecided (``draft_note``).
         ``branch``: an exploration's branch waiting at its gate (tui/explore_run.py): the title names it,
         and ``g`` lets every branch of the exploration go on without asking (an :class:`Approval` of
         ``let_go``)."""
@@ -72,6 +75,7 @@ class ApprovalScreen(ModalScreen[Approval]):
         self.flagged = flagged
         self.evidence = evidence
         self.rejected = list(rejected or [])
+        self.note = note
         self.mode = "view"
 
     def compose(self) -> ComposeResult:
@@ -86,7 +90,7 @@ class ApprovalScreen(ModalScreen[Approval]):
                 with VerticalScroll(id="approval-evidence"):
                     yield Static(evidence_text(self.evidence), id="approval-evidence-body")
             yield TextArea(suggestion_text(self.suggestion), id="approval-edit")
-            yield Input(placeholder="note for the Coder, enter to reject", id="approval-note")
+            yield Input(self.note, placeholder="note for the Coder, enter to reject", id="approval-note")
             yield Static(self._view_keys(), id="approval-keys")
 
     def _title(self) -> Text:
@@ -189,8 +193,18 @@ class ApprovalScreen(ModalScreen[Approval]):
         event.stop()
         self.dismiss(Approval("reject", self.suggestion, note=event.value))
 
+    @property
+    def draft_note(self) -> str:
+        """The note typed so far (kept by the workbench when the view closes undecided)."""
+        return self.query_one(Input).value
+
     def action_back(self) -> None:
-        """Escape: out of editing or the note, back to the view; in the view, close it undecided."""
+        """Escape: out of editing or the note, back to the view; from the evidence (80 columns), back
+        to the suggestion, the view still open and the note as typed (issue 46.4); in the view, close
+        it undecided."""
+        if self.mode == "view" and self.has_class("-narrow", "-evidence"):
+            self.action_toggle_evidence()
+            return
         if self.mode == "view":
             self.dismiss(None)
             return

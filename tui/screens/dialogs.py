@@ -1,4 +1,4 @@
-"""Small modal dialogs: quit confirmation, a one-line prompt, the help list and the diff view."""
+"""Small modal dialogs: quit confirmation, a one-line prompt, the help list, a summary and the diff view."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import ScrollableContainer, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
@@ -16,7 +16,8 @@ from tui.model import unified_diff
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    """Yes/no; ``y`` or enter says yes, ``n`` or escape says no."""
+    """Yes/no; ``y`` or enter says yes, ``n`` or escape says no. ``yes``/``no`` name the two answers
+    (``leave``/``stay``): escape, pressed once more by a hand that meant to leave, takes the safe one."""
 
     CSS_PATH = "../styles/dialogs.tcss"
 
@@ -25,14 +26,15 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "No", id="confirm.no"),
     ]
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, question: str, yes: str = "yes", no: str = "no") -> None:
         super().__init__()
         self.question = question
+        self.yes, self.no = yes, no
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(self.question)
-            yield Static("[b]y[/b] yes   [b]n[/b] no")
+            yield Static(Text(self.question))  # plain: a question may quote "[rule-id]"
+            yield Static(f"[b]y[/b] {self.yes}   [b]n[/b]/[b]esc[/b] {self.no}")
 
     def action_answer(self, value: bool) -> None:
         self.dismiss(value)
@@ -86,6 +88,33 @@ class HelpScreen(ModalScreen[None]):
         ]
         with VerticalScroll():
             yield Static("\n".join(lines), id="help-text")
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class SummaryScreen(ModalScreen[None]):
+    """A title and a preformatted text (an exploration's summary table): lines are kept whole and
+    scroll sideways at 80 columns rather than wrap, so the table's columns stay aligned."""
+
+    CSS_PATH = "../styles/dialogs.tcss"
+
+    BINDINGS = [Binding("escape,enter", "close", "Close", id="summary.close")]
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text(self.title_text, style="bold"), id="summary-title")
+            with ScrollableContainer():
+                yield Static(Text(self.text, no_wrap=True, overflow="ignore"), id="summary-text")
+            yield Static("[b]esc[/b]/[b]enter[/b] close   [b]←/→[/b] scroll")
+
+    def on_mount(self) -> None:
+        self.query_one(ScrollableContainer).focus()  # the arrows scroll a table wider than the screen
 
     def action_close(self) -> None:
         self.dismiss(None)

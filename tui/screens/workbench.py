@@ -7,8 +7,8 @@
 
 Live, the status line says what runs, or whom the loop waits for and the key that goes on
 (:mod:`tui.loop_status`); ``+`` adds rounds to the branch (``Loop.add_rounds``); ``b`` branches
-the loop itself (``Loop.branch_from``). Leaving with Escape hands the session back without asking:
-a running stage ends (and is committed) first, then the loop is closed and the writer lock released;
+the loop itself (``Loop.branch_from``). Leaving with Escape asks first (live only), then hands the session
+back: a running stage ends (and is committed) first, then the loop is closed and the writer lock released;
 reopening meanwhile continues that loop (``tui/writers.py``, ARCHITECTURE.md §8).
 
 Below ``NARROW_WIDTH`` columns the panes become tabs (80×24 over SSH stays usable); the screen
@@ -69,6 +69,7 @@ PLAY_INTERVAL_S = 1.0
 REPLAY, LIVE, VIEW = "replay", "live", "view"
 LIVE_ONLY = {"step", "run", "pause", "edit_kernel", "external_editor", "show_approval", "add_rounds"}
 REPLAY_ONLY = {"play"}  # a live branch grows while you watch: nothing to play through
+WRITES_BRANCHES = {"branch", "explore"}  # hidden in a read-only view (issue 46.6)
 STARTS_A_STAGE = {"step", "run", "add_rounds", "branch", "explore"}  # refused (dimmed) while a stage runs
 EXPLORE_WIDTH, EXPLORE_ROUNDS = (
     3,
@@ -162,6 +163,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self._live_result: dict[str, Any] | None = None
         self._live_profile: dict[str, Any] | None = None
         self._rejected: list[str] = []  # notes of the suggestions rejected in the round in progress
+        self._note_draft: tuple[dict[str, Any], str] | None = None  # (suggestion, note) left undecided
         self._task_weak = ""  # the task check's "weak task: …" notice, until an evaluation records its own
         self._released = False
 
@@ -416,6 +418,8 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
             return False
         if action in REPLAY_ONLY and self.mode == LIVE:
             return False
+        if action in WRITES_BRANCHES and self.mode == VIEW:
+            return False  # read-only: another writer holds the session, or no loop could start
         if action in ("save_edit", "cancel_edit"):
             return self._editing()
         if action == "pane":
@@ -553,38 +557,10 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self.refresh_bindings()
 
     def _ask_explore_gate(self) -> None:
-        """Show the first exploration branch waiting at its gate in the approval view (one at a time;
-        escape leaves it waiting, ``a`` shows it again); after a decision, the next one that waits."""
-        from tui.screens.approval import ApprovalScreen
+        """The next exploration branch waiting at its gate, in the approval view (tui/explore_gate.py)."""
+        from tui.explore_gate import ask_gate
 
-        run = self.exploration
-        waiting = run.awaiting() if run is not None and run.active else []
-        if not waiting or self._gate_shown:
-            return
-        branch, suggestion = waiting[0]
-
-        def done(result: Approval | None) -> None:
-            self._gate_shown = False
-            try:
-                if result is None:
-                    self.query_one(StatusLine).wait_for_human(f"{branch} waits at its gate: a shows it")
-                elif result.decision == "let_go":
-                    run.let_go()
-                    self.notify("every branch goes on without asking")
-                elif result.decision == "reject":
-                    run.reject(branch, result.note)
-                else:
-                    run.approve(branch, result.suggestion)
-            except Exception as error:  # ExploreError: the branch stopped waiting meanwhile (a stop)
-                self.notify(f"explore: {error}", severity="warning")
-            self.refresh_bindings()
-            if result is not None:
-                self._ask_explore_gate()
-
-        evidence = self.approval_evidence(suggestion, self.repo.history(branch))
-        self._gate_shown = True
-        self.app.clear_notifications()
-        self.app.push_screen(ApprovalScreen(suggestion, False, evidence, branch=branch), done)
+        ask_gate(self)
 
     @on(ExploreLine)
     def _explore_line(self, message: ExploreLine) -> None:
@@ -596,21 +572,17 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
 
     @on(ExploreFinished)
     def _explore_finished(self, message: ExploreFinished) -> None:
+        """The exploration's summary in a dialog, as ``cudaforge explore`` prints it (issue 46.7)."""
+        from tui.explore_summary import headline, summary_text
+        from tui.screens.dialogs import SummaryScreen
+
         self._fill_timeline()
         self.query_one(StatusLine).stop()
         if message.error:
             self.notify(f"explore: {message.error}", severity="error", timeout=10)
         elif message.summary is not None:
-            best = message.summary.best
-            if message.summary.outcome != "finished":
-                self.notify("exploration stopped: X at the same iteration resumes it", timeout=10)
-            elif best is None:
-                self.notify("exploration done: no branch has a correct kernel", timeout=10)
-            else:
-                tied = message.summary.within_spread
-                within = f" ({', '.join(tied)} within its timing spread)" if tied else ""
-                self.notify(f"exploration done: best {best.name} #{best.best_iteration} "
-                            f"{best.best_speedup:.2f}x{within}", timeout=10)  # fmt: skip
+            title, text = headline(message.summary), summary_text(message.summary, self.repo.name)
+            self.app.push_screen(SummaryScreen(title, text))
         self.refresh_bindings()
 
     def _branch_live(self, number: int) -> None:
@@ -705,11 +677,23 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
     def action_back(self) -> None:
         """Back to the session browser, handing the session back (ARCHITECTURE.md §8).
 
-        Nothing is asked and nothing is lost: a stage still running is not cut; the loop pauses after
-        it (having committed what it evaluated), then closes and gives the writer lock back, and
-        opening the session again meanwhile continues that same loop (tui/writers.py).
+        Live, it asks first (leave / stay; escape again stays): an Escape meant for a dialog or a
+        pane must not end the session in front of the user. Leaving loses nothing: a stage still
+        running is not cut; the loop pauses after it (having committed what it evaluated), then
+        closes and gives the writer lock back, and opening the session again meanwhile continues
+        that same loop (tui/writers.py). Replay and read-only views leave at once.
         """
-        self._leave()
+        if self.mode != LIVE:
+            self._leave()
+            return
+        from tui.screens.dialogs import ConfirmScreen
+
+        question = f"Leave the live session {getattr(self.repo, 'name', '')} for the session list?"
+        self.app.push_screen(ConfirmScreen(question, yes="leave", no="stay"), self._leave_if)
+
+    def _leave_if(self, leave: bool | None) -> None:
+        if leave and not self._released:
+            self._leave()
 
     def _leave(self) -> None:
         self.release_session()
@@ -838,7 +822,13 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         source = self.query_one(KernelPane).end_edit(keep=True)
         self.refresh_bindings()
         if source is not None:
-            self._hand_kernel(source)
+            self._check_then_hand(source)
+
+    def _check_then_hand(self, source: str) -> None:
+        """The static check first, then the loop, or back to the editor (tui/edit_flow.py)."""
+        from tui.edit_flow import check_then_hand
+
+        check_then_hand(self, source)
 
     def action_cancel_edit(self) -> None:
         self.query_one(KernelPane).end_edit(keep=False)
@@ -877,7 +867,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
             self.notify(f"{editor} exited with {completed.returncode}; kernel unchanged", severity="warning")
         elif edited != pane.source:
             pane.show(edited, f"{pane.label} + human edit")
-            self._hand_kernel(edited)
+            self._check_then_hand(edited)
 
     def action_show_approval(self) -> None:
         if self._exploration_waits():
@@ -1014,18 +1004,20 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
     def _ask_approval(self, event: ev.AwaitingApproval) -> None:
         from tui.screens.approval import ApprovalScreen
 
+        suggestion = dict(event.suggestion)
+        draft = self._note_draft[1] if self._note_draft and self._note_draft[0] == suggestion else ""
+
         def done(result: Approval | None) -> None:
+            self._note_draft = None if result is not None else (suggestion, screen.draft_note)
             if result is not None:
                 self._decide(result, by="human")
             else:
                 self._say_waiting()
 
-        evidence = self.approval_evidence(dict(event.suggestion))
+        evidence = self.approval_evidence(suggestion)
         self.app.clear_notifications()  # an older notice must not sit over the decision
-        self.app.push_screen(
-            ApprovalScreen(dict(event.suggestion), event.flagged, evidence, rejected=self.rejected_notes()),
-            done,
-        )
+        screen = ApprovalScreen(suggestion, event.flagged, evidence, rejected=self.rejected_notes(), note=draft)
+        self.app.push_screen(screen, done)
 
     def rejected_notes(self) -> list[str]:
         """The notes of the suggestions rejected in this round (the loop's own record when it has one)."""
