@@ -14,6 +14,7 @@ import pytest
 from engine.eval.evaluate import evaluate
 from engine.eval.options import EvalOptions
 from engine.eval.result import EvalResult
+from engine.eval.timing import TimingPlan
 from tests.fixtures.defences.cpu_family import candidate
 
 FIXTURES = Path(__file__).parent / "fixtures" / "defences"
@@ -102,6 +103,12 @@ def test_a_kernel_hard_coded_to_its_shape_is_reported_and_refused_only_when_aske
     honest = run("softmax_rows", "softmax_rows", ext_cache, shapes=True)
     assert honest.status == "correct" and [v["status"] for v in honest.shapes["variants"]] == ["correct"] * 3
     assert "shape-specific" not in runtime_rules(honest)
+    assert not any("speedup" in v for v in honest.shapes["variants"])  # no timing asked, no speed per shape
+    timed = run("softmax_rows", "softmax_rows", ext_cache, shapes=True, do_timing=True, trials=1,
+                timing=TimingPlan(min_trials=5, budget_s=0.5))  # fmt: skip
+    for variant in timed.shapes["variants"]:  # the report's speed at each shape, with its interval
+        low, high = variant["speedup_interval"]
+        assert variant["speedup"] > 0 and low <= variant["speedup"] <= high and variant["timed_calls"] >= 5
 
     fixed = run("softmax_rows", "softmax_512", ext_cache, shapes=True)
     assert fixed.status == "correct", fixed.messages  # never a refusal under the default policy

@@ -181,8 +181,10 @@ def test_a_record_without_an_interval_shows_the_bare_speedup_and_the_rule_is_exp
 
 def test_the_best_kernel_is_shown_at_each_shape_it_was_tested_at(tmp_path: Path) -> None:
     shapes = {"sizes": {"N": 4096}, "note": "", "variants": [
-        {"name": "half", "sizes": {"N": 2048}, "status": "correct", "message": ""},
+        {"name": "half", "sizes": {"N": 2048}, "status": "correct", "message": "", "speedup": 3.2,
+         "speedup_interval": [3.0, 3.5], "kernel_ms": 0.03},
         {"name": "odd", "sizes": {"N": 4095}, "status": "incorrect", "message": "max abs error 1.0 at [7]"},
+        {"name": "odd-half", "sizes": {"N": 2047}, "status": "correct", "message": ""},  # an older record
     ]}  # fmt: skip
     session = new_session(tmp_path)
     _record(session, _eval(0.100, 0.095, 0.105, shapes={"sizes": {}, "variants": [], "note": "x"}), seed=True)
@@ -194,8 +196,9 @@ def test_the_best_kernel_is_shown_at_each_shape_it_was_tested_at(tmp_path: Path)
     assert page.table_after("h2", "Shapes") == [
         ["shape", "sizes", "result", "speedup"],
         ["the task's own", "N=4096", "correct", "4.00× ±0.10"],
-        ["half", "N=2048", "correct", "not timed (correctness only)"],
+        ["half", "N=2048", "correct", "3.20× ±0.30"],
         ["odd", "N=4095", "incorrect max abs error 1.0 at [7]", "not timed (correctness only)"],
+        ["odd-half", "N=2047", "correct", "not timed (correctness only)"],
     ]
 
 

@@ -115,12 +115,41 @@ def shapes_refused(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
                     weak = ""
                 entry["status"] = "correct" if outcome.passed and not weak else "incorrect"
                 entry["message"] = weak or outcome.message
+                if entry["status"] == "correct" and ev.job.do_timing:
+                    entry.update(_speed_at_shape(ev, reference, new, inputs))
             except Exception as error:  # noqa: BLE001 - the candidate's failure at this shape is the finding
                 entry["status"], entry["message"] = "error", f"{type(error).__name__}: {str(error)[:200]}"
                 if "CUDA" in str(error):
                     break  # the context may be poisoned: later shapes would fail for that alone
     record["seconds"] = time.monotonic() - started
     return _shape_finding(ev, record)
+
+
+#: a shape's speed is indicative: a few calls on one input set, each flushed, beside the reference's
+SHAPE_TIMING_TRIALS = 20
+SHAPE_TIMING_BUDGET_S = 2.0
+
+
+def _speed_at_shape(ev: Evaluation, reference: Any, new: Any, inputs: Any) -> dict[str, Any]:
+    """The candidate's speedup at a shape it was correct at, with its bootstrap interval (the report's
+    "speed at each tested shape"): fewer calls than the task's own timing, so a guide, not the verdict."""
+    from engine.eval.timing import TimingPlan, make_timer, time_models
+
+    plan = TimingPlan(min_trials=SHAPE_TIMING_TRIALS, budget_s=SHAPE_TIMING_BUDGET_S, warmup_calls=2, block=5)
+    try:
+        timing = time_models(lambda: new(*inputs), lambda: reference(*inputs), ev.device, plan,
+                             make_timer(ev.device, ev.l2))  # fmt: skip
+    except Exception as error:  # noqa: BLE001 - no speed at this shape is only a missing figure
+        return {"timing_note": f"not timed: {type(error).__name__}: {str(error)[:120]}"}
+    if timing is None or timing.candidate.median_ms <= 0:
+        return {}
+    return {
+        "speedup": timing.reference.median_ms / timing.candidate.median_ms,
+        "speedup_interval": timing.speedup_interval,
+        "kernel_ms": timing.candidate.median_ms,
+        "reference_ms": timing.reference.median_ms,
+        "timed_calls": timing.candidate.n,
+    }
 
 
 def _shape_finding(ev: Evaluation, record: dict[str, Any]) -> bool:
