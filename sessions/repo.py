@@ -87,6 +87,8 @@ class SessionRepo:
         self._mutex = threading.RLock()
         self._lock = WriterLock(self.path / LOCK_FILENAME, label=self.name)
         self._history_cache: dict[str, list[Iteration]] = {}
+        # what ranks each commit (its eval.json read once: a commit never changes), by (branch, sha)
+        self._measured_cache: dict[tuple[str, str], ranking.Measured] = {}
         self._tree_cache: dict[str, dict[str, str]] = {}
         self._root: gitstore.LogEntry | None = None
 
@@ -352,7 +354,17 @@ class SessionRepo:
         """The branch's best correct iteration by the noise-aware rule (sessions.ranking.leader: a later
         kernel takes the lead only by beating the best beyond both timings' spread), or None."""
         correct = [it for it in self.history(branch) if it.correct]
-        return _leader(branch or self.current_branch, correct)
+        name = branch or self.current_branch
+        best = ranking.leader(self.measured(name, it) for it in correct)
+        return next(it for it in correct if it.sha == best.sha) if best is not None else None
+
+    def measured(self, branch: str, iteration: Iteration) -> ranking.Measured:
+        """``ranking.measured(branch, iteration)``, read once per commit (its eval.json never changes)."""
+        key = (branch, iteration.sha)
+        found = self._measured_cache.get(key)
+        if found is None:
+            found = self._measured_cache[key] = ranking.measured(branch, iteration)
+        return found
 
     def session_best(self) -> tuple[Iteration, str] | None:
         """The best correct iteration of every branch together, and a branch that holds it (``main`` or the
@@ -364,7 +376,7 @@ class SessionRepo:
                 if it.correct and it.sha not in holder:
                     holder[it.sha] = (it, name)
         in_order = sorted(holder.values(), key=lambda pair: (pair[0].timestamp, pair[0].number))
-        best = ranking.leader(ranking.measured(name, it) for it, name in in_order)
+        best = ranking.leader(self.measured(name, it) for it, name in in_order)
         return holder[best.sha] if best is not None else None
 
     def all_iterations(self) -> list[Iteration]:
@@ -587,7 +599,3 @@ def _trailer_text(commit_message: str | bytes) -> str:
 def _to_datetime(timestamp: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(timestamp, tz=dt.timezone.utc).astimezone()
 
-
-def _leader(branch: str, correct: list[Iteration]) -> Iteration | None:
-    best = ranking.leader(ranking.measured(branch, it) for it in correct)
-    return next(it for it in correct if it.sha == best.sha) if best is not None else None

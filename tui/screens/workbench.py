@@ -361,7 +361,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
     def _fill_status(self) -> None:
         status = self.query_one(StatusLine)
         upto = self.history[: self.index + 1] if self.mode != LIVE else self.history
-        correct = [ranking.measured(self.branch, it) for it in upto if it.correct and it.speedup is not None]
+        correct = [self.repo.measured(self.branch, it) for it in upto if it.correct and it.speedup is not None]
         leader = ranking.leader(correct)  # the timeline's ★ by the same rule, up to the shown iteration
         best = next(it for it in upto if it.sha == leader.sha) if leader is not None else None
         status.best = best.speedup if best else None
