@@ -203,7 +203,8 @@ def within_spread(best: Measured, others: list[Measured], how: str) -> list[Meas
     per-call times overlap. Kernels that differ by less than their own timing noise (on the H200, three
     level-2 kernels whose time was mostly the same cuDNN convolution) swap places from run to run, and
     the summary says so rather than name one as if it were surely faster. Only when ranked by kernel
-    time: a speedup carries no spread of its own."""
+    time: across devices the per-call ranges are not comparable (the speedups' own intervals are,
+    through :func:`beats`)."""
     if how != KERNEL_TIME or best.kernel_p25_ms is None or best.kernel_p75_ms is None:
         return []
     return [
