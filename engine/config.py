@@ -64,6 +64,10 @@ class ModelsConfig:
 class LoopConfig:
     rounds: int = 10
     approval: ApprovalPolicy = "ask"  # ask | auto | ask-if-flagged (engine.approval)
+    #: how often the Coder is told its kernel repeats an earlier one before the repeat is committed
+    repeat_asks: int = 1
+    #: a correct kernel within this fraction of the branch's best is re-timed beside it (0: never)
+    retime_within: float = 0.05
 
 
 COMPILE_MODES = ("default", "max-autotune")  # torch.compile modes a baseline may use (engine.eval.baselines)
@@ -309,6 +313,8 @@ def validate(config: Config) -> None:
     choice(config.eval.sandbox, SANDBOX_MODES, "[eval] sandbox")
     if config.loop.rounds < 0:
         raise ConfigError("[loop] rounds must be >= 0")
+    if config.loop.repeat_asks < 0 or config.loop.retime_within < 0:
+        raise ConfigError("[loop] repeat_asks and retime_within must be >= 0")
     if config.eval.trials < 1 or config.eval.timing_trials < 1:
         raise ConfigError("[eval] trials and timing_trials must be at least 1")
     if isinstance(config.profile.metrics, str):

@@ -82,8 +82,9 @@ class Measured:
 
 def measured(branch: str, iteration: Any) -> Measured:
     """``iteration`` (sessions.records.Iteration, correct) as :class:`Measured`, from its eval.json."""
+    reader = getattr(iteration, "read_json", None)  # a plain record (number, status, speedup) has none
     try:
-        result = iteration.read_json("eval.json")
+        result = reader("eval.json") if reader is not None else {}
     except (SessionError, ValueError):  # no readable record: no time, so the speedup ranks
         result = {}
     timing = result.get("timing") or {}

@@ -34,6 +34,9 @@ CONFIG = (
     '[sessions]\ndir = "{sessions}"\n'
     '[models]\ncoder = "scripted/{steady}/coder"\njudge = "scripted/{steady}/judge"\n'
     '[loop]\nrounds = {rounds}\napproval = "auto"\n'
+    # a resumed process's scripted Coder starts its replies over, so it repeats kernels the session
+    # holds: told of each, it reaches its next new one as the uninterrupted run did (engine.loop.duplicates)
+    'repeat_asks = 4\n'
     '[eval]\ndevice = "cpu"\ntrials = 2\ntiming_trials = 5\ntiming_budget_s = 1.0\n'
 )
 

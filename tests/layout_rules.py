@@ -249,11 +249,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "contracts",
         (
             "engine.config", "engine.tasks", "engine.events", "engine.activity", "engine.approval", "engine.data",
-            "engine.eval.result", "engine.eval.tolerances", "engine.guard.rules",
+            "engine.eval.result", "engine.eval.tolerances", "engine.eval.bootstrap", "engine.guard.rules",
             "engine.llm.errors", "engine.llm.settings", "sessions", "themes",
         ),
     ),
-    ("services", ("engine.eval", "engine.guard", "engine.sandbox", "engine.profile", "engine.agents", "engine.llm")),
+    ("services", ("engine.eval", "engine.guard", "engine.sandbox", "engine.profile", "engine.agents", "engine.llm",
+                  "engine.procgroups")),
     ("batch and loop", ("engine.batch", "engine.bench", "engine.evalset", "engine.explore", "engine.loop", "engine.model")),
     ("commands", ("engine.cli", "tui")),
 )  # fmt: skip

@@ -66,7 +66,8 @@ class Agents:
             )
         else:
             self.kernels += 1
-            reply = f"Here is the kernel.\n\n```python\n{KERNEL}# reply {self.kernels}\n```\n"
+            # each reply a new kernel (a comment alone would make it a repeat, which is not built)
+            reply = f"Here is the kernel.\n\n```python\n{KERNEL}REPLY = {self.kernels}\n```\n"
         pieces = [reply[i : i + 400] for i in range(0, len(reply), 400)]
         return FakeResponse(sse=chat_sse(pieces, model=model, prompt_tokens=900, completion_tokens=300))
 

@@ -38,7 +38,8 @@ def answer(request: RecordedRequest) -> FakeResponse:
         reply = json.dumps({"key_metrics": ["speedup"], "bottleneck": "the scalar loop",
                             "optimization_method": "vectorize", "modification_plan": "use float4"})  # fmt: skip
     else:
-        reply = f"Here it is.\n\n```python\n{kernel(7)}```\n"
+        # a new kernel (not the fixture's versions again, which differ only in comments: a repeat is not built)
+        reply = f"Here it is.\n\n```python\n{kernel(7)}REPLY = 7\n```\n"
     return FakeResponse(sse=chat_sse([reply], model=model, prompt_tokens=100, completion_tokens=50))
 
 

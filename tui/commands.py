@@ -268,13 +268,17 @@ def run_new(args: argparse.Namespace) -> int:
     from sessions.errors import SessionError
     from sessions.repo import SessionRepo
 
+    try:
+        config, root = _settings(args)  # before the session exists: a bad config or flag creates nothing
+    except ConfigError as error:
+        print(f"cudaforge: {error}", file=sys.stderr)
+        return EXIT_USAGE
     try:  # a task that cannot load is refused here, as `run` refuses it, not at the first step
         load_task(args.task, describe=False)
     except TaskError as error:
         print(f"cudaforge: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        config, root = _settings(args)  # before the session exists: a bad config creates nothing
         from engine.loop.factory import check_models
 
         check_models(config)  # nor does a model that cannot run (no API key, a bad provider table)

@@ -26,6 +26,7 @@ from engine.explore.plan import DONE as BRANCH_DONE
 from engine.explore.plan import FAILED as BRANCH_FAILED
 from engine.explore.plan import PRUNED, load_plan
 from engine.guard.report import settings_guard_label, share_of_iteration
+from sessions import ranking
 from sessions.errors import SessionError
 from sessions.paths import is_session_dir
 from sessions.records import Iteration
@@ -72,22 +73,19 @@ def stored_rounds(session: SessionRepo) -> int | None:
 
 
 def best_by_round(history: list) -> tuple[float | None, ...]:
-    """Best correct speedup reached by each round 0..last (an iteration's number is its round).
+    """The best's speedup after each round 0..last (an iteration's number is its round), by the one
+    noise-aware rule (sessions.ranking.leader over the correct iterations so far), so the last entry is
+    the session's best speedup and a round never "improves" on noise.
 
     A round with no iteration (a branch that skipped numbers) carries the best so far forward.
     """
     if not history:
         return ()
-    by_number: dict[int, float] = {}
-    for item in history:
-        if item.correct and item.speedup is not None:
-            by_number[item.number] = max(by_number.get(item.number, 0.0), item.speedup)
+    contenders = [ranking.measured("", it) for it in history if it.correct and it.speedup is not None]
     curve: list[float | None] = []
-    best: float | None = None
     for number in range(history[-1].number + 1):
-        if number in by_number:
-            best = by_number[number] if best is None else max(best, by_number[number])
-        curve.append(best)
+        best = ranking.leader([m for m in contenders if m.number <= number])
+        curve.append(best.speedup if best is not None else None)
     return tuple(curve)
 
 

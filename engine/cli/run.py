@@ -186,8 +186,8 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
         stopped = code in (EXIT_INTERRUPTED, *(exit_code(s) for s in HANDLED))
         if stopped:  # say how to go on
             print(f"resume: {resume}", flush=True)
-        elif created and code != EXIT_OK and not session.history(loop.branch):
-            remove_empty(session)
+        elif created and code not in (EXIT_OK, EXIT_HARNESS) and not session.history(loop.branch):
+            remove_empty(session)  # cudaforge's own fault keeps it: the same session goes on once fixed
         return code
     finally:
         session.close()
@@ -196,7 +196,8 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
 def remove_empty(session: SessionRepo) -> None:
     """A session this run made whose first step failed (an unreachable server, a broken task) holds
     nothing worth resuming: it is removed rather than left to fill the session list. One a signal
-    stopped is kept, since it resumes with its settings (ARCHITECTURE.md §5)."""
+    stopped is kept, since it resumes with its settings (ARCHITECTURE.md §5), and so is one that
+    cudaforge's own fault stopped (exit 3), which says the same session goes on once that is fixed."""
     import shutil
 
     session.close()

@@ -64,6 +64,8 @@ def make_loop(
     options = LoopOptions(
         rounds=config.loop.rounds,
         approval=config.loop.approval,
+        max_repeat_asks=config.loop.repeat_asks,
+        retime_within=config.loop.retime_within,
         eval_options=EvalOptions.from_config(config, device, cache_root),
         hardware=hardware,
         settings=session_settings(config, device),
