@@ -49,7 +49,7 @@ def retiming_options(options: EvalOptions) -> EvalOptions:
 
 
 def retime(
-    evaluator: Callable[..., EvalResult],
+    evaluator: Callable[..., EvalResult],  # the plain evaluator: an exploration's shared one does not re-time
     task_source: str,
     kernel: str,
     best_kernel: str,

@@ -758,6 +758,10 @@ class Loop:
     def _retime_if_close(self, result: EvalResult) -> dict[str, Any] | None:
         """When ``result``'s speedup is within ``retime_within`` of the branch's best, the two kernels timed
         again back to back; ``eval.json``'s ``ranking.duel`` (None: not close, or no verdict)."""
+        if self.options.evaluator is not None:
+            # an exploration's shared evaluator schedules each check and timing on its GPUs; a re-timing
+            # outside its plan would time beside another branch, so there the spreads decide alone
+            return None
         best = self.session.best(self.branch)
         within = self.options.retime_within
         if best is None or not best.speedup or not within or result.speedup is None:
