@@ -9,29 +9,20 @@ back from Textual's own SVG export (ARCHITECTURE.md §8).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sessions.repo import SessionRepo
-from tests.test_tui_fixtures import TASK, eval_dict, kernel, region_text, screen_rows
+from tests.test_tui_fixtures import SIZES, TASK, eval_dict, kernel, region_text, screen_rows, until
 from tui.app import CudaforgeApp
 
 pytestmark = pytest.mark.asyncio
 
-SIZES = [pytest.param((120, 40), id="120x40"), pytest.param((80, 24), id="80x24")]
 SCRIPTED = Path(__file__).parent / "fixtures" / "scripted" / "reject"
 
 
-async def until(pilot: Any, condition: Callable[[], bool], seconds: float = 15.0) -> None:
-    """Wait until ``condition`` holds (a pane paints a frame or two later, later on a loaded machine)."""
-    for _ in range(int(seconds / 0.05)):
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("timed out waiting")
 
 
 def on_screen(app: Any, needle: str) -> bool:

@@ -9,8 +9,11 @@ made by ``engine.eval.result.EvalResult.to_dict()``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from engine.eval.result import BuildInfo, EvalResult, Timing, TimingStats, TrialResult
 from sessions.repo import SessionRepo
@@ -197,3 +200,17 @@ def region_text(app: Any, widget: Any) -> str:
     region = widget.region
     rows = screen_rows(app)[region.y : region.y + region.height]
     return " ".join(" ".join(row[region.x : region.x + region.width] for row in rows).split())
+
+
+#: the two sizes every journey runs at (the product's floor and a common tmux window)
+SIZES = [pytest.param((120, 40), id="120x40"), pytest.param((80, 24), id="80x24")]
+
+
+async def until(pilot: Any, condition: Callable[[], bool], seconds: float = 60.0) -> None:
+    """Wait until ``condition`` holds, pausing the app between looks (bounded: a frame or an event may
+    come later on a loaded machine); an AssertionError when it never does."""
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("timed out waiting")

@@ -13,9 +13,8 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import git
 import pytest
@@ -23,12 +22,10 @@ import pytest
 from sessions.repo import SessionRepo
 from tests.conftest import python_path
 from tests.fake_llm_server import CHAT, FakeLLMServer, FakeResponse, RecordedRequest, chat_sse
-from tests.test_tui_fixtures import kernel
+from tests.test_tui_fixtures import SIZES, kernel, until
 from tui.app import CudaforgeApp
 from tui.screens.approval import ApprovalScreen
 from tui.screens.workbench import WorkbenchScreen
-
-SIZES = [pytest.param((120, 40), id="120x40"), pytest.param((80, 24), id="80x24")]
 
 
 def answer(request: RecordedRequest) -> FakeResponse:
@@ -56,12 +53,6 @@ def llm(tui_env: Path) -> Iterator[FakeLLMServer]:
         yield server
 
 
-async def until(pilot: Any, condition: Callable[[], bool], seconds: float = 60.0) -> None:
-    for _ in range(int(seconds / 0.05)):
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("timed out waiting")
 
 
 def coder_prompts(server: FakeLLMServer) -> list[str]:

@@ -11,16 +11,14 @@ its compiled extension, which the guard refuses, so an evaluation commits withou
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from engine.loop.history import render, rows_from_iterations
 from sessions.repo import SessionRepo
 from tests.conftest import EXAMPLES
-from tests.test_tui_fixtures import screen_text
+from tests.test_tui_fixtures import SIZES, screen_text, until
 from tests.test_tui_workbench_live import configure
 from tui.app import CudaforgeApp
 from tui.screens.approval import ApprovalScreen
@@ -32,17 +30,10 @@ from tui.widgets.status_line import StatusLine
 
 KERNEL = (EXAMPLES / "kernels" / "relu_cpu.py").read_text()
 
-SIZES = [pytest.param((120, 40), id="120x40"), pytest.param((80, 24), id="80x24")]
 
 pytestmark = pytest.mark.asyncio
 
 
-async def until(pilot: Any, condition: Callable[[], bool], seconds: float = 30.0) -> None:
-    for _ in range(int(seconds / 0.05)):
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("timed out waiting")
 
 
 def status(app: CudaforgeApp) -> str:

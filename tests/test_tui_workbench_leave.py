@@ -6,13 +6,11 @@ session, opened from the real browser, so leaving means the browser comes back.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.test_tui_fixtures import screen_text
+from tests.test_tui_fixtures import SIZES, screen_text, until
 from tests.test_tui_workbench_live import configure
 from tui.app import CudaforgeApp
 from tui.screens.browser import BrowserScreen
@@ -21,17 +19,9 @@ from tui.screens.workbench import WorkbenchScreen
 from tui.widgets.kernel_pane import KernelPane
 from tui.widgets.tabs import TabStrip
 
-SIZES = [pytest.param((120, 40), id="120x40"), pytest.param((80, 24), id="80x24")]
-
 pytestmark = pytest.mark.asyncio
 
 
-async def until(pilot: Any, condition: Callable[[], bool], seconds: float = 30.0) -> None:
-    for _ in range(int(seconds / 0.05)):
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("timed out waiting")
 
 
 @pytest.mark.parametrize("size", SIZES)
