@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from engine.eval.evaluate import evaluate
+from engine.eval.options import EvalOptions
+from engine.eval.timing import TimingPlan
 from engine.events import IterationCommitted, LoopNotice
 from engine.loop import duel
 from engine.loop.machine import FINISHED
 from sessions import ranking
-from tests.loop_helpers import RELU_KERNEL, RELU_TASK, fast_eval, make_loop, new_session
+from tests.loop_helpers import EXAMPLES, RELU_KERNEL, RELU_TASK, fast_eval, make_loop, new_session
 
 TWIN = RELU_KERNEL.read_text().replace("import torch\n", "import torch\nTWIN = True\n", 1)
 
@@ -66,3 +70,19 @@ def test_a_kernel_far_from_the_best_is_not_retimed(tmp_path: Path, ext_cache: Pa
     assert "ranking" not in session.history()[1].eval_result
     assert not any(isinstance(e, LoopNotice) and "back to back" in e.message for e in events)
     session.close()
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_cuda_kernel_retimed_against_its_twin_gets_an_interval_around_its_ratio(
+    ext_cache: Path,
+) -> None:
+    """The duel's own path on CUDA: the best kernel in the reference's seat, timed in interleaved blocks."""
+    kernel = EXAMPLES / "kernels" / "relu_cuda.py"
+    twin = kernel.read_text().replace("import torch\n", "import torch\nTWIN = True\n", 1)
+    task = (EXAMPLES / "tasks" / "relu_large.py").read_text()
+    options = EvalOptions(device="cuda", cache_root=ext_cache, timing=TimingPlan(min_trials=30))
+    result = duel.retime(evaluate, task, twin, kernel.read_text(), options, "relu_large")
+    assert result.ok, result.messages
+    low, high = result.timing.speedup_interval
+    assert low <= result.speedup <= high
+    assert 0.5 < result.speedup < 2.0  # one kernel against itself: no seat is worth a factor of two
