@@ -157,8 +157,10 @@ class _RecordingProfiler:
         return {"kind": "none"}
 
 
-def _wrapped(kernel: Path) -> str:
-    return f"Here is the kernel.\n\n```python\n{kernel.read_text()}```\n"
+def _wrapped(kernel: Path, variant: str) -> str:
+    """A reply holding the kernel, marked so each reply is a distinct kernel (a repeat is not timed again)."""
+    source = kernel.read_text().replace("import torch\n", f"import torch\n\nFIXTURE_VARIANT = {variant!r}\n", 1)
+    return f"Here is the kernel.\n\n```python\n{source}```\n"
 
 
 @pytest.mark.gpu
@@ -170,7 +172,7 @@ def test_on_the_gpu_each_timing_and_profile_finds_its_process_started(tmp_path: 
     for folder in (coder / "branch-1", coder / "branch-2", judge):
         folder.mkdir(parents=True)
     for path in (coder / "01_seed.md", coder / "branch-1" / "01_kernel.md", coder / "branch-2" / "01_kernel.md"):
-        path.write_text(_wrapped(kernel))
+        path.write_text(_wrapped(kernel, str(path.relative_to(coder))))
     for reply in (EXAMPLES.parent / "tests" / "fixtures" / "scripted" / "explore" / "judge").iterdir():
         (judge / reply.name).write_text(reply.read_text())
     env = {**os.environ, "PYTHONPATH": python_path(), "CUDAFORGE_CACHE_DIR": str(ext_cache)}

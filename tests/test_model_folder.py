@@ -115,3 +115,17 @@ def test_the_apply_table_keeps_a_long_kernel_paths_file_name_behind_an_ellipsis(
     row = apply_table(report).splitlines()[1]
     assert row.startswith("…") and "bottleneck_2.py " in row and " …ck_with_a_long_name " in row
     assert row.index("bottleneck_2.py") + len("bottleneck_2.py") == 28  # the column keeps its width
+
+
+def test_a_refused_kernels_line_in_apply_is_the_verdicts_reason_not_an_earlier_note() -> None:
+    """The evaluator appends its verdict after its notes (which kernels one forward launched, say): apply
+    names the reason (on the H200 it once printed the launch note as if it were the refusal)."""
+    from engine.eval.result import EvalResult
+    from engine.model.apply import summary
+
+    result = EvalResult(status="rejected", messages=[
+        "kernels launched by one forward: rmsnorm_kernel<8>(...)",
+        "refused by the runtime guard [output-replayed]: a seen call launched none of its own kernels",
+    ])  # fmt: skip
+    assert summary(result)["message"].startswith("refused by the runtime guard [output-replayed]")
+    assert summary(EvalResult(status="correct", messages=["kernels launched by one forward: k"]))["message"] == ""

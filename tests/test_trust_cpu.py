@@ -110,6 +110,71 @@ def test_timed_outputs_kept_from_other_calls_or_other_sets_are_replays() -> None
     assert verdict.rule is None and verdict.incorrect and verdict.message.endswith("values differ")
 
 
+class _Kernels:
+    """A candidate in miniature whose "own kernel" is a real matmul chain, and the evidence the worker
+    gets from the profiler on CUDA: which own kernels one call launched (here, whether it computed)."""
+
+    def __init__(self, memo: bool, slow_first: bool = False) -> None:
+        self.memo, self.slow_first = memo, slow_first
+        self.kept: dict[bytes, object] = {}
+        self.computed = 0
+
+    def own(self, x):  # noqa: ANN001, ANN202
+        self.computed += 1
+        y = x
+        for _ in range(4):
+            y = (y @ x) / x.shape[0]
+        return y
+
+    def __call__(self, x):  # noqa: ANN001, ANN202
+        key = x.numpy().tobytes()[:64]
+        if self.memo and key in self.kept:
+            return self.kept[key].clone()  # noqa: SLF001 - the lookup
+        if self.slow_first and key not in self.kept:
+            for _ in range(6):  # an honest first call that prepares more (a plan for a new shape, say)
+                self.own(x)
+        self.kept[key] = self.own(x)
+        return self.kept[key]
+
+    def launches(self, call):  # noqa: ANN001, ANN202
+        before = self.computed
+        call()
+        return ["own_kernel(float const*, float*)"] if self.computed > before else []
+
+
+def _probe_of(kernels: _Kernels, evidence: bool):  # noqa: ANN202
+    import torch
+
+    from engine.eval.replay import probe
+    from engine.eval.timing import make_timer
+
+    reference = _Kernels(memo=False).own
+    sets = [[torch.randn(384, 384, generator=torch.Generator().manual_seed(i))] for i in range(2)]
+
+    def close(expected, got) -> _Same:  # noqa: ANN001
+        return _Same(bool(torch.allclose(expected, got, rtol=1e-4, atol=1e-4)), "values differ")
+
+    timer = make_timer(torch.device("cpu"), None)
+    return probe(kernels, reference, sets, timer.time_once, close, None, kernels.launches if evidence else None)
+
+
+def test_where_the_binary_tells_a_seen_call_that_launches_no_own_kernel_is_a_replay_and_one_that_does_is_not() -> None:
+    from engine.eval.replay import REPLAY_RATIO
+
+    measured, verdict = _probe_of(_Kernels(memo=True), evidence=True)
+    assert verdict.rule == "output-replayed" and not verdict.by_time, verdict.message
+    assert "launched none of its own kernels" in verdict.message
+    assert verdict.figures["seen_call_own_kernels"] == []
+
+    measured, verdict = _probe_of(_Kernels(memo=False, slow_first=True), evidence=True)
+    assert all(f > REPLAY_RATIO * s for f, s in zip(measured.fresh_ms, measured.seen_ms, strict=True))
+    assert verdict.rule is None, verdict.message  # slower first calls, but its own kernels ran: no replay
+    assert verdict.figures["seen_call_own_kernels"] == ["own_kernel(float const*, float*)"]
+
+    measured, verdict = _probe_of(_Kernels(memo=False, slow_first=True), evidence=False)
+    assert verdict.rule == "output-replayed" and verdict.by_time  # without evidence, time alone decides
+
+
 def test_the_warm_up_verifies_every_set_before_any_call_is_timed() -> None:
     import torch
 

@@ -127,3 +127,24 @@ def launch_refused(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
     record["test"] = "share"
     trivial = share.trivial_share_message(record)
     return bool(trivial) and ev.guard("own-kernel-trivial", trivial or "")
+
+
+def own_launches(ev: Evaluation) -> Any:
+    """A function telling which of the candidate's own kernels one call launches (engine.eval.replay's
+    step 3), or None where that cannot be told: not CUDA, or no kernel of this evaluation attributed to
+    the candidate's binary. The function itself answers None when the profiler fails."""
+    record = ev.result.kernel_share or {}
+    own = {row["name"] for row in record.get("kernels", []) if row.get("own")}
+    if ev.device.type != "cuda" or record.get("attribution") != "binary" or not own:
+        return None
+
+    def launched(call: Any) -> list[str] | None:
+        from engine.guard import share
+
+        try:
+            times = share.cuda_kernel_times(call, repeats=1)
+        except Exception:  # noqa: BLE001 - no evidence: the probe falls back on time
+            return None
+        return sorted(name for name in times if name in own)
+
+    return launched

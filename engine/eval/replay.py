@@ -16,8 +16,15 @@ as a lookup, and was caught only when the profiling pass happened to repeat inpu
    ``REPLAY_RATIO`` times faster than its fresh one is replaying: a memo keyed by the inputs (pointers or
    values) computes on the fresh call and looks up on the seen one, where an honest kernel takes the same
    time (the L2 is flushed before each). It runs after timing, when a cache that waits for many calls
-   before it starts is already on, and the caller confirms a replay by time on more new sets, so
-   scheduling noise on a busy machine cannot refuse an honest kernel.
+   before it starts is already on.
+3. **The binary decides where it can.** Time alone does not separate a memo from an honest kernel: on the
+   H200 an honest kernel's fresh call measured 2.5x its seen one, a value-keyed memo's 2.4x
+   (benchmarks/RESULTS.md). So on CUDA, where the launch check attributed kernels to the candidate's own
+   binary, a seen call ``SUSPECT_RATIO`` times faster than the fresh one is run once more under the
+   profiler: if it launches none of the candidate's own kernels, it returned a result it kept
+   (``output-replayed``); if it launches them, the time difference is not a replay and nothing is refused.
+   Only where there is no such evidence (CPU, no attribution) does time decide, at ``REPLAY_RATIO`` and
+   confirmed by the caller on more new sets, so scheduling noise cannot refuse an honest kernel.
 
 Where the reference itself changes its inputs, the candidate may too: the probe then compares each call
 with the reference run on a copy of the inputs as that call found them, and the timed calls' kept outputs
@@ -39,6 +46,11 @@ PROBE_SETS = 2  # new input sets per probe after timing
 # its ratio is large; honest kernels' first calls on new memory measured up to 2.5x (benchmarks/RESULTS.md).
 REPLAY_RATIO = 4.0
 REPLAY_MIN_GAP_MS = 0.02  # ... and by at least this much (launch jitter on µs kernels is not a memo)
+# Fresh over seen beyond which, where the binary can tell, the seen call's own launches are looked at.
+SUSPECT_RATIO = 1.5
+
+# Which of the candidate's own kernels one call launched; None when that cannot be told here.
+OwnLaunches = Callable[[Callable[[], object]], "list[str] | None"]
 
 Compare = Callable[[Any, Any], Any]  # (expected, got) -> the evaluator's comparison (.passed, .message)
 
@@ -184,6 +196,10 @@ class Probe:
         every = all(f > REPLAY_RATIO * s for f, s in zip(self.fresh_ms, self.seen_ms, strict=True))
         return every and median(self.fresh_ms) - median(self.seen_ms) > REPLAY_MIN_GAP_MS
 
+    def suspect(self) -> bool:
+        """Seen calls ``SUSPECT_RATIO`` times faster than fresh ones, by the medians."""
+        return bool(self.fresh_ms) and median(self.fresh_ms) > SUSPECT_RATIO * median(self.seen_ms)
+
 
 def probe(
     candidate: Callable[..., Any],
@@ -192,10 +208,12 @@ def probe(
     time_once: Callable[[Callable[[], object]], float],
     compare: Compare,
     copies: Callable[[list[Any]], list[Any]] | None = None,
+    own_launches: OwnLaunches | None = None,
 ) -> tuple[Probe, Verdict]:
-    """Step 2 of the module docstring; ``time_once`` is the timer's flushed single-call clock.
+    """Steps 2 and 3 of the module docstring; ``time_once`` is the timer's flushed single-call clock.
     ``copies``: given where the reference changes its inputs, a function that copies a set, so each call
-    is compared with the reference on the inputs as that call found them."""
+    is compared with the reference on the inputs as that call found them. ``own_launches``: given where
+    the candidate's own kernels are known from its binary (step 3)."""
     measured = Probe()
     outputs: list[tuple[str, Any]] = []  # every output stays alive to the end: no storage handed out twice
     answers: list[tuple[Any, Any]] = []
@@ -227,8 +245,22 @@ def probe(
             if wrong is not None:
                 wrong.figures = figures
                 return measured, wrong
+    fresh, seen = figures["fresh_median_ms"], figures["seen_median_ms"]
+    if own_launches is not None and measured.suspect():
+        again = sets[0]
+        launched = own_launches(lambda: candidate(*again))
+        if launched is not None:
+            figures["seen_call_own_kernels"] = launched
+            if launched:  # its own kernels ran on inputs it had seen: whatever made it faster, not a replay
+                return measured, Verdict(figures=figures)
+            return measured, Verdict(
+                "output-replayed",
+                message=f"after timing, a call on inputs it had just seen launched none of its own kernels, which "
+                f"its checked forward launched, and took {seen:.4f} ms where its first calls on new inputs took "
+                f"{fresh:.4f} ms: it returns results it kept (a cache keyed by the inputs)",
+                figures=figures,
+            )
     if measured.replayed():
-        fresh, seen = figures["fresh_median_ms"], figures["seen_median_ms"]
         return measured, Verdict(
             "output-replayed",
             message=f"after timing, calls on inputs it had just seen took {seen:.4f} ms, its first calls on new "

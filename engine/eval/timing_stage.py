@@ -4,7 +4,7 @@ In order: ``replay.SETS`` new input sets; both models timed over them in turn (e
 timed call preceded by the L2 flush and, on CUDA, the persisting-L2 reset (engine.eval.l2), the warm-up's
 one call per set verified before any call is timed; the timed calls' kept outputs checked against their
 sets' answers; the replay probe on new sets, confirmed on more when it names a replay by time
-(engine.eval.replay); the task's lower bounds; the two clocks compared (``timing-disagreement``). Any
+(engine.eval.replay), decided by the candidate's own launches where its binary tells them; the task's lower bounds; the two clocks compared (``timing-disagreement``). Any
 refusal ends the stage with the verdict already recorded.
 """
 
@@ -37,14 +37,14 @@ def _refused(ev: Evaluation, verdict: Any, when: str = "") -> bool:
 
 def _probe(ev: Evaluation, task: Any, reference: Any, new: Any, timer: Any, compare: Any) -> Any:
     """The replay probe after timing, confirmed on other new sets when it names a replay by time."""
-    from engine.eval import replay
+    from engine.eval import launches, replay
     from engine.eval.values import clone
 
     copies = clone if ev.reference_mutates else None
     seeds = ev.job.seed + 2000
     sets = [ev.make_inputs(task, seeds + i) for i in range(replay.PROBE_SETS)]
-    probed, verdict = replay.probe(new, reference, sets, timer.time_once, compare, copies)
-    figures = probed.figures()
+    probed, verdict = replay.probe(new, reference, sets, timer.time_once, compare, copies, launches.own_launches(ev))
+    figures = {**probed.figures(), **verdict.figures}  # the seen call's own launches, where looked at
     if verdict.by_time:  # named from times alone: it must show again on sets never seen
         others = [ev.make_inputs(task, seeds + 1000 + i) for i in range(replay.PROBE_SETS)]
         again, verdict = replay.probe(new, reference, others, timer.time_once, compare, copies)

@@ -91,7 +91,7 @@ def summary(result: EvalResult) -> dict[str, Any]:
     low_high = interval(result)
     return {
         "status": result.status,
-        "message": result.messages[0] if result.messages and not result.ok else "",
+        "message": result.messages[-1] if result.messages and not result.ok else "",  # the verdict is the last
         "speedup": result.speedup,
         "interval": list(low_high) if low_high else None,
         "candidate_ms": timing.candidate.median_ms if timing else None,
