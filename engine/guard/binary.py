@@ -13,6 +13,10 @@ also have nvcc's kernel stub beside it (``__device_stub__…``), so a plain host
 of cuBLAS's kernels is no kernel of the candidate's. binutils' ``nm`` is on every machine that can build
 an extension at all (the C++ toolchain needs its linker).
 
+An optimised host build (``-O3``, as most kernels ask) inlines the stub into the launch function and
+drops its symbol, but the stub's static locals stay in the table (``__device_stub__…(params)::__handle``,
+a data symbol): they are read as the stub's mark too.
+
 One more case is refused credit: a launched kernel that the *reference* launches too. A candidate can
 only share a full signature with one of PyTorch's kernels by copying its namespaces and template
 arguments on purpose; its time is then PyTorch's as far as anything here can tell.
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 _FUNCTION_TYPES = set("tTwW")  # text (code) symbols, local or global, and weak ones (template instances)
+_DATA_TYPES = set("bBdDvV")  # data symbols: where an inlined stub's static locals are
 _SPACES = re.compile(r"\s+")
 
 
@@ -88,7 +93,16 @@ class Binary:
     def add(self, canonical_name: str) -> None:
         self.functions.add(canonical_name)
         if canonical_name.startswith(_STUB) and canonical_name.endswith(")"):
-            mangled, _, params = canonical_name[len(_STUB) :].partition("(")
+            self._stub(canonical_name)
+
+    def add_data(self, canonical_name: str) -> None:
+        """A data symbol: a stub's static local (``__device_stub__…(params)::__handle``) marks its stub."""
+        if canonical_name.startswith(_STUB) and ")::" in canonical_name:
+            self._stub(canonical_name[: canonical_name.rindex(")::") + 1])
+
+    def _stub(self, signature: str) -> None:
+        mangled, _, params = signature[len(_STUB) :].partition("(")
+        if (mangled, params[:-1]) not in self.stubs:
             self.stubs.append((mangled, params[:-1]))
 
 
@@ -107,6 +121,8 @@ def defined_functions(library: Path) -> Binary:
         parts = line.split(maxsplit=2)
         if len(parts) == 3 and parts[1] in _FUNCTION_TYPES:
             found.add(canonical(parts[2]))
+        elif len(parts) == 3 and parts[1] in _DATA_TYPES:
+            found.add_data(canonical(parts[2]))
     if done.returncode != 0 or not found.functions:
         why = done.stderr.strip()[:200] or "no symbol table (a stripped library)"
         raise AttributionUnavailable(f"nm could not read {library.name}: {why}")
