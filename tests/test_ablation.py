@@ -69,3 +69,75 @@ def test_the_switches_are_on_inside_ablated_and_off_after_even_when_it_raises(
         assert _states(split) == [1, 1]
         raise RuntimeError("the forward failed without its kernels")
     assert _states(split) == [0, 0]  # the timing and shapes after it launch the kernels again
+
+
+class _Worker:
+    """What the ablation stage uses of the worker (engine.eval.worker.Evaluation), on CPU: the real
+    stage needs CUDA only for the candidate's launches, which here are a C switch a Python kernel reads."""
+
+    def __init__(self, switches: list, suspect: list | None) -> None:
+        from engine.eval.result import EvalResult
+
+        self._ablation_switches = switches
+        self.result = EvalResult(status="correct", settings={"replay": {"fresh_median_ms": 0.7, "seen_median_ms": 0.3}})
+        self.job = types.SimpleNamespace(tolerances={}, seed=0, relax_runtime=(), refuse_runtime=(), guards=True)
+        self.device = types.SimpleNamespace(type="cpu")
+        if suspect is not None:
+            self.replay_suspect = suspect
+        self.rules: list[str] = []
+
+    def stage(self, name: str) -> None: ...
+    def sync(self) -> None: ...
+    def poison(self) -> None: ...
+
+    def make_inputs(self, task, seed: int) -> list:  # noqa: ANN001
+        import torch
+
+        return [torch.randn(64, generator=torch.Generator().manual_seed(seed))]
+
+    def guard(self, rule: str, message: str) -> bool:
+        self.rules.append(rule)
+        self.result.messages.append(f"refused by the runtime guard [{rule}]: {message}")
+        return True
+
+
+def _kernel(library: types.ModuleType, memo: bool):  # noqa: ANN202
+    """x * 2 by an 'own kernel' that does nothing while the switch is on; ``memo``: a value-keyed cache."""
+    import torch
+
+    state = ctypes.CDLL(library.__file__).cf_test_ablated
+    kept: dict[bytes, object] = {}
+
+    def forward(x):  # noqa: ANN001, ANN202
+        key = x.numpy().tobytes()
+        if memo and key in kept:
+            return kept[key].clone()
+        out = torch.full_like(x, float("nan"))
+        if not state():
+            out = x * 2
+        kept[key] = out
+        return out
+
+    return forward
+
+
+@pytest.mark.parametrize("memo", [False, True], ids=["honest", "memo"])
+def test_a_suspect_the_replay_probe_deferred_is_called_on_the_tensors_it_saw_and_named_a_replay(
+    extensions: dict[str, types.ModuleType], memo: bool
+) -> None:
+    from engine.eval import late
+
+    switches = ablation.switches([extensions["split_a"]], ["split"])
+    new = _kernel(extensions["split_a"], memo)
+    seen = [__import__("torch").randn(64)]
+    new(*seen)  # the probe's seen call: a memo keeps its answer
+    worker = _Worker(switches, suspect=seen)
+    refused = late.own_kernels_unneeded(worker, None, lambda x: x * 2, new)
+    assert refused is memo and worker.rules == (["output-replayed"] if memo else [])
+    assert worker.result.kernel_share["ablation"]["on"] == "the replay probe's seen inputs"
+    assert not memo or "with every launch of its own kernels switched off, it still returned their answer" in worker.result.messages[-1]
+
+    fresh_memo = _kernel(extensions["split_a"], memo=True)
+    fresh_memo(*seen)  # not suspected: new tensors of the stage's own seed, the rule is the ablation's own
+    worker = _Worker(switches, suspect=None)
+    assert late.own_kernels_unneeded(worker, None, lambda x: x * 2, fresh_memo) is False and worker.rules == []

@@ -443,3 +443,16 @@ def test_the_profiler_is_asked_only_where_seen_calls_are_faster_by_a_margin_a_me
     assert asked == []  # 3x apart, but by less than the gap: not looked at
     _, verdict = probe(lambda x: x * 2, lambda x: x * 2, sets, timed(gap * 4, gap), same, None, own_launches)
     assert asked == [1] and verdict.rule is None  # looked at once; its own kernels ran
+
+
+def test_where_the_ablation_stage_will_tell_the_probe_defers_and_refuses_nothing_by_time() -> None:
+    from engine.eval.replay import DEFERRED, REPLAY_RATIO
+
+    kernels = _Kernels(memo=False, slow_first=True)
+    measured, verdict = _probe_of(kernels, evidence=False)
+    assert verdict.by_time  # slow first calls, no evidence: time decides
+    kernels = _Kernels(memo=False, slow_first=True)
+    kernels.launches = lambda call: DEFERRED  # type: ignore[method-assign]
+    measured, verdict = _probe_of(kernels, evidence=True)
+    assert all(f > REPLAY_RATIO * s for f, s in zip(measured.fresh_ms, measured.seen_ms, strict=True))
+    assert verdict.deferred and verdict.rule is None and verdict.figures["decided_by"] == "ablation"

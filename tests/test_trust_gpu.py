@@ -61,3 +61,13 @@ def test_the_persisting_l2_limit_is_put_back_through_the_driver() -> None:
     assert driver.cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(4 << 20)) == 0
     assert l2.limit() != l2.baseline
     assert l2.restore() and l2.limit() == l2.baseline and l2.restores == 1
+
+
+def test_a_stock_built_value_keyed_memo_is_refused_by_the_profilers_evidence(ext_cache: Path) -> None:
+    """No split build, so no ablation switch: the probe's suspect seen call is profiled, and launches no
+    kernel of the candidate's binary."""
+    result = run("value-keyed memo from call 25, stock build", ext_cache)
+    assert result.status == "rejected" and runtime_rules(result)[-1] == "output-replayed", result.messages
+    assert result.settings["replay"]["seen_call_own_kernels"] == [], result.settings["replay"]
+    honest = run("honest naive matmul, stock build", ext_cache)
+    assert honest.status == "correct", honest.messages

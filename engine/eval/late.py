@@ -36,7 +36,12 @@ def ablation_applies(ev: Evaluation) -> bool:
 
 
 def own_kernels_unneeded(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
-    """One forward with the own kernels' launches switched off; True when its output still passes."""
+    """One forward with the own kernels' launches switched off; True when its output still passes.
+
+    Where the replay probe found seen calls suspiciously fast and deferred to this stage
+    (engine.eval.replay, step 3), the forward takes the very tensors the probe's seen call took (so a
+    cache keyed by pointers hits as well as one keyed by values), and an output that still passes is
+    named ``output-replayed``: a result kept from an earlier call, not work left to PyTorch."""
     import torch
 
     from engine.eval.ablation import Ablated
@@ -45,14 +50,15 @@ def own_kernels_unneeded(ev: Evaluation, task: Any, reference: Any, new: Any) ->
 
     ev.stage("ablation")
     started = time.monotonic()
-    inputs = ev.make_inputs(task, ev.job.seed + 2000)
+    suspect = getattr(ev, "replay_suspect", None)
+    inputs = suspect if suspect is not None else ev.make_inputs(task, ev.job.seed + 2000)
     with torch.no_grad():
         expected = reference(*clone(inputs))
         ev.sync()
         ev.poison()
         try:
             with Ablated(ev._ablation_switches):
-                got = new(*clone(inputs))
+                got = new(*(inputs if suspect is not None else clone(inputs)))
                 ev.sync()
             outcome = compare_outputs(expected, got, ev.job.tolerances)
             passed, how = outcome.passed, outcome.message or "its output still passes"
@@ -62,11 +68,22 @@ def own_kernels_unneeded(ev: Evaluation, task: Any, reference: Any, new: Any) ->
         except Exception as error:  # noqa: BLE001 - without its kernels the forward may fail: they are needed
             passed, how = False, f"{type(error).__name__}: {str(error)[:200]}"
     record = {"outcome": "unneeded" if passed else "needed", "seconds": time.monotonic() - started, "how": how}
+    if suspect is not None:
+        record["on"] = "the replay probe's seen inputs"
     share = ev.result.kernel_share if ev.result.kernel_share is not None else {}
     share["test"], share["ablation"] = "ablation", record
     ev.result.kernel_share = share
     if not passed:
         return False
+    if suspect is not None:
+        replay = ev.result.settings.get("replay") or {}
+        return ev.guard(
+            "output-replayed",
+            f"after timing, calls on inputs it had just seen took {replay.get('seen_median_ms') or 0:.4f} ms against "
+            f"{replay.get('fresh_median_ms') or 0:.4f} ms on new ones, and on those inputs, with every launch of its "
+            "own kernels switched off, it still returned their answer: it returns results it kept (a cache keyed "
+            "by the inputs)",
+        )
     return ev.guard(
         "own-kernel-unneeded",
         "with every launch of the source's own kernels switched off, the output still matches the "

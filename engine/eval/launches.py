@@ -132,11 +132,17 @@ def launch_refused(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
 def own_launches(ev: Evaluation) -> Any:
     """A function telling which of the candidate's own kernels one call launches (engine.eval.replay's
     step 3), or None where that cannot be told: not CUDA, or no kernel of this evaluation attributed to
-    the candidate's binary. The function itself answers None when the profiler fails."""
+    the candidate's binary. The function itself answers None when the profiler fails, and
+    ``replay.DEFERRED`` where the ablation stage will tell (every extension split-built, a reference
+    that leaves its inputs alone): one call there, where the profiler would start cold."""
+    from engine.eval import late, replay
+
     record = ev.result.kernel_share or {}
     own = {row["name"] for row in record.get("kernels", []) if row.get("own")}
     if ev.device.type != "cuda" or record.get("attribution") != "binary" or not own:
         return None
+    if ev.job.guards and late.ablation_applies(ev) and not ev.reference_mutates:
+        return lambda call: replay.DEFERRED
 
     def launched(call: Any) -> list[str] | None:
         from engine.guard import share

@@ -23,6 +23,11 @@ as a lookup, and was caught only when the profiling pass happened to repeat inpu
    binary, a seen call ``SUSPECT_RATIO`` times faster than the fresh one is run once more under the
    profiler: if it launches none of the candidate's own kernels, it returned a result it kept
    (``output-replayed``); if it launches them, the time difference is not a replay and nothing is refused.
+   Where every extension was split-built, the ablation stage answers the same question for the cost of
+   one call (the profiler a timing worker has not started costs seconds: 4-6 s a pair on the H200's
+   leaderboard run, where honest µs kernels' fresh calls measured up to 13x their seen ones): the probe
+   then *defers* (``DEFERRED``), and that stage calls the candidate on the very tensors it saw, its own
+   kernels switched off; an answer still right is a replay (engine.eval.late).
    Only where there is no such evidence (CPU, no attribution) does time decide, at ``REPLAY_RATIO`` and
    confirmed by the caller on more new sets, so scheduling noise cannot refuse an honest kernel.
 
@@ -49,8 +54,11 @@ REPLAY_MIN_GAP_MS = 0.02  # ... and by at least this much (launch jitter on µs 
 # Fresh over seen beyond which, where the binary can tell, the seen call's own launches are looked at.
 SUSPECT_RATIO = 1.5
 
-# Which of the candidate's own kernels one call launched; None when that cannot be told here.
-OwnLaunches = Callable[[Callable[[], object]], "list[str] | None"]
+DEFERRED = "deferred"  # what an OwnLaunches answers where the ablation stage decides (step 3)
+
+# Which of the candidate's own kernels one call launched; None when that cannot be told here, DEFERRED
+# when a later stage tells it.
+OwnLaunches = Callable[[Callable[[], object]], "list[str] | str | None"]
 
 Compare = Callable[[Any, Any], Any]  # (expected, got) -> the evaluator's comparison (.passed, .message)
 
@@ -65,6 +73,7 @@ class Verdict:
     message: str = ""
     figures: dict[str, Any] = field(default_factory=dict)
     by_time: bool = False
+    deferred: bool = False  # suspect, and the ablation stage decides on the set the probe saw
 
 
 def _storages(output: Any) -> set[int]:
@@ -254,7 +263,10 @@ def probe(
     if own_launches is not None and measured.suspect():
         again = sets[0]
         launched = own_launches(lambda: candidate(*again))
-        if launched is not None:
+        if launched == DEFERRED:
+            figures["decided_by"] = "ablation"
+            return measured, Verdict(figures=figures, deferred=True)
+        if isinstance(launched, list):
             figures["seen_call_own_kernels"] = launched
             if launched:  # its own kernels ran on inputs it had seen: whatever made it faster, not a replay
                 return measured, Verdict(figures=figures)
