@@ -92,6 +92,8 @@ class EvalConfig:
     trials: int = 5  # fresh seeded inputs per correctness check (ARCHITECTURE.md §3: at least 5)
     timing_trials: int = 100
     timing_budget_s: float = 20.0
+    # every build of one evaluation together (engine.eval.build.failures); past it the verdict is compile_error
+    build_budget_s: float = 180.0
     seed: int = 42
     sandbox: SandboxMode = "auto"
     # re-check correctness at perturbed sizes (engine.eval.shapes); evalset and bench do unless --no-shapes

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -59,3 +61,14 @@ def python_path() -> str:
     """PYTHONPATH for a subprocess running this checkout: the repo first, then whatever the caller had
     (on the GPU machine the project's other dependencies come from a PYTHONPATH folder of wheels)."""
     return os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")]))
+
+
+def until(condition: Callable[[], bool], seconds: float = 60.0, poll_s: float = 0.01) -> bool:
+    """True once ``condition`` holds; False if it never does within ``seconds`` (a bound for a loaded
+    machine, never a claim about speed). Tests wait on a state the code exposes, not on a sleep."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(poll_s)
+    return condition()

@@ -64,6 +64,7 @@ class FakeLLMServer:
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
         self.events_sent = 0
+        self.streams_cut = 0  # streams the client closed before their end
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
@@ -159,18 +160,22 @@ class FakeLLMServer:
                     self.send_header("content-type", "text/event-stream")
                     self.send_header("cache-control", "no-cache")
                     self.end_headers()
-                    for event, data in r.sse:
-                        chunk = ""
-                        if event is not None:
-                            chunk += f"event: {event}\n"
-                        text = data if isinstance(data, str) else json.dumps(data)
-                        chunk += f"data: {text}\n\n"
-                        self.wfile.write(chunk.encode())
-                        self.wfile.flush()
+                    try:
+                        for event, data in r.sse:
+                            chunk = ""
+                            if event is not None:
+                                chunk += f"event: {event}\n"
+                            text = data if isinstance(data, str) else json.dumps(data)
+                            chunk += f"data: {text}\n\n"
+                            self.wfile.write(chunk.encode())
+                            self.wfile.flush()
+                            with server._lock:
+                                server.events_sent += 1
+                            if r.event_delay_s:
+                                time.sleep(r.event_delay_s)
+                    except (BrokenPipeError, ConnectionResetError):
                         with server._lock:
-                            server.events_sent += 1
-                        if r.event_delay_s:
-                            time.sleep(r.event_delay_s)
+                            server.streams_cut += 1  # the client closed the stream: an event tests wait on
                     return
                 payload = r.raw if r.raw is not None else json.dumps(r.json_body).encode()
                 self.send_header("content-type", "application/json")

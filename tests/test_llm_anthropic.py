@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 
 from engine.llm import LLMRequest, Message, ProviderSettings, make_provider
 from engine.llm import errors as E
+from tests.conftest import until
 
 try:
     from tests.fake_llm_server import (
@@ -184,10 +184,8 @@ def test_overloaded_5xx_is_retried_then_reported(server):
 
 def test_timeout(server):
     server.enqueue(MESSAGES, FakeResponse(delay_s=1.5, sse=messages_sse(["late"])))
-    started = time.monotonic()
-    with pytest.raises(E.LLMTimeoutError):
+    with pytest.raises(E.LLMTimeoutError):  # the reply comes after 1.5 s: only the 0.3 s timeout ends the call
         provider(server, timeout_s=0.3).complete(REQ)
-    assert time.monotonic() - started < 1.4
 
 
 def test_malformed_body(server):
@@ -236,5 +234,5 @@ def test_cancel_mid_stream(server):
     with pytest.raises(E.LLMCancelled):
         provider(server).complete(REQ, on_token=on_token, cancel=cancel)
     assert len(seen) == 2
-    time.sleep(0.4)
+    assert until(lambda: server.streams_cut == 1)  # the server saw the connection close ...
     assert server.events_sent < n // 2

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 
 from engine.llm import LLMRequest, Message, ProviderSettings, make_provider
 from engine.llm import errors as E
+from tests.conftest import until
 
 try:
     from tests.fake_llm_server import (
@@ -302,11 +302,9 @@ def test_timeout_is_retried_then_reported(server):
         FakeResponse(delay_s=1.5, sse=chat_sse(["late"])),
         FakeResponse(delay_s=1.5, sse=chat_sse(["late"])),
     )
-    started = time.monotonic()
     with pytest.raises(E.LLMTimeoutError, match="no reply within 0.3 s after 1 retry"):
         provider(server, max_retries=1, timeout_s=0.3).complete(REQ)
     assert len(server.requests) == 2
-    assert time.monotonic() - started < 2.5
 
 
 def test_malformed_body_is_a_clear_error(server):
@@ -374,7 +372,7 @@ def test_cancel_mid_stream_closes_the_stream(server):
     with pytest.raises(E.LLMCancelled):
         provider(server).complete(REQ, on_token=on_token, cancel=cancel)
     assert len(seen) == 3
-    time.sleep(0.4)
+    assert until(lambda: server.streams_cut == 1)  # the server saw the connection close ...
     assert server.events_sent < n // 2  # the server noticed the closed connection and stopped
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from engine.events import IterationCommitted, LoopNotice
 from engine.loop.machine import FINISHED, PAUSED, LoopStateError
 from engine.loop.state import BAD_JOURNAL_NAME, COMMIT, journal_path
 from sessions.repo import SessionRepo
+from tests.conftest import until
 from tests.interrupt_harness import wait_for_hold
 from tests.loop_helpers import make_loop, new_session
 
@@ -179,8 +179,8 @@ def test_close_waits_for_the_stage_then_gives_the_lock_back(tmp_path: Path, ext_
     stepper, out = in_thread(loop.step)
     wait_for_hold(hold, "build@0", stepper.is_alive)
     closer, _ = in_thread(loop.close)
-    time.sleep(0.3)
-    assert closer.is_alive()  # the build is not cut short
+    assert until(loop._cancel.is_set)  # close has asked the stage to stop ...
+    assert closer.is_alive() and not loop._closed  # ... and waits for it: the build is not cut short
     hold.unlink()
     closer.join(timeout=300)
     assert out == [None] and [it.number for it in session.history()] == [0]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -22,9 +21,9 @@ from tests.conftest import EXAMPLES
 
 def test_the_target_waits_for_the_verdict(tmp_path: Path) -> None:
     go, stop = tmp_path / "go", tmp_path / "stop"
+    assert not go.exists()
     threading.Timer(0.3, go.touch).start()
-    started = time.monotonic()
-    assert wait_for_go(go, stop, limit_s=10) is True and time.monotonic() - started >= 0.25
+    assert wait_for_go(go, stop, limit_s=60) is True  # there was no go file when it began: it waited for it
     go.unlink()
     stop.touch()
     assert wait_for_go(go, stop, limit_s=10) is False  # the kernel failed: never touch CUDA
@@ -32,9 +31,8 @@ def test_the_target_waits_for_the_verdict(tmp_path: Path) -> None:
     assert wait_for_go(go, stop, limit_s=0.2) is False  # nobody answers: give up
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    started = time.monotonic()
-    assert wait_for_go(go, stop, limit_s=10, parent=gone.pid) is False  # the evaluating process was killed
-    assert time.monotonic() - started < 2
+    # the evaluating process was killed: it returns although the limit is far off (pytest's timeout bounds a hang)
+    assert wait_for_go(go, stop, limit_s=3600, parent=gone.pid) is False
 
 
 def test_a_profile_prepared_for_a_kernel_that_failed_leaves_nothing(tmp_path: Path) -> None:
@@ -56,10 +54,7 @@ def test_two_profiles_waiting_at_once_each_runs_when_told_to_go_in_either_order(
     options = ProfileOptions(cache_root=ext_cache)
     first = ProfileRun(task, kernel, options, early=True).start()
     second = ProfileRun(task, kernel, options, early=True).start()
-    time.sleep(3.0)  # both launched, both waiting
-    started = time.monotonic()
-    later, _ = second.result()
+    later, _ = second.result()  # the one started last goes first: a deadlock would end at pytest's timeout
     earlier, _ = first.result()
     assert later.kind == "ncu", later.unavailable
     assert earlier.kind == "ncu", earlier.unavailable
-    assert time.monotonic() - started < 240

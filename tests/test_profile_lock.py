@@ -84,6 +84,5 @@ def test_a_killed_holder_releases_the_lock(tmp_path: Path) -> None:
     wait_for(tmp_path / "h.ready")
     holder.send_signal(signal.SIGKILL)
     holder.wait(30)
-    t0 = time.monotonic()
-    with gpu_profile_lock(3, lock_dir=tmp_path, timeout_s=5):
-        assert time.monotonic() - t0 < 5
+    with gpu_profile_lock(3, lock_dir=tmp_path, timeout_s=60):  # taken at all: a held lock would time out
+        assert holder.poll() is not None

@@ -142,9 +142,7 @@ def test_machine_without_ncu(tmp_path: Path) -> None:
 
 
 def test_timeout_kills_ncu_and_its_children(tmp_path: Path, fake_ncu: Path) -> None:
-    t0 = time.monotonic()
-    result = run(tmp_path, "hang", fake_ncu, timeout_s=2.0)
-    assert time.monotonic() - t0 < 30
+    result = run(tmp_path, "hang", fake_ncu, timeout_s=2.0)  # the fake hangs for ever: only the timeout ends it
     assert result.kind == "none" and result.unavailable.reason == "timeout"
     child = int((tmp_path / "child.pid").read_text())
     deadline = time.monotonic() + 10

@@ -146,7 +146,6 @@ def _probe_of(kernels: _Kernels, evidence: bool):  # noqa: ANN202
     import torch
 
     from engine.eval.replay import probe
-    from engine.eval.timing import make_timer
 
     reference = _Kernels(memo=False).own
     sets = [[torch.randn(384, 384, generator=torch.Generator().manual_seed(i))] for i in range(2)]
@@ -154,8 +153,12 @@ def _probe_of(kernels: _Kernels, evidence: bool):  # noqa: ANN202
     def close(expected, got) -> _Same:  # noqa: ANN001
         return _Same(bool(torch.allclose(expected, got, rtol=1e-4, atol=1e-4)), "values differ")
 
-    timer = make_timer(torch.device("cpu"), None)
-    return probe(kernels, reference, sets, timer.time_once, close, None, kernels.launches if evidence else None)
+    def scripted_clock(call) -> float:  # noqa: ANN001 - the candidate runs; its time is the case's, not the machine's
+        call()
+        return next(times)
+
+    times = iter([8.0, 1.0] * len(sets))  # first calls 8x their second: well past the time rule's ratio
+    return probe(kernels, reference, sets, scripted_clock, close, None, kernels.launches if evidence else None)
 
 
 def test_where_the_binary_tells_a_seen_call_that_launches_no_own_kernel_is_a_replay_and_one_that_does_is_not() -> None:
@@ -168,7 +171,7 @@ def test_where_the_binary_tells_a_seen_call_that_launches_no_own_kernel_is_a_rep
 
     measured, verdict = _probe_of(_Kernels(memo=False, slow_first=True), evidence=True)
     assert all(f > REPLAY_RATIO * s for f, s in zip(measured.fresh_ms, measured.seen_ms, strict=True))
-    assert verdict.rule is None, verdict.message  # slower first calls, but its own kernels ran: no replay
+    assert verdict.rule is None, verdict.message  # first calls far slower, but its own kernels ran: no replay
     assert verdict.figures["seen_call_own_kernels"] == ["own_kernel(float const*, float*)"]
 
     measured, verdict = _probe_of(_Kernels(memo=False, slow_first=True), evidence=False)

@@ -121,6 +121,10 @@ def add_loop_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="re-check every kernel at perturbed sizes (default [eval] shapes: off)",
     )
+    parser.add_argument(
+        "--build-budget", type=positive_float, metavar="SECONDS",
+        help="seconds all builds of one evaluation may take together (default [eval] build_budget_s: 180)",
+    )  # fmt: skip
 
 
 def loop_overrides(args: argparse.Namespace, stored: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -147,6 +151,8 @@ def loop_overrides(args: argparse.Namespace, stored: Mapping[str, Any] | None = 
         out["eval"] = {"device": args.device}
     if getattr(args, "shapes", None) is not None:
         out.setdefault("eval", {})["shapes"] = args.shapes
+    if getattr(args, "build_budget", None) is not None:
+        out.setdefault("eval", {})["build_budget_s"] = args.build_budget
     from engine.cli.guard import guard_overrides
 
     guard = guard_overrides(args, dict(stored.get("guard") or {}))

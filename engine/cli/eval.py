@@ -52,6 +52,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--timing-trials", type=int_at_least(1), help="timed calls per model (default [eval] timing_trials: 100)"
     )
     parser.add_argument("--timeout", type=positive_float, default=None, help="seconds allowed for each stage")
+    parser.add_argument(
+        "--build-budget", type=positive_float, default=None, metavar="SECONDS",
+        help="seconds all builds of one evaluation may take together (default [eval] build_budget_s: 180)",
+    )  # fmt: skip
     parser.add_argument("--no-timing", action="store_true", help="check correctness only")
     parser.add_argument(
         "--shapes",
@@ -158,7 +162,8 @@ def finish_headers(command: str) -> None:
 def eval_flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The ``[eval]`` overrides of the evaluation flags that were given (shared by ``eval``/``check``)."""
     out: dict[str, Any] = {}
-    for flag, key in (("device", "device"), ("trials", "trials"), ("timing_trials", "timing_trials"), ("seed", "seed")):
+    flags = (("device", "device"), ("trials", "trials"), ("timing_trials", "timing_trials"), ("seed", "seed"), ("build_budget", "build_budget_s"))
+    for flag, key in flags:
         if getattr(args, flag, None) is not None:
             out[key] = getattr(args, flag)
     if getattr(args, "timeout", None):

@@ -77,6 +77,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--timing-trials", type=int_at_least(1), default=None, help=f"timed calls per model (default {EvalConfig.timing_trials})"
     )
     parser.add_argument("--timeout", type=positive_float, default=None, help="seconds allowed for each stage")
+    parser.add_argument(
+        "--build-budget", type=positive_float, default=None, metavar="SECONDS",
+        help="seconds all builds of one evaluation may take together (default [eval] build_budget_s: 180)",
+    )  # fmt: skip
     parser.add_argument("--no-timing", action="store_true", help="phase 1 only: correctness, no timing")
     parser.add_argument(
         "--no-shapes", action="store_true", help="skip the correctness re-check at perturbed sizes"
@@ -122,6 +126,7 @@ def build_eval_options(args: argparse.Namespace) -> Any:
         ("device", args.device),
         ("trials", args.trials),
         ("timing_trials", args.timing_trials),
+        ("build_budget_s", args.build_budget),
     ):
         if value is not None:
             overrides[key] = value

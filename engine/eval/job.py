@@ -47,6 +47,7 @@ class WorkerJob:
     reference_only: bool = False  # the loop's task check: only the reference runs
     check_shapes: bool = False  # re-check correctness at perturbed sizes (engine.eval.shapes)
     prebuild: bool = True  # build the extensions the source names while the reference is checked
+    build_budget_s: float | None = 180.0  # every build of this evaluation together (engine.eval.build.failures)
     # build first, then wait on stdin for the engine's word before any GPU work (engine.eval.pipe, GPU_WAIT)
     gated: bool = False
     version: int = JOB_VERSION

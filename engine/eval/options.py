@@ -72,6 +72,8 @@ class EvalOptions:
     # build the extensions the candidate's source names while the reference is checked
     # (engine.eval.build.prebuild); CUDAFORGE_PREBUILD=0 turns it off (benchmarks compare both)
     prebuild: bool = field(default_factory=lambda: os.environ.get("CUDAFORGE_PREBUILD", "1") != "0")
+    # every build of one evaluation together (engine.eval.build.failures): once spent, compile_error
+    build_budget_s: float = EvalConfig.build_budget_s
 
     @classmethod
     def from_config(
@@ -93,6 +95,7 @@ class EvalOptions:
             sandbox=e.sandbox,
             shapes=e.shapes,
             compile_baselines=tuple(e.compile_baselines),
+            build_budget_s=e.build_budget_s,
         )
 
     def settings(self) -> dict[str, Any]:

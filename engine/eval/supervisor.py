@@ -131,6 +131,7 @@ class WorkerSupervisor:
             cpu_threads=self.options.cpu_threads or 0,
             reference_only=self.reference_only,
             prebuild=self.options.prebuild,
+            build_budget_s=self.options.build_budget_s,
             check_shapes=self.options.shapes and not self.reference_only,
             gated=self.gate is not None,
         )

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.eval import faults, launches
+from engine.eval.build.failures import BuildBudgetSpent, BuildLedger
 from engine.eval.job import JobError, WorkerJob
 from engine.eval.pipe import (
     BUILD,
@@ -79,6 +80,9 @@ class Evaluation:
         self.reference_mutates = False  # the reference changed its inputs in a trial (the candidate may too)
         self.l2: Any = None  # the persisting-L2 limit before any candidate code ran (engine.eval.l2), on CUDA
         self.float64: Any = None  # the reference in float64, made when a weak output needs it (engine.eval.arbiter)
+        # failed builds, the build budget and the first compiler error, shared by the prebuild thread's
+        # recorder and the import's (engine.eval.build.failures)
+        self.ledger = BuildLedger(job.build_budget_s)
 
     def stage(self, name: str) -> None:
         sys.stdout.flush()
@@ -337,6 +341,7 @@ class Evaluation:
             make_pch=self.job.make_pch,
         )
         recorder.fallback = False  # a failed split build is built again, and falls back, at the import
+        recorder.ledger = self.ledger
 
         def prepare() -> None:
             self.target_arch()
@@ -361,6 +366,7 @@ class Evaluation:
         )
         if self.prebuild is not None:
             recorder.prebuilt = self.prebuild.recorder.prebuilt
+        recorder.ledger = self.ledger
         recorder.install()
         self.recorder = recorder
         started = time.monotonic()
@@ -380,6 +386,11 @@ class Evaluation:
                 self.harness(faults.ENVIRONMENT, f"the extension could not be built here: {environment}", error)
                 return None
             self.result.error = _error_info(error)
+            if self.ledger.first_error:  # the compiler's own first error leads, whatever was noted before
+                self.result.messages.insert(0, self.ledger.first_error)
+            if isinstance(error, BuildBudgetSpent):
+                self.finish(COMPILE_ERROR, f"the extensions were not all built: {error}")
+                return None
             what = (
                 "the extension failed to build"
                 if recorder.builds and not recorder.builds[-1].ok

@@ -168,6 +168,7 @@ class GpuMemoryPool:
         self.running = {gpu: 0 for gpu in budgets}
         self.peak = {gpu: 0 for gpu in budgets}  # the largest total reserved at once, for the summary
         self.waiting_alone = 0  # evaluations waiting for an idle GPU: nothing new starts meanwhile
+        self.waiting = 0  # evaluations waiting for room (an observable state: tests wait on it, not on a clock)
         self._cond = threading.Condition()
 
     def _pick(self, need: int, only: int | None = None) -> tuple[int, int] | None:
@@ -189,17 +190,21 @@ class GpuMemoryPool:
         """Block until ``need`` bytes fit on some GPU (``only`` that one, when given: its worker was started
         for it, has built and waits for it); (gpu, bytes reserved), or None when ``stop`` is set."""
         with self._cond:
-            while True:
-                if stop is not None and stop.is_set():
-                    return None
-                picked = self._pick(need, only)
-                if picked is not None:
-                    gpu, reserved = picked
-                    self.used[gpu] += reserved
-                    self.running[gpu] += 1
-                    self.peak[gpu] = max(self.peak[gpu], self.used[gpu])
-                    return picked
-                self._cond.wait(timeout=0.5)
+            self.waiting += 1
+            try:
+                while True:
+                    if stop is not None and stop.is_set():
+                        return None
+                    picked = self._pick(need, only)
+                    if picked is not None:
+                        gpu, reserved = picked
+                        self.used[gpu] += reserved
+                        self.running[gpu] += 1
+                        self.peak[gpu] = max(self.peak[gpu], self.used[gpu])
+                        return picked
+                    self._cond.wait(timeout=0.5)
+            finally:
+                self.waiting -= 1
 
     def acquire_alone(
         self, stop: threading.Event | None = None, only: int | None = None

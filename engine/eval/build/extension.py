@@ -32,6 +32,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine.eval import faults
+from engine.eval.build.failures import (
+    BuildLedger,
+    build_identity,
+    candidate_own_error,
+    compiler_errors,
+    place_in_stock_sources,
+)
+from engine.eval.build.ninja import run_ninja_teed
 from engine.eval.build.objects import ObjectCache, build_with_objects, includes_local_header
 from engine.eval.build.pch import HeaderStore, first_include, header_key
 from engine.eval.build.prebuild import Prebuilt, prebuilding
@@ -146,6 +154,9 @@ class BuildRecorder:
         # stock build when a split build fails (the prebuild's: the import does that where it is reported).
         self.prebuilt: dict[str, ExtensionBuild] = {}
         self.fallback = True
+        # Failed builds, the build budget and the first compiler error, shared with the prebuild thread's
+        # recorder (engine.eval.build.failures)
+        self.ledger = BuildLedger()
 
     def install(self) -> None:
         """Replace ``torch.utils.cpp_extension.load_inline`` before the candidate is imported."""
@@ -232,6 +243,7 @@ class BuildRecorder:
             f' of the candidate\'s cuda_sources string, "{CPP_FILE}" its cpp_sources',
             flush=True,
         )
+        recorded = len(self.builds)
         try:
             return self._build_once(
                 name, split.cpp, split.cuda, args, _split_kwargs(kwargs), "split", host_lines=split.host_lines
@@ -239,7 +251,10 @@ class BuildRecorder:
         except Exception as error:  # noqa: BLE001 - any failure of the rewrite falls back to the stock build
             if not self.fallback:
                 raise
-            self.builds.pop()
+            if candidate_own_error(str(error), split.host_lines):  # the stock build would fail the same way
+                self.notices.append("the compile error is in the candidate's own code: not built again the stock way")
+                raise
+            del self.builds[recorded:]  # the split attempt's record: the stock build's takes its place
             reason = f"the split build failed ({type(error).__name__}); built the stock way"
             print(f"[cudaforge] {reason}", flush=True)
             return self._build_once(name, cpp_sources, cuda_sources, args, kwargs, path, reason)
@@ -256,6 +271,37 @@ class BuildRecorder:
         host_lines: dict[str, int] | None = None,
     ) -> Any:
         assert self._original is not None
+        identity = build_identity(name, path, _as_text(cpp_sources), _as_text(cuda_sources), args, kwargs)
+        again = self.ledger.remembered(identity)
+        if again is not None:
+            print(f"[cudaforge] {name!r} ({path} path) failed to build earlier in this evaluation: not built again", flush=True)
+            raise again
+        clock = self.ledger.start(identity)
+        try:
+            return self._build_counted(name, cpp_sources, cuda_sources, args, kwargs, path, split_skipped, host_lines)
+        except (Prebuilt, faults.HarnessFault):
+            raise
+        except Exception as error:
+            build_dir = Path(self.builds[-1].build_dir) if self.builds else None
+            errors = compiler_errors(str(error), host_lines)
+            for found in errors:
+                place_in_stock_sources(found, build_dir, _as_text(cpp_sources), _as_text(cuda_sources))
+            self.ledger.remember(identity, error, errors)
+            raise
+        finally:
+            self.ledger.finish(clock)
+
+    def _build_counted(
+        self,
+        name: str,
+        cpp_sources: Any,
+        cuda_sources: Any,
+        args: tuple,
+        kwargs: dict[str, Any],
+        path: str,
+        split_skipped: str | None,
+        host_lines: dict[str, int] | None,
+    ) -> Any:
         try:
             prepared = self._prepare(
                 name, cpp_sources, cuda_sources, args, kwargs, path, split_skipped, host_lines or {}
@@ -418,7 +464,8 @@ def _patch_torch_once() -> None:
 
         def run_ninja_build(build_directory: str, verbose: bool, error_prefix: str) -> None:
             active = getattr(_ACTIVE, "build", None)
-            run = lambda: run_ninja(build_directory, verbose, error_prefix)  # noqa: E731
+            # shown and kept: the error's text must hold the compiler's lines (engine.eval.build.ninja)
+            run = lambda: run_ninja_teed(build_directory, error_prefix) if verbose else run_ninja(build_directory, verbose, error_prefix)  # noqa: E731
             if active is None:
                 run()
             else:

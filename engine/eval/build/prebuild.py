@@ -13,8 +13,9 @@ import will use, up to the point where torch would load the library. The import 
 directory's lock after the thread, finds nothing to build, and loads the library; the result records
 the build as ``prebuilt`` with the thread's compile time. Nothing of the candidate runs in that thread:
 its Python is not executed and its library is not loaded; only the compilers read its source, as in
-the build stage. A build that fails there is not followed by the stock fallback: the import builds it
-again in the build stage, where its errors belong, and falls back as usual.
+the build stage. A build that fails there is not followed by the stock fallback: the import meets the same
+failure at once in the build stage (the evaluation's ``BuildLedger`` remembers it,
+engine.eval.build.failures), where its errors belong, and falls back as usual.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.eval.build.failures import BuildBudgetSpent
 from engine.eval.build.objects import includes_local_header
 
 LOAD_INLINE = "load_inline"
@@ -199,6 +201,8 @@ class Prebuild:
                     self.recorder._build(call.name, call.cpp_sources, call.cuda_sources, (), dict(call.kwargs))
                 except Prebuilt:
                     continue
+                except BuildBudgetSpent:  # the import meets the same refusal and reports it
+                    return
                 except Exception:  # noqa: BLE001, S112 - the import builds it again and reports what failed
                     continue
                 finally:

@@ -1,0 +1,171 @@
+"""Builds that fail once: a failed source is not built again, a budget caps one evaluation's builds, and the
+compiler's first error is read in the candidate's own lines (ARCHITECTURE.md §3, "Builds").
+
+Why: a candidate that calls ``load_inline`` on a failing source in each of its twenty modules kept
+``evalset`` busy for over fifteen minutes, each failure costing the split build, the import's retry of it
+and the stock build. And an error in the candidate's own CUDA (``blockIdx.q``) took three builds to reach
+its verdict. So, within one evaluation (the prebuild thread's recorder and the import's share one
+:class:`BuildLedger`):
+
+- a build that failed is remembered by everything that decides it (name, path, sources, arguments); the
+  same build asked for again raises the same error at once;
+- a split build whose every compiler error is in the candidate's own code, copied verbatim into the
+  split's units, is not built again the stock way (:func:`candidate_own_error`); an error the split's
+  own rewriting may have caused (a name it left undeclared, a header it left out, the link) still is;
+- the builds share a budget (``EvalOptions.build_budget_s``): once spent, the next build raises
+  :class:`BuildBudgetSpent`, a ``BaseException`` so that a candidate's ``except Exception`` does not
+  swallow it, and the verdict is ``compile_error`` saying so.
+
+This module imports nothing heavy: it reads compiler text only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.eval.build.split.lines import CUDA_FILE, absolute_lines
+
+DEFAULT_BUILD_BUDGET_S = 180.0
+CPP_FILE_NAME = "cpp_sources"  # the #line name the split build gives the candidate's cpp_sources
+# A compiler's error line: nvcc ``file(12): error: ...``, g++ ``file:12:5: error: ...`` (``fatal error`` too)
+_ERROR = re.compile(r"^(?P<file>[^\s:()][^:()]*?)(?:\((?P<nvcc>\d+)\)|:(?P<gcc>\d+)(?::\d+)?):\s*(?:fatal\s+)?error\b:?\s*(?P<what>.*)$")
+# Errors the split build's own rewriting can cause in code the stock build compiles: a name it did not
+# declare (torch's headers stay out of the CUDA unit), a header or namespace missing, a link problem
+_SPLIT_SUSPECT = re.compile(
+    r"is undefined|must be a class or namespace name|namespace \"?[\w:]+\"? has no member|was not declared|"
+    r"cannot open source file|No such file|incomplete type|undefined (?:reference|symbol)|not a template",
+    re.IGNORECASE,
+)
+
+
+class BuildBudgetSpent(BaseException):  # noqa: N818 - a verdict's reason, not an error the candidate may catch
+    """The evaluation's build budget is spent: no more builds."""
+
+
+@dataclass
+class CompilerError:
+    """One error line of a compiler, with where it is in the candidate's own source when known."""
+
+    file: str
+    line: int
+    what: str
+    own: str | None = None  # "cuda_sources" or "cpp_sources": the candidate's string the line is in
+    own_line: int | None = None
+    moved: bool = False  # in host code the split build moved to its C++ unit and rewrote (its launches)
+
+    def text(self) -> str:
+        where = f"{self.own} line {self.own_line}" if self.own else f"{Path(self.file).name} line {self.line}"
+        return f"compiler error at {where}: {self.what.strip()}"
+
+
+def compiler_errors(log: str, host_lines: dict[str, int] | None = None) -> list[CompilerError]:
+    """Every error line of ``log``, in order, placed in the candidate's own numbering where the split
+    build's ``#line`` names say where: ``cuda_sources``/``cpp_sources`` as written, and the host pieces its
+    C++ unit names ``cuda_sources@TAG.K`` (from ``host_lines``), which are marked ``moved``."""
+    found = []
+    for raw in log.splitlines():
+        match = _ERROR.match(raw.strip())
+        if match is None:
+            continue
+        line = int(match["nvcc"] or match["gcc"])
+        error = CompilerError(match["file"], line, match["what"])
+        name = Path(error.file).name
+        if name in (CUDA_FILE, CPP_FILE_NAME):
+            error.own, error.own_line = name, line
+        elif name.startswith(f"{CUDA_FILE}@"):
+            placed = absolute_lines(f"{name}:{line}", host_lines or {})
+            if placed != f"{name}:{line}":
+                error.own, error.own_line, error.moved = CUDA_FILE, int(placed.rsplit(":", 1)[1]), True
+        found.append(error)
+    return found
+
+
+def place_in_stock_sources(error: CompilerError, build_dir: Path | None, cpp_text: str, cuda_text: str) -> None:
+    """A stock build's ``cuda.cu``/``main.cpp`` hold the candidate's strings after torch's own lines: find
+    where each starts in the written file and number the error's line from there."""
+    name = Path(error.file).name
+    written = {"cuda.cu": ("cuda_sources", cuda_text), "main.cpp": ("cpp_sources", cpp_text)}.get(name)
+    if error.own or written is None or build_dir is None or not written[1].strip():
+        return
+    try:
+        text = (build_dir / name).read_text()
+    except OSError:
+        return
+    at = text.find(written[1].strip())
+    if at < 0:
+        return
+    first = text.count("\n", 0, at) + 1  # the file's line where the candidate's first non-blank text is
+    lead = written[1][: len(written[1]) - len(written[1].lstrip())].count("\n")  # its blank lines before
+    own_line = error.line - first + 1 + lead
+    if 1 <= own_line <= written[1].count("\n") + 1:
+        error.own, error.own_line = written[0], own_line
+
+
+def candidate_own_error(log: str, host_lines: dict[str, int] | None = None) -> bool:
+    """True when a failed split build's every compiler error sits in the candidate's code as written and is
+    not one the split's rewriting can cause: the stock build would fail on it the same way."""
+    errors = compiler_errors(log, host_lines)
+    return bool(errors) and all(e.own and not e.moved and not _SPLIT_SUSPECT.search(e.what) for e in errors)
+
+
+def build_identity(name: str, path: str, cpp_text: str, cuda_text: str, args: tuple, kwargs: dict[str, Any]) -> str:
+    """Everything that decides a build's outcome, hashed."""
+    payload = {"name": name, "path": path, "cpp": cpp_text, "cuda": cuda_text, "args": args, "kwargs": kwargs}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass
+class BuildLedger:
+    """One evaluation's builds: what failed, what they cost against the budget, the first compiler error."""
+
+    budget_s: float | None = DEFAULT_BUILD_BUDGET_S
+    failed: dict[str, BaseException] = field(default_factory=dict)
+    builds: int = 0
+    spent_s: float = 0.0
+    first_error: str | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _started: set[str] = field(default_factory=set, repr=False)
+
+    def start(self, identity: str) -> float | None:
+        """A build about to run: refused once the budget is spent; the clock it is measured with. A build
+        asked for again (the import finding the prebuild thread's) is neither counted nor charged: None."""
+        with self._lock:
+            if identity in self._started:
+                return None
+            if self.budget_s is not None and self.builds and self.spent_s >= self.budget_s:
+                raise BuildBudgetSpent(
+                    f"build budget spent after {self.builds} build{'s' * (self.builds != 1)} "
+                    f"({self.spent_s:.0f} s of {self.budget_s:.0f} s; raise it with --build-budget)"
+                )
+            self.builds += 1
+            self._started.add(identity)
+        return time.monotonic()
+
+    def finish(self, started: float | None) -> None:
+        if started is None:
+            return
+        with self._lock:
+            self.spent_s += time.monotonic() - started
+
+    def remembered(self, identity: str) -> BaseException | None:
+        """The error this very build failed with earlier in this evaluation, as a new exception to raise."""
+        with self._lock:
+            error = self.failed.get(identity)
+        if error is None:
+            return None
+        again = RuntimeError(f"{error} (this same build failed earlier in this evaluation; not built again)")
+        again.__cause__ = error
+        return again
+
+    def remember(self, identity: str, error: BaseException, errors: list[CompilerError]) -> None:
+        with self._lock:
+            self.failed.setdefault(identity, error)
+            if self.first_error is None and errors:
+                self.first_error = errors[0].text()

@@ -1,0 +1,41 @@
+"""torch's ninja run, its output both shown and kept (ARCHITECTURE.md §3, "Builds").
+
+torch's own ``_run_ninja_build`` either streams the compiler's output to the process's stdout (verbose:
+the worker's log, live) or keeps it for its error message (quiet), never both. cudaforge needs both: the
+log for the person, and the error's text to read the compiler's first error in the candidate's own lines
+and to tell a split build's fault from the candidate's (engine.eval.build.failures). So this runs the same
+command as torch does on Linux, echoes each line as it comes and raises torch's error with the output in
+it, as a quiet run would.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+def run_ninja_teed(build_directory: str, error_prefix: str) -> None:
+    """``ninja -v`` in ``build_directory`` (``-j`` as torch chooses it), echoed line by line to stdout;
+    a failure raises ``RuntimeError(f"{error_prefix}: {output}")``, torch's own form."""
+    from torch.utils.cpp_extension import _get_num_workers
+
+    command = ["ninja", "-v"]
+    workers = _get_num_workers(True)
+    if workers is not None:
+        command += ["-j", str(workers)]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    kept: list[str] = []
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=build_directory, env=os.environ.copy()
+    ) as ninja:
+        assert ninja.stdout is not None
+        for raw in ninja.stdout:
+            line = raw.decode("utf-8", "replace")
+            kept.append(line)
+            sys.stdout.write(line)
+            sys.stdout.flush()
+        code = ninja.wait()
+    if code != 0:
+        raise RuntimeError(f"{error_prefix}: {''.join(kept)}")

@@ -1,0 +1,120 @@
+"""Builds that fail once (engine/eval/build/failures.py; ARCHITECTURE.md §3, "Builds"): a failed build is
+not built again in one evaluation, a budget caps its builds, the compiler's first error leads the messages
+in the candidate's own lines, and a split build's error in the candidate's own code is not built again the
+stock way. Real compilers: nvcc on split units (no GPU needed), g++ through the real worker."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from engine.eval.build.failures import candidate_own_error, compiler_errors
+from engine.eval.build.split.rewrite import split_sources
+from engine.eval.evaluate import evaluate
+from engine.eval.options import EvalOptions
+from tests.conftest import EXAMPLES
+
+KERNEL = """#include <cuda_runtime.h>
+__global__ void scale_kernel(const float* x, float* y, int n) {{
+    int i = blockIdx.x * blockDim.x + threadIdx.{axis};
+    if (i < n) y[i] = {body};
+}}
+void scale(const float* x, float* y, int n) {{ scale_kernel<<<(n + 255) / 256, 256>>>(x, y, n); }}
+"""
+
+
+def _nvcc_log(cuda: str, tmp_path: Path) -> str:
+    split = split_sources("", cuda)
+    (tmp_path / "unit.cu").write_text(split.cuda)
+    done = subprocess.run(["nvcc", "-c", "-std=c++17", "--expt-relaxed-constexpr", str(tmp_path / "unit.cu"), "-o", str(tmp_path / "unit.o")],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode != 0, "the unit should not compile"
+    return done.stdout + done.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_nvcc_on_a_split_unit_names_the_candidates_own_line_and_whose_fault_it_is(tmp_path: Path) -> None:
+    own = _nvcc_log(KERNEL.format(axis="q", body="x[i] * 2.0f"), tmp_path)
+    (first,) = compiler_errors(own)[:1]
+    assert (first.own, first.own_line) == ("cuda_sources", 3) and '"q"' in first.what
+    assert candidate_own_error(own)  # blockIdx.q: the stock build would fail on it too
+    # a name a header of torch's may have brought in the stock build (the split unit has none of them)
+    undeclared = _nvcc_log(KERNEL.format(axis="x", body="CUDART_PI_F * x[i]"), tmp_path)
+    assert compiler_errors(undeclared) and not candidate_own_error(undeclared)
+
+
+def test_only_errors_in_code_as_written_count_as_the_candidates_own() -> None:
+    moved = "cuda_sources@ext.2:5:3: error: expected ';' before '}' token"
+    assert compiler_errors(moved, {"ext.2": 40})[0].own_line == 44 and not candidate_own_error(moved, {"ext.2": 40})
+    assert not candidate_own_error("/tmp/b/cuda.cu(3): error: expected a \";\"")  # a stock unit: not the split's
+    assert not candidate_own_error("ld: undefined reference to `scale_kernel'")  # no compiler line: not sure
+    assert candidate_own_error("cpp_sources:4:10: error: expected ';' before '}' token")
+
+
+FAILING = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SOURCE = """
+torch::Tensor twice(torch::Tensor x) {
+    return x * 2
+}
+"""
+for attempt in range(3):  # one per submodule, as a UNet candidate did
+    try:
+        ext = load_inline(name="cf_fail_once", cpp_sources=SOURCE, functions=["twice"])
+    except Exception as error:
+        last = error
+raise last
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.twice(x)
+'''
+
+TWO_EXTENSIONS = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+first = load_inline(name="cf_budget_a", cpp_sources="torch::Tensor a(torch::Tensor x) { return x; }", functions=["a"])
+try:
+    second = load_inline(name="cf_budget_b", cpp_sources="torch::Tensor b(torch::Tensor x) { return x; }", functions=["b"])
+except Exception:  # a candidate cannot swallow the budget's refusal
+    second = None
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return first.a(torch.relu(x))
+'''
+
+
+def _options(cache: Path, **more: object) -> EvalOptions:
+    return EvalOptions(device="cpu", trials=1, do_timing=False, cache_root=cache, **more)
+
+
+@pytest.mark.slow
+def test_a_source_that_failed_is_not_built_again_and_its_first_error_leads_in_its_own_lines(tmp_path: Path) -> None:
+    task = (EXAMPLES / "tasks" / "relu.py").read_text()
+    result = evaluate(task, FAILING, _options(tmp_path / "cache"), task_name="relu")
+    assert result.status == "compile_error", result.messages
+    assert len(result.build.extensions) == 1  # three calls, one build
+    assert result.messages[0].startswith("compiler error at cpp_sources line 3: "), result.messages
+    assert "failed to build earlier in this evaluation: not built again" in result.build.log
+
+
+@pytest.mark.slow
+def test_past_the_build_budget_the_verdict_is_a_compile_error_that_says_so(tmp_path: Path) -> None:
+    task = (EXAMPLES / "tasks" / "relu.py").read_text()
+    result = evaluate(task, TWO_EXTENSIONS, _options(tmp_path / "cache", build_budget_s=1e-6), task_name="relu")
+    assert result.status == "compile_error", result.messages
+    assert "build budget spent after 1 build" in result.messages[-1]
+    assert [b.name for b in result.build.extensions] == ["cf_budget_a"]
+    roomy = evaluate(task, TWO_EXTENSIONS, _options(tmp_path / "cache"), task_name="relu")
+    assert [b.name for b in roomy.build.extensions] == ["cf_budget_a", "cf_budget_b"], roomy.messages  # room for both
