@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 
 from engine.batch.progress import LineProgress, LiveProgress, TaskState, make_progress
 
@@ -78,3 +79,23 @@ def test_auto_picks_the_bar_on_a_terminal_and_lines_elsewhere() -> None:
         progress.close()
     os.close(parent)
     assert type(make_progress("lines", 1, io.StringIO())) is LineProgress
+
+
+def test_the_lines_view_says_what_each_running_pair_is_doing_on_a_heartbeat() -> None:
+    """A pair that takes minutes is never silent: its stage and how long it has run, every heartbeat."""
+    from engine.evalset.progress import EvalsetLines
+    from tests.conftest import until
+
+    out = io.StringIO()
+    progress = EvalsetLines(2, out, heartbeat_s=0.05)
+    progress.started("level_1_problem_19", "GPU 0", False)
+    progress.stage("level_1_problem_19", "build")
+    assert until(lambda: progress.beats >= 1)
+    progress.finished("level_1_problem_19", "correct")
+    beats = progress.beats
+    assert until(lambda: progress.beats > beats)  # a beat with nothing running prints nothing
+    progress.close()
+    lines = out.getvalue().splitlines()
+    still = [line for line in lines if "still" in line]
+    assert still and all(re.fullmatch(r"\[level_1_problem_19\] still build · \d+m\d\ds", line) for line in still), lines
+    assert lines.index(still[-1]) < next(i for i, line in enumerate(lines) if "1/2 done" in line)

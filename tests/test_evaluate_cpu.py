@@ -130,6 +130,14 @@ def test_native_crash_is_a_runtime_error_with_the_signal(ext_cache: Path) -> Non
     assert result.exit_code is not None and result.exit_code < 0
 
 
+def test_the_whole_pairs_cap_ends_an_evaluation_whose_stage_limits_are_far_off(ext_cache: Path) -> None:
+    """``--max-pair-seconds``: every stage together; the verdict names that cap, not a stage's limit."""
+    source = relu_variant("return ext.relu(x)", "while True:\n            pass")
+    result = run_unguarded(source, ext_cache, timeouts=StageTimeouts(check=600.0), max_seconds=30.0)
+    assert result.status == "timeout" and result.stage == "check", result.messages
+    assert "its limit of 30 s for the whole pair (--max-pair-seconds) during the check stage" in result.messages[-1]
+
+
 def test_infinite_loop_times_out_within_the_bound(ext_cache: Path) -> None:
     source = relu_variant("return ext.relu(x)", "while True:\n            pass")
     timeouts = StageTimeouts(check=3.0)

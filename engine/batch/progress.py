@@ -5,7 +5,8 @@ the same state: per running task its stage, round and best speedup so far, parse
 ``cudaforge run --headless`` lines of its child process (and ``cudaforge explore``'s, with ``--explore``).
 
 * :class:`LineProgress` prints every line as ``[task] …`` and ``[k/N done] …`` when a task ends,
-  which is what a log file or CI wants.
+  which is what a log file or CI wants; every ``HEARTBEAT_S`` it also prints each running task's stage
+  and how long it has run (``[task] still build · 1m30s``), so a pair that takes minutes is never silent.
 * :class:`LiveProgress` (a terminal) keeps a live block at the bottom — an overall progress bar
   and one line per running task — and prints only the start, result and end lines above it. It is
   drawn with ``rich`` (Textual's own renderer, so no new dependency); it redraws a few times a
@@ -19,8 +20,10 @@ from __future__ import annotations
 import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TextIO
+
+HEARTBEAT_S = 15.0  # how often the lines view says what each running task is doing
 
 _STAGE = re.compile(r"^iter (\d+) · (\w+)")
 _RESULT = re.compile(r"^iter (\d+) ·\s+→ (\S+) · (?:([0-9.]+)x)?")
@@ -38,6 +41,11 @@ class TaskState:
     stage: str = "starting"
     round: int | None = None
     best: float | None = None
+    started_at: float = field(default_factory=time.monotonic)
+
+    def elapsed(self) -> str:
+        seconds = int(time.monotonic() - self.started_at)
+        return f"{seconds // 60}m{seconds % 60:02d}s"
 
     def update(self, line: str) -> bool:
         """Take one child line into account; True when it is a result line (worth printing live)."""
@@ -69,13 +77,30 @@ class TaskState:
 class LineProgress:
     """One printed line per event (logs, CI, anything that is not a terminal)."""
 
-    def __init__(self, total: int, out: TextIO, rounds: int | None = None) -> None:
+    def __init__(
+        self, total: int, out: TextIO, rounds: int | None = None, heartbeat_s: float = HEARTBEAT_S
+    ) -> None:
         self.total = total
         self.finished_count = 0
         self.out = out
         self.rounds = rounds
         self.lock = threading.Lock()
         self.running: dict[str, TaskState] = {}
+        self.beats = 0  # heartbeats printed (tests wait on it, not on a clock)
+        self._stop = threading.Event()
+        if heartbeat_s > 0:
+            threading.Thread(target=self._heartbeat, args=(heartbeat_s,), name="progress-heartbeat", daemon=True).start()
+
+    def _heartbeat(self, every_s: float) -> None:
+        while not self._stop.wait(every_s):
+            self.beat()
+
+    def beat(self) -> None:
+        """One line per running task: its stage and how long it has run."""
+        with self.lock:
+            for state in list(self.running.values()):
+                self._print(f"[{state.name}] still {state.describe(self.rounds)} · {state.elapsed()}")
+            self.beats += 1
 
     def _print(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -112,14 +137,14 @@ class LineProgress:
             self._print(f"[{self.finished_count}/{self.total} done] {name}: {summary}")
 
     def close(self) -> None:
-        pass
+        self._stop.set()
 
 
 class LiveProgress(LineProgress):
     """A live bar plus one line per running task, redrawn in place (a terminal)."""
 
     def __init__(self, total: int, out: TextIO, rounds: int | None = None, width: int | None = None) -> None:
-        super().__init__(total, out, rounds)
+        super().__init__(total, out, rounds, heartbeat_s=0)  # the live rows show each task's time instead
         from rich.console import Console
         from rich.live import Live
 
@@ -157,10 +182,11 @@ class LiveProgress(LineProgress):
         )
         for state in running:
             where = f" ({state.where})" if state.where else ""
-            grid.add_row(f"  {state.name}{where}", state.describe(self.rounds))
+            grid.add_row(f"  {state.name}{where}", f"{state.describe(self.rounds)} · {state.elapsed()}")
         return grid
 
     def close(self) -> None:
+        super().close()
         self.live.refresh()
         self.live.stop()
 

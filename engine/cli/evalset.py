@@ -81,6 +81,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--build-budget", type=positive_float, default=None, metavar="SECONDS",
         help="seconds all builds of one evaluation may take together (default [eval] build_budget_s: 180)",
     )  # fmt: skip
+    parser.add_argument(
+        "--max-pair-seconds", type=positive_float, default=600.0, metavar="SECONDS",
+        help="wall-clock cap on one pair's evaluation, every stage together (default 600): past it, a timeout verdict",
+    )  # fmt: skip
     parser.add_argument("--no-timing", action="store_true", help="phase 1 only: correctness, no timing")
     parser.add_argument(
         "--no-shapes", action="store_true", help="skip the correctness re-check at perturbed sizes"
@@ -136,6 +140,7 @@ def build_eval_options(args: argparse.Namespace) -> Any:
     device = "cuda" if args.ray and config.eval.device == "cuda" else resolve_device(config.eval.device)
     options = EvalOptions.from_config(config, device)
     options.do_timing = not args.no_timing
+    options.max_seconds = args.max_pair_seconds
     options.shapes = not args.no_shapes  # on by default here (issue 25): judged sets say how general
     for key in ("relax", "refuse"):
         if getattr(args, key):

@@ -18,6 +18,7 @@ from typing import Any
 from engine.batch.ray import RayUnavailable
 from engine.cli.args import gpu_list, int_at_least, loop_config, model_name, positive_float, visible_gpus
 from engine.cli.guard import add_guard_flags
+from engine.cli.heartbeat import Heartbeat
 from engine.cli.interrupts import Interrupts
 from engine.config import ConfigError, sessions_root
 from engine.eval.options import EvaluationError
@@ -100,6 +101,7 @@ def _explore(args: argparse.Namespace, interrupts: Interrupts) -> int:
     except (ConfigError, SessionError) as error:
         return _usage(str(error))
     devices: Any = None
+    heartbeat: Heartbeat | None = None
     try:
         source = args.branch or session.current_branch
         start = args.start
@@ -118,10 +120,18 @@ def _explore(args: argparse.Namespace, interrupts: Interrupts) -> int:
             max_cost_usd=args.max_cost, max_tokens=args.max_tokens,
         )  # fmt: skip
         printer = _printer(args.verbose)
+        heartbeat = Heartbeat(_say)  # every branch's stage and time, so minutes of building are never silent
+
+        def on_event(event: Event) -> None:
+            heartbeat.on_event(event)
+            printer(event)
+
         devices = _devices(args, config)
-        explorer = Explorer(session, spec, branch_loops(config), on_line=_say, on_event=printer, devices=devices,
+        explorer = Explorer(session, spec, branch_loops(config), on_line=_say, on_event=on_event, devices=devices,
                             llm_concurrency=args.llm_concurrency)  # fmt: skip
     except (ConfigError, SessionError, ExploreError, LLMError, EvaluationError, RayUnavailable) as error:
+        if heartbeat is not None:
+            heartbeat.stop()
         if devices is not None:
             devices.close()
         session.close()
@@ -136,6 +146,7 @@ def _explore(args: argparse.Namespace, interrupts: Interrupts) -> int:
         print(f"cudaforge explore: {error}", file=sys.stderr)
         return EXIT_ERROR
     finally:
+        heartbeat.stop()  # type: ignore[union-attr]
         devices.close()
         session.close()
     print(format_summary(summary, session.name), flush=True)

@@ -74,6 +74,9 @@ class EvalOptions:
     prebuild: bool = field(default_factory=lambda: os.environ.get("CUDAFORGE_PREBUILD", "1") != "0")
     # every build of one evaluation together (engine.eval.build.failures): once spent, compile_error
     build_budget_s: float = EvalConfig.build_budget_s
+    # the whole evaluation's wall-clock cap, every stage together (evalset's --max-pair-seconds); None: the
+    # stage limits alone. Past it the worker is killed and the verdict is a timeout that names the cap.
+    max_seconds: float | None = None
 
     @classmethod
     def from_config(

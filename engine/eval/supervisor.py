@@ -81,6 +81,8 @@ class WorkerSupervisor:
         self.log_path = job_dir / "worker.log"
         self.stage = "start"
         self.stage_started = time.monotonic()
+        self._whole_deadline = float("inf")  # EvalOptions.max_seconds from the worker's start, when set
+        self.whole_limit_hit = False  # the whole evaluation's cap, not a stage's limit, ended it
         self.stage_marks: dict[str, int] = {}  # log offset at which each stage began
         self.durations: dict[str, float] = {}
         self.build_dirs: list[str] = []
@@ -149,6 +151,7 @@ class WorkerSupervisor:
         process, read_fd, output = worker.process, worker.read_fd, worker.output
         self.sandbox_used, self.sandbox_warnings = worker.mechanism, worker.warnings
         started = time.monotonic()
+        self._whole_deadline = started + self.options.max_seconds if self.options.max_seconds else float("inf")
         self._set_stage("start")
         if spare is not None:
             spare.go(keep_open=gated)  # the job is written: the waiting worker reads it and goes on
@@ -214,10 +217,14 @@ class WorkerSupervisor:
     def _listen(self, process: subprocess.Popen, read_fd: int) -> bool:
         """Read messages until the worker is gone; True when a stage timed out."""
         while True:
-            remaining = self.stage_started + self._stage_limit() - time.monotonic()
-            if remaining <= 0 and self.final is None:
+            now = time.monotonic()
+            remaining = self.stage_started + self._stage_limit() - now
+            whole = self._whole_deadline - now
+            if min(remaining, whole) <= 0 and self.final is None:
+                self.whole_limit_hit = whole <= 0 and remaining > 0
                 _kill_group(process)
                 return True
+            remaining = min(remaining, whole)
             ready, _, _ = select.select([read_fd], [], [], max(0.0, min(0.2, remaining)))
             self._drain_log()  # may take long: a front end's callback runs here
             if ready and not self._read_messages(read_fd):
@@ -375,9 +382,15 @@ class WorkerSupervisor:
         if timed_out:
             limit = self._stage_limit()
             result.status = TIMEOUT
-            result.messages.append(
-                f"the {stage} stage ran over its {limit:g} s limit; the worker's process group was killed"
-            )
+            if self.whole_limit_hit:
+                result.messages.append(
+                    f"the evaluation reached its limit of {self.options.max_seconds:g} s for the whole pair "
+                    f"(--max-pair-seconds) during the {stage} stage; the worker's process group was killed"
+                )
+            else:
+                result.messages.append(
+                    f"the {stage} stage ran over its {limit:g} s limit; the worker's process group was killed"
+                )
             if stage == "build":
                 removed = [d for d in self.build_dirs if remove_stale_torch_lock(Path(d))]
                 if removed:
