@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from engine.eval import check_stage
 from engine.eval.pipe import PROVISIONAL
 from engine.eval.values import clone
 
@@ -125,7 +126,7 @@ def shapes_refused(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
                 ev.sync()
                 outcome = compare_outputs(expected, got, ev.job.tolerances)
                 weak = outcome.passed and weak_failure(ev.result.weak_outputs, expected, got, inputs)
-                if weak and ev.rescued(  # within rounding of the float64 reference (engine.eval.arbiter)
+                if weak and check_stage.rescued(ev,  # within rounding of the float64 reference (engine.eval.arbiter)
                     reference, expected, [got], inputs, [w["output"] for w in ev.result.weak_outputs],
                     degenerate=" is degenerate " in weak,
                 ):

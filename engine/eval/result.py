@@ -277,3 +277,14 @@ class EvalResult:
 def _known(klass: type, data: dict[str, Any]) -> dict[str, Any]:
     names = {f.name for f in dataclasses.fields(klass)}
     return {k: v for k, v in data.items() if k in names}
+
+
+def error_info(error: BaseException) -> dict[str, str]:
+    """An exception as a result records it (``EvalResult.error``): type, message, the traceback's end."""
+    import traceback
+
+    return {
+        "type": type(error).__name__,
+        "message": str(error)[:4000],
+        "traceback": "".join(traceback.format_exception(type(error), error, error.__traceback__))[-8000:],
+    }

@@ -16,11 +16,10 @@ from __future__ import annotations
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
-from engine.eval import faults, launches
+from engine.eval import blame, faults, launches
 from engine.eval.build.failures import BuildBudgetSpent, BuildLedger
 from engine.eval.job import JobError, WorkerJob
 from engine.eval.pipe import (
@@ -33,7 +32,6 @@ from engine.eval.pipe import (
     RESULT,
     SPARE_FLAG,
     STAGE,
-    TRIAL,
     VERDICT_FD_ENV,
     Channel,
 )
@@ -43,24 +41,14 @@ from engine.eval.result import (
     CORRECT,
     HARNESS_ERROR,
     HARNESS_SIDE,
-    INCORRECT,
     REFERENCE_SIDE,
     REJECTED,
     RUNTIME_ERROR,
     BuildInfo,
     EvalResult,
-    TrialResult,
+    error_info,
 )
-from engine.eval.values import clone as _clone
 from engine.eval.values import to_device
-
-
-def _error_info(error: BaseException) -> dict[str, str]:
-    return {
-        "type": type(error).__name__,
-        "message": str(error)[:4000],
-        "traceback": "".join(traceback.format_exception(type(error), error, error.__traceback__))[-8000:],
-    }
 
 
 class Evaluation:
@@ -101,72 +89,10 @@ class Evaluation:
     def harness(self, kind: str, message: str, error: BaseException | None = None, **extra: Any) -> EvalResult:
         """cudaforge's own fault (engine.eval.faults): no verdict on the kernel, whatever stage it was."""
         if error is not None:
-            self.result.error = _error_info(error)
+            self.result.error = error_info(error)
         self.result.harness_fault = faults.record(kind, message, error, stage=self.result.stage, **extra)
         self.result.failed_side, self.result.task_error = HARNESS_SIDE, False
         return self.finish(HARNESS_ERROR, f"cudaforge's own fault ({kind}), not the kernel's: {message}")
-
-    def out_of_memory(self, error: BaseException) -> dict[str, int] | None:
-        """Record the GPU's memory at an OOM; the numbers when others held enough to be the cause."""
-        memory = faults.gpu_memory(self.device)
-        self.result.memory = {**(self.result.memory or {}), "at_oom": memory}
-        return memory if faults.contention(memory) else None
-
-    def unexpected(self, error: BaseException) -> EvalResult:
-        """An exception no stage caught: whose fault it is decides the status (engine.eval.faults)."""
-        stage = self.result.stage
-        text = f"{type(error).__name__}: {error}"
-        fault = self._our_fault(error)
-        if fault is not None:
-            return self.harness(fault.kind, fault.message, error)
-        if faults.is_oom(error):
-            shared = self.out_of_memory(error)
-            if shared:
-                return self.harness(
-                    faults.OOM_CONTENTION,
-                    f"out of GPU memory in stage {stage} while other processes held most of it "
-                    f"({faults.describe_memory(shared)})",
-                    error,
-                )
-        candidate = self.candidate_ran and (
-            faults.is_oom(error)
-            or faults.is_cuda_error(error)
-            or faults.passes_through(error, self.job.kernel_path)
-        )
-        if candidate:
-            self.result.error = _error_info(error)
-            return self.finish(RUNTIME_ERROR, f"evaluation failed in stage {stage}: {text}")
-        if faults.passes_through(error, self.job.task_path):  # the task's own code raised
-            self.result.error = _error_info(error)
-            self.result.failed_side, self.result.task_error = REFERENCE_SIDE, True
-            return self.finish(RUNTIME_ERROR, f"the task's code failed in stage {stage}: {text}")
-        kind = faults.IMPORT if isinstance(error, ImportError) else faults.INTERNAL
-        return self.harness(kind, f"stage {stage}: {text}", error)
-
-    def _our_fault(self, error: BaseException) -> faults.HarnessFault | None:
-        """The build hook's own recorded failure, when it is what went wrong (during the build, or in
-        ``error``'s chain later). Only the object the hook kept counts: a candidate that raises a
-        HarnessFault of its own is not believed."""
-        recorder = getattr(self, "recorder", None)
-        ours = recorder.fault if recorder is not None else None
-        if ours is not None and (self.result.stage == "build" or faults.in_chain(error, ours)):
-            return ours
-        return None
-
-    def record_memory(self) -> None:
-        """The allocator's peaks over the whole evaluation (host-side counters: safe after a fault)."""
-        import torch
-
-        if self.device.type != "cuda" or not torch.cuda.is_initialized():
-            return
-        try:
-            peaks = {
-                "peak_allocated_bytes": int(torch.cuda.max_memory_allocated(self.device)),
-                "peak_reserved_bytes": int(torch.cuda.max_memory_reserved(self.device)),
-            }
-        except Exception:  # noqa: BLE001 - measuring must never change the verdict
-            return
-        self.result.memory = {**peaks, **(self.result.memory or {})}
 
     # -- stages ---------------------------------------------------------------------------
     def run(self) -> EvalResult:
@@ -194,7 +120,7 @@ class Evaluation:
         try:
             task = import_module_from_source(Path(self.job.task_path).read_text(), self.job.task_path)
         except BaseException as error:  # the task is the user's: say so plainly
-            self.result.error = _error_info(error)
+            self.result.error = error_info(error)
             self.result.failed_side, self.result.task_error = REFERENCE_SIDE, True
             return self.finish(RUNTIME_ERROR, f"the task failed to import: {type(error).__name__}: {error}")
 
@@ -208,13 +134,13 @@ class Evaluation:
         if self.job.reference_only:  # the loop's task check: nothing of a candidate runs
             return self.finish(CORRECT)
         candidate = self.build()
-        if candidate is None or self.precision_changed("its import") or self.extension_failed():
+        if candidate is None or self.precision_changed("its import") or blame.extension_failed(self):
             return self.result
         models = self.construct(task, candidate)
         if models is None or self.precision_changed("ModelNew's constructor"):
             return self.result
         reference, new = models
-        if not self.check(task, reference, new) or self.extension_failed():
+        if not self.check(task, reference, new) or blame.extension_failed(self):
             return self.result
         if self.job.guards and launches.launch_refused(self, task, reference, new):
             return self.result
@@ -377,7 +303,7 @@ class Evaluation:
             )
         except BaseException as error:
             self._record_build(recorder, started)
-            fault = self._our_fault(error)
+            fault = blame.our_fault(self, error)
             if fault is not None:
                 self.harness(fault.kind, fault.message, error)
                 return None
@@ -385,7 +311,7 @@ class Evaluation:
             if environment:
                 self.harness(faults.ENVIRONMENT, f"the extension could not be built here: {environment}", error)
                 return None
-            self.result.error = _error_info(error)
+            self.result.error = error_info(error)
             if self.ledger.first_error:  # the compiler's own first error leads, whatever was noted before
                 self.result.messages.insert(0, self.ledger.first_error)
             if isinstance(error, BuildBudgetSpent):
@@ -430,7 +356,7 @@ class Evaluation:
             with torch.device(self.device):
                 reference = task.Model(*init_inputs).to(self.device)
         except BaseException as error:
-            self.result.error = _error_info(error)
+            self.result.error = error_info(error)
             self.result.failed_side, self.result.task_error = REFERENCE_SIDE, True
             self.finish(
                 RUNTIME_ERROR, f"the reference Model failed to construct: {type(error).__name__}: {error}"
@@ -441,7 +367,7 @@ class Evaluation:
             with torch.device(self.device):
                 new = candidate.ModelNew(*init_inputs).to(self.device)
         except BaseException as error:
-            self.result.error = _error_info(error)
+            self.result.error = error_info(error)
             self.finish(RUNTIME_ERROR, f"ModelNew failed to construct: {type(error).__name__}: {error}")
             return None
         return reference, new
@@ -470,25 +396,6 @@ class Evaluation:
         self.finish(REJECTED, f"refused by the runtime guard [{rule}]: {message}")
         return True
 
-    def extension_failed(self) -> bool:
-        """A ``load_inline`` call failed, no later one worked, and the candidate went on (it caught the
-        error): whatever it returns was not computed by that extension. True when that ends the
-        evaluation (a refusal, or a harness fault when the machine could not build)."""
-        recorder = getattr(self, "recorder", None)
-        failed = getattr(recorder, "failed", [])
-        if not failed or any(f["rule"] == "extension-load-failed" for f in self.result.findings):
-            return False
-        for error in getattr(recorder, "failed_errors", []):
-            environment = faults.environment_problem(error)
-            if environment:  # the machine could not build (no toolkit, a full disk): not the candidate's doing
-                self.harness(faults.ENVIRONMENT, f"the extension could not be built here: {environment}", error)
-                return True
-        return self.guard(
-            "extension-load-failed",
-            f"load_inline failed for {'; '.join(failed)}, and the candidate caught the error and went on: "
-            "its results come from some other code path (a fallback), not from that extension",
-        )
-
     def precision_changed(self, when: str) -> bool:
         """A numeric-mode flag the candidate changed (put back at once); True when that refuses it."""
         changes = self.pin.changed() if self.pin is not None else []
@@ -515,265 +422,12 @@ class Evaluation:
         key = f"defence_{what}"
         self.result.durations[key] = self.result.durations.get(key, 0.0) + time.monotonic() - started
 
-    def call_candidate(
-        self, new: Any, inputs: list[Any], index: int, seed: int
-    ) -> tuple[Any, list[Any]] | None:
-        """One candidate call on a private copy of the inputs, on NaN-filled free memory, its flags
-        verified after; None (and a verdict) when it raised or changed a flag."""
-        arguments = _clone(inputs)
-        self.poison()
-        try:
-            output = new(*arguments)
-            self.sync()
-        except BaseException as error:
-            if faults.is_oom(error):
-                shared = self.out_of_memory(error)
-                if shared:
-                    self.harness(
-                        faults.OOM_CONTENTION,
-                        "ModelNew.forward ran out of GPU memory while other processes held most of it "
-                        f"({faults.describe_memory(shared)})",
-                        error,
-                    )
-                    return None
-            self.result.error = _error_info(error)
-            message = f"{type(error).__name__}: {error}"[:1000]
-            self.result.trials.append(TrialResult(index=index, seed=seed, passed=False, message=message))
-            self.finish(
-                RUNTIME_ERROR, f"ModelNew.forward raised {type(error).__name__}: {str(error).strip()[:500]}"
-            )
-            return None
-        if self.precision_changed(f"ModelNew.forward (trial {index})"):
-            return None
-        return output, arguments
-
     def check(self, task: Any, reference: Any, new: Any) -> bool:
-        """``trials`` rounds of fresh seeded inputs; the candidate runs before and after the reference,
-        each time on NaN-filled free memory; weak outputs get the spread check (engine.eval.degenerate)."""
-        import torch
+        """The check stage (engine.eval.check_stage); False when the candidate failed or was refused there."""
+        from engine.eval import check_stage
 
-        from engine.eval.degenerate import SpreadCheck
+        return check_stage.check(self, task, reference, new)
 
-        base = self.job.seed
-        spread = SpreadCheck.for_weak(self.result.weak_outputs)
-        earlier: list[Any] = []  # the previous trial's outputs, kept alive so their memory cannot be reused
-        for index in range(self.job.trials):
-            seed = base + 1 + index
-            with torch.no_grad():
-                inputs = self.make_inputs(task, seed)
-                before = self.call_candidate(new, inputs, index, seed)
-                if before is None:
-                    return False
-                reference_inputs = _clone(inputs)
-                expected = reference(*reference_inputs)
-                self.sync()
-                after = self.call_candidate(new, inputs, index, seed)
-                if after is None:
-                    return False
-                (got, arguments), (got_again, _) = before, after
-                if self.runtime_guards(inputs, reference_inputs, arguments, got, got_again, earlier):
-                    return False
-                outcome = self.compare_both(expected, got, got_again)
-                if outcome.passed and self.degenerate_refused(expected, [got, got_again], inputs, reference):
-                    return False
-                spread.add(expected, got, inputs, seed)
-                spread.add(expected, got_again, inputs, seed)
-            earlier = [got, got_again]
-            if not self.record_trial(index, seed, outcome):
-                return False
-        return not self.spread_refused(spread, task, reference)
-
-    def compare_both(self, expected: Any, got: Any, got_again: Any) -> Any:
-        """The first call's comparison, or the second's when only that one fails."""
-        from engine.eval.compare import compare_outputs
-
-        outcome = compare_outputs(expected, got, self.job.tolerances)
-        if outcome.passed:
-            second = compare_outputs(expected, got_again, self.job.tolerances)
-            if not second.passed:
-                second.message = f"on the call after the reference: {second.message}"
-                outcome = second
-        if not outcome.passed and "non-finite" in outcome.message:
-            outcome.message += (
-                "; free memory is filled with NaN before every candidate call, so a kernel that reads "
-                "or returns memory it never wrote fails here"
-            )
-        return outcome
-
-    def record_trial(self, index: int, seed: int, outcome: Any) -> bool:
-        trial = TrialResult(
-            index=index,
-            seed=seed,
-            passed=outcome.passed,
-            max_abs_error=outcome.max_abs_error,
-            max_rel_error=outcome.max_rel_error,
-            message=outcome.message,
-        )
-        self.result.trials.append(trial)
-        self.channel.send(TRIAL, trial=trial.__dict__)
-        if not outcome.passed:
-            self.finish(INCORRECT, f"trial {index} (seed {seed}): {outcome.message}")
-            return False
-        return True
-
-    def degenerate_refused(self, expected: Any, outputs: list[Any], inputs: list[Any], reference: Any) -> bool:
-        """A weak output the candidate answered degenerately (zeros, a constant, an input): refused, unless
-        the float64 arbiter finds the exact answer constant to rounding and the answer within rounding
-        of it (then it is the right answer: engine.eval.arbiter)."""
-        from engine.eval.degenerate import first_degenerate
-
-        found = None
-        for record in self.result.weak_outputs:
-            found = first_degenerate([record], expected, outputs, inputs)
-            if found and not self.rescued(reference, expected, outputs, inputs, [found[0]], degenerate=True):
-                break
-            found = None
-        if found is None:
-            return False
-        where, kind = found
-        what = {"zeros": "all zeros", "constant": "one constant"}.get(kind, f"{kind} returned unchanged")
-        return self.guard(
-            "output-degenerate",
-            f"{where} is {what} where the reference's is not; the task is weak there (a "
-            "degenerate answer passes its tolerance), so this is not accepted as correct",
-        )
-
-    def spread_refused(self, spread: Any, task: Any, reference: Any) -> bool:
-        """The weak outputs' error against the reference's spread over every trial; True when failed.
-
-        A failed output goes to the float64 arbiter first (engine.eval.arbiter): the candidate passes
-        there when its error to the float64 reference is at the level of the float32 reference's own."""
-        from engine.eval.degenerate import SPREAD_LIMIT
-
-        failures = spread.failures()
-        if not failures:
-            return False
-        arbitration = self.arbitrate_spread(spread, failures, task, reference)
-        remaining = [
-            f for f in failures if not arbitration.accepts(f["output"], degenerate=f["constant_across_trials"])
-        ]
-        rulings = {r.output: r for r in arbitration.rulings}
-        for where in dict.fromkeys(f["output"] for f in failures):
-            if where in rulings and where not in {f["output"] for f in remaining}:
-                self.result.messages.append(rulings[where].message())
-        for failure in remaining:
-            where, error = failure["output"], failure["relative_error"]
-            baseline = "spread" if failure["check"] == "spread" else f"distance from {failure['check']}"
-            if where in rulings:
-                note = f"; {rulings[where].message()}"
-            else:
-                note = f"; the float64 arbiter could not judge it, so the spread rule decides: {arbitration.unavailable}"
-            if failure["constant_across_trials"]:
-                return self.guard(
-                    "output-degenerate",
-                    f"{where} is the same for every trial's inputs while the reference's changes with them{note}",
-                )
-            self.finish(
-                INCORRECT,
-                f"{where} passes the tolerance only because the task is weak there: its error is "
-                f"{error:.3g} of the reference's {baseline} (at most {SPREAD_LIMIT:g} passes){note}",
-            )
-            return True
-        return False
-
-    def float64_reference(self, reference: Any) -> Any:
-        """The reference cast to float64, made once per evaluation at its first use."""
-        from engine.eval.arbiter import Float64Reference
-
-        if self.float64 is None:
-            self.float64 = Float64Reference(reference, self.sync)
-        return self.float64
-
-    def arbitrate_spread(self, spread: Any, failures: list[dict[str, Any]], task: Any, reference: Any) -> Any:
-        """The float64 arbiter over every trial of the failed weak outputs: each trial's inputs drawn
-        again from its seed, the float32 reference run again (it must give the kept output) and the
-        float64 one beside it. Only here, where a weak output's check failed, is the price paid."""
-        import torch
-
-        from engine.eval.arbiter import judge_spread
-
-        started = time.monotonic()
-        float64 = self.float64_reference(reference)
-
-        def rerun(seed: int) -> tuple[Any, Any] | None:
-            try:
-                inputs = self.make_inputs(task, seed)
-                with torch.no_grad():
-                    expected = reference(*_clone(inputs))
-                self.sync()
-            except Exception as error:  # noqa: BLE001 - the arbiter is unavailable, the spread rule decides
-                float64.unavailable = f"the reference failed when run again: {type(error).__name__}: {error}"[:400]
-                return None
-            truth = float64(_clone(inputs))
-            return None if truth is None else (expected, truth)
-
-        paths = list(dict.fromkeys(f["output"] for f in failures))
-        arbitration = judge_spread(spread, paths, rerun, float64)
-        self.record_arbitration(arbitration)
-        self.add_seconds("float64_arbiter", started)
-        return arbitration
-
-    def rescued(
-        self, reference: Any, expected: Any, outputs: list[Any], inputs: list[Any], paths: list[str], degenerate: bool
-    ) -> bool:
-        """Whether the float64 arbiter accepts the candidate's ``outputs`` to one call at ``paths``
-        (``degenerate``: only where the exact answer is constant to rounding)."""
-        from engine.eval.arbiter import Arbitration, judge_call
-
-        started = time.monotonic()
-        float64 = self.float64_reference(reference)
-        truth = float64(_clone(inputs))
-        arbitration = (
-            Arbitration([], float64.unavailable)
-            if truth is None
-            else judge_call(paths, expected, outputs, truth, float64)
-        )
-        self.record_arbitration(arbitration)
-        self.add_seconds("float64_arbiter", started)
-        return bool(paths) and all(arbitration.accepts(where, degenerate) for where in paths)
-
-    def record_arbitration(self, arbitration: Any) -> None:
-        """The arbiter's rulings kept on the result (``EvalResult.arbiter``), over every call judged."""
-        found = arbitration.record()
-        record = self.result.arbiter or {"outputs": [], "constant_to_rounding": False, "unavailable": None}
-        record["outputs"].extend(found["outputs"])
-        record["constant_to_rounding"] = record["constant_to_rounding"] or found["constant_to_rounding"]
-        record["unavailable"] = record["unavailable"] or found["unavailable"]
-        self.result.arbiter = record
-
-    def runtime_guards(
-        self,
-        inputs: list[Any],
-        reference_inputs: list[Any],
-        arguments: list[Any],
-        got: Any,
-        got_again: Any,
-        earlier: list[Any],
-    ) -> bool:
-        """The per-trial runtime checks; True when one refused the kernel."""
-        from engine.guard import runtime as rg
-
-        posing = rg.non_tensor_outputs([got, got_again])
-        if posing and self.guard(
-            "output-not-tensor",
-            f"outputs of type {', '.join(sorted(set(posing)))}; exact torch.Tensor required",
-        ):
-            return True
-        aliased = rg.aliased_outputs(got, arguments)
-        if aliased and self.guard("output-aliases-input", f"output(s) {aliased} share storage with an input"):
-            return True
-        theirs = set(rg.mutated_inputs(inputs, reference_inputs))
-        self.reference_mutates = self.reference_mutates or bool(theirs)
-        changed = set(rg.mutated_inputs(inputs, arguments)) - theirs
-        if changed and self.guard(
-            "input-mutated",
-            f"forward modified input(s) {sorted(changed)}, which the reference leaves unchanged",
-        ):
-            return True
-        reused = rg.reused_outputs(got_again, [got]) or rg.reused_outputs(got, earlier)
-        return bool(reused) and self.guard(
-            "output-cached", f"output(s) {reused} reuse the storage of a previous call's output"
-        )
 
     def warm_profiler(self) -> None:
         """Start the PyTorch profiler once, at the start of the build stage, when the launch check will
@@ -867,8 +521,8 @@ def main(argv: list[str]) -> int:
     try:
         result = evaluation.run()
     except BaseException as error:  # reported rather than lost; whose fault it is decides the status
-        result = evaluation.unexpected(error)
-    evaluation.record_memory()
+        result = blame.unexpected(evaluation, error)
+    blame.record_memory(evaluation)
     sys.stdout.flush()
     sys.stderr.flush()
     channel.send(RESULT, result=result.to_dict())

@@ -40,12 +40,14 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from engine import approval as approvals
 from engine.eval.options import resolve_device
 from engine.events import Event, LoopError
+from engine.explore import caps
+from engine.explore.choice import Choice
 from engine.explore.devices import GatedProfiler, SharedDevices
 from engine.explore.plan import (
     DONE,
@@ -60,8 +62,9 @@ from engine.explore.plan import (
     load_plan,
     save_plan,
 )
+from engine.explore.summary import BranchSummary as BranchSummary  # re-exported: the summary's rows
+from engine.explore.summary import ExploreSummary, headline, measure_text, speedup_text, summarize
 from engine.llm.bounded import DEFAULT_PER_PROVIDER, ProviderBounds
-from engine.loop import feedback
 from engine.loop.machine import AWAITING, ERROR, FINISH_BEFORE_STOPPING, FINISHED, PAUSED, Loop
 from engine.loop.state import CODER, JUDGE, Pending, clear_journal, derive, read_journal, save_journal
 from engine.loop.state import DONE as LOOP_DONE
@@ -76,123 +79,6 @@ LoopFactory = Callable[[SessionRepo, int, int, Callable[[Event], None], str], Lo
 
 class ExploreError(RuntimeError):
     """An exploration that cannot start or resume as asked (the message says what to do)."""
-
-
-@dataclass(frozen=True)
-class Choice:
-    """One idea a branch will pursue (``Explorer.choose``): ``idea`` as it will be sent to the Coder, and
-    ``suggested``, the Judge's idea it was changed from ({} when the idea is the person's own; None when
-    it is the Judge's, unchanged)."""
-
-    idea: dict[str, Any]
-    suggested: dict[str, Any] | None = None
-
-    @classmethod
-    def edited(cls, original: dict[str, Any], text: str) -> Choice:
-        """The Judge's ``original`` idea, rewritten by a person as ``text``."""
-        from engine.agents.suggestion import Suggestion
-
-        return cls(
-            Suggestion.from_text(str(original.get("mode") or "optimize"), text).to_dict(), dict(original)
-        )
-
-    @classmethod
-    def own(cls, text: str, mode: str = "optimize") -> Choice:
-        """An idea the person adds of their own."""
-        from engine.agents.suggestion import Suggestion
-
-        return cls(Suggestion.from_text(mode, text).to_dict(), {})
-
-
-@dataclass
-class BranchSummary:
-    name: str
-    idea: str  # the idea's headline
-    state: str
-    why: str
-    rounds: int  # rounds committed on the branch
-    best_speedup: float | None
-    best_iteration: int | None
-    tokens: int
-    cost_usd: float | None  # None: a call of an unpriced model (README "Models and configuration")
-    best_ms: float | None = None  # the best iteration's kernel time (median per call)
-
-
-@dataclass
-class ExploreSummary:
-    spec: ExploreSpec
-    branches: list[BranchSummary] = field(default_factory=list)
-    stopped: str = ""
-    start_speedup: float | None = None
-    outcome: str = FINISHED  # finished | paused (Ctrl-C: resume with the same command)
-    # the ideas call while no branch has committed it yet (a cap reached at once): spent all the same
-    uncommitted_tokens: int = 0
-    uncommitted_usd: float | None = 0.0  # None: that call's model has no price
-    wall_seconds: float = 0.0  # this run's, the ideas call included
-    #: how the branches shared the GPUs this run (SharedDevices.stats): every evaluation's windows,
-    #: their sum (against wall_seconds: what running side by side gained) and any timing that shared
-    devices: dict[str, Any] | None = None
-    llm_peak_in_flight: dict[str, int] = field(default_factory=dict)  # per provider, this run
-    #: how the best was chosen: "kernel time" (every kernel timed on one kind of device) or "speedup"
-    ranked_by: str = "speedup"
-    best_branch: str | None = None  # the branch holding the best kernel, by ``ranked_by``
-    #: other branches whose best kernel this run's timing cannot tell from the best (ranking.within_spread)
-    within_spread: list[str] = field(default_factory=list)
-    #: the best branch did not beat the iteration explored from beyond the timings' spread (a regression
-    #: or a tie): nothing of this exploration is offered as an improvement
-    no_gain: bool = False
-
-    @property
-    def best(self) -> BranchSummary | None:
-        named = [b for b in self.branches if b.name == self.best_branch and b.best_iteration is not None]
-        if named:
-            return named[0]
-        done = [b for b in self.branches if b.best_speedup is not None]
-        return max(done, key=lambda b: b.best_speedup or 0.0) if done else None
-
-    @property
-    def cost_usd(self) -> float | None:
-        """What the exploration cost; None (unknown, never $0) when any call had no price."""
-        costs = [b.cost_usd for b in self.branches] + [self.uncommitted_usd]
-        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
-
-    @property
-    def priced_usd(self) -> float:
-        """The part of the cost whose calls had a price (what "cost unknown ($x priced)" says)."""
-        costs = [b.cost_usd for b in self.branches] + [self.uncommitted_usd]
-        return sum(c for c in costs if c is not None)
-
-    @property
-    def tokens(self) -> int:
-        return sum(b.tokens for b in self.branches) + self.uncommitted_tokens
-
-    def to_dict(self) -> dict[str, Any]:
-        best = self.best
-        return {
-            "spec": vars(self.spec),
-            "outcome": self.outcome,
-            "stopped": self.stopped,
-            "start_speedup": self.start_speedup,
-            "branches": [vars(b) for b in self.branches],
-            "best": None
-            if best is None
-            else {
-                "branch": best.name,
-                "iteration": best.best_iteration,
-                "speedup": best.best_speedup,
-                "kernel_ms": best.best_ms,
-                "within_spread": list(self.within_spread),
-                "beats_start": not self.no_gain,
-            },  # fmt: skip
-            "ranked_by": self.ranked_by,
-            "tokens": self.tokens,
-            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
-            "uncommitted_usd": None if self.uncommitted_usd is None else round(self.uncommitted_usd, 6),
-            "wall_seconds": round(self.wall_seconds, 3),
-            "evaluation_seconds": (self.devices or {}).get("evaluation_seconds"),
-            "devices": self.devices,
-            "llm_peak_in_flight": self.llm_peak_in_flight,
-        }
 
 
 class Explorer:
@@ -439,7 +325,7 @@ class Explorer:
                 BranchState(name=name, idea=dict(choice.idea), suggested=choice.suggested)
             )
             self.say(
-                f"{name}: {_headline(choice.idea)}{'' if choice.suggested is None else ' (changed by hand)'}"
+                f"{name}: {headline(choice.idea)}{'' if choice.suggested is None else ' (changed by hand)'}"
             )
         self.plan.decided_by = decided_by
         self.plan.asked = True
@@ -467,7 +353,7 @@ class Explorer:
                 self.say(f"{branch.name}: stopped: {branch.why}")
             elif outcome == FINISHED:
                 tip = self.session.history(branch.name)[-1]
-                self.say(f"{branch.name}: iteration {tip.number} {tip.status} {_x(tip.speedup)}")
+                self.say(f"{branch.name}: iteration {tip.number} {tip.status} {speedup_text(tip.speedup)}")
             self._save_plan()
         return outcome
 
@@ -513,7 +399,7 @@ class Explorer:
         branch = loop.branch
         with self._gates:
             self._awaiting[branch] = loop
-        self.say(f"{branch}: waiting for you at the gate: {_headline(loop.pending.suggestion or {})}")
+        self.say(f"{branch}: waiting for you at the gate: {headline(loop.pending.suggestion or {})}")
         self.on_gate(branch)
         with self._gates:
             while loop.awaiting and self.gated and not self._stop.is_set():
@@ -637,14 +523,14 @@ class Explorer:
             :beam
         ]
         kept = [b for b in running if b.name in kept_names]
-        cut = _measure(bests[kept_names[-1]], how) if kept_names else None
+        cut = measure_text(bests[kept_names[-1]], how) if kept_names else None
         for branch in running:
             if branch in kept:
                 continue
             best = bests.get(branch.name)
             branch.state = PRUNED
             branch.why = (
-                f"beam {beam} after round {r}: best {_measure(best, how)}, behind the {len(kept)} kept "
+                f"beam {beam} after round {r}: best {measure_text(best, how)}, behind the {len(kept)} kept "
                 f"(ranked by {how}; the last kept: {cut})"
                 if best is not None
                 else f"beam {beam} after round {r}: no correct kernel yet"
@@ -653,111 +539,12 @@ class Explorer:
         self._save_plan()
 
     def _uncommitted(self) -> tuple[int, float | None]:
-        """The ideas call's tokens and cost while branch 1's first commit does not hold them yet."""
-        committed = any(
-            it.number > self.spec.start for b in self.plan.branches[:1] for it in self.session.history(b.name)
-        )
-        if not self.plan.ideas_record or committed:
-            return 0, 0.0
-        return feedback.usage_totals([self.plan.ideas_record])
-
-    def _spent(self) -> tuple[int, float]:
-        tokens, uncommitted = self._uncommitted()
-        cost = uncommitted or 0.0  # the caps count what was priced
-        for branch in self.plan.branches:
-            for it in self.session.history(branch.name):
-                if it.number > self.spec.start:
-                    tokens += it.tokens
-                    cost += it.cost_usd or 0.0
-        return tokens, cost
+        return caps.uncommitted(self)
 
     def _over_cap(self) -> bool:
-        """True once a cap is spent (said once; every running branch is stopped with the reason). What
-        counts is what was committed: rounds in flight beside this one finish and add theirs."""
-        with self._lock:
-            if self.plan.stopped:
-                return True
-            return self._check_caps()
-
-    def _check_caps(self) -> bool:
-        tokens, cost = self._spent()
-        spec = self.spec
-        why = ""
-        if spec.max_cost_usd is not None and cost >= spec.max_cost_usd:
-            why = f"the cost cap ${spec.max_cost_usd:g} was reached (${cost:.4f} spent)"
-        elif spec.max_tokens is not None and tokens >= spec.max_tokens:
-            why = f"the token cap {spec.max_tokens} was reached ({tokens} spent)"
-        if not why:
-            return False
-        self.plan.stopped = why
-        for branch in self.plan.running():
-            branch.state, branch.why = STOPPED, why
-        self._save_plan()
-        self.say(f"stopped: {why}")
-        return True
+        return caps.over_cap(self)
 
     # ------------------------------------------------------------------ results
 
     def summary(self, outcome: str = FINISHED) -> ExploreSummary:
-        start = next(
-            (it for it in self.session.history(self.spec.source) if it.number == self.spec.start), None
-        )
-        out = ExploreSummary(
-            spec=self.spec,
-            stopped=self.plan.stopped,
-            start_speedup=start.speedup if start is not None and start.correct else None,
-            outcome=outcome,
-        )
-        out.uncommitted_tokens, out.uncommitted_usd = self._uncommitted()
-        out.wall_seconds = self.wall_seconds
-        out.devices = self.devices.stats() if self.devices is not None else None
-        out.llm_peak_in_flight = dict(self.bounds.peak)
-        how, bests = self._bests()
-        out.ranked_by = how
-        for branch in self.plan.branches:
-            new = [it for it in self.session.history(branch.name) if it.number > self.spec.start]
-            best = bests.get(branch.name)
-            tokens, cost = feedback.usage_totals([r for it in new for r in it.transcript])
-            out.branches.append(
-                BranchSummary(
-                    name=branch.name,
-                    idea=_headline(branch.idea),
-                    state=branch.state,
-                    why=branch.why,
-                    rounds=len(new),
-                    best_speedup=best.speedup if best else None,
-                    best_iteration=best.number if best else None,
-                    tokens=tokens,
-                    cost_usd=cost,
-                    best_ms=best.kernel_ms if best else None,
-                )  # fmt: skip
-            )
-        if bests:
-            key = ranking.sort_key(how)
-            # the branches ran side by side, so none is the incumbent: the fastest by point estimate is
-            # named, and those the timing cannot tell from it beside it (within_spread)
-            first = min(bests.values(), key=key)
-            out.best_branch = first.branch
-            out.within_spread = [m.branch for m in sorted(ranking.within_spread(first, list(bests.values()), how), key=key)]
-            if start is not None and start.correct:
-                origin = ranking.measured(self.spec.source, start)
-                out.no_gain = not ranking.beats(first, origin, ranking.ranked_by([first, origin]))
-        return out
-
-
-def _headline(idea: dict[str, Any]) -> str:
-    from engine.agents.suggestion import Suggestion
-
-    return Suggestion.from_dict(idea).headline()
-
-
-def _measure(best: ranking.Measured | None, how: str) -> str:
-    if best is None:
-        return "—"
-    if how == ranking.KERNEL_TIME and best.kernel_ms is not None:
-        return f"{best.kernel_ms:.4g} ms ({_x(best.speedup)})"
-    return _x(best.speedup)
-
-
-def _x(speedup: float | None) -> str:
-    return "—" if speedup is None else f"{speedup:.2f}x"
+        return summarize(self, outcome)

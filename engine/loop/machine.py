@@ -33,7 +33,6 @@ round that cannot go on is repaired with a :class:`~engine.events.LoopNotice`, n
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 import warnings
@@ -44,37 +43,37 @@ from typing import Any
 from engine import approval as approvals
 from engine.activity import TASK_CHECK, Activity
 from engine.agents.context import PromptContext
-from engine.agents.roles import Coder, CoderTurn, IdeasTurn, Judge, Prompt
+from engine.agents.roles import Coder, IdeasTurn, Judge, Prompt
 from engine.agents.suggestion import Suggestion
-from engine.eval.evaluate import check_task, evaluate, warm_worker
-from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
+from engine.eval.evaluate import check_task, warm_worker
+from engine.eval.options import EvalOptions, EvaluationError
 from engine.eval.result import EvalResult
 from engine.events import (
     AwaitingApproval,
-    BuildLog,
-    EvalFinished,
     Event,
-    IterationCommitted,
     LLMReply,
     LLMToken,
     LoopError,
     LoopFinished,
     LoopNotice,
-    ProfileFinished,
     StageStarted,
     SuggestionReady,
 )
 from engine.llm.errors import LLMCancelled, LLMError
-from engine.loop import duel, duplicates, feedback
+from engine.loop import feedback, stages
 from engine.loop.context import round_context
 from engine.loop.holds import hold
 from engine.loop.state import (
+    AWAITING,
     CODER,
     COMMIT,
     DONE,
+    ERROR,
     EVALUATE,
+    FINISHED,
     GATE,
     JUDGE,
+    PAUSED,
     PROFILE,
     SEED,
     Pending,
@@ -87,15 +86,14 @@ from engine.loop.state import (
     save_journal,
 )
 from sessions import ranking
-from sessions.errors import SessionError, StaleLockWarning
-from sessions.records import Iteration, IterationRecord
+from sessions.errors import StaleLockWarning
+from sessions.records import Iteration
 from sessions.repo import SessionRepo
 
 #: ``(task_source, kernel_source, eval_result) -> profile.json dict | None``; None: no hardware feedback.
 Profiler = Callable[[str, str, EvalResult], "dict[str, Any] | None"]
 
 # What run() returns: why it stopped.
-AWAITING, PAUSED, FINISHED, ERROR = "awaiting", "paused", "finished", "error"
 
 
 #: stages a pause or stop does not stop in front of: the iteration is evaluated, finish and commit it
@@ -491,9 +489,9 @@ class Loop:
             SEED: self._seed,
             JUDGE: self._judge,
             GATE: self._gate,
-            CODER: self._code,
-            EVALUATE: self._evaluate,
-            PROFILE: self._profile,
+            CODER: lambda: stages.code(self),
+            EVALUATE: lambda: stages.evaluate_kernel(self),
+            PROFILE: lambda: stages.profile(self),
             COMMIT: lambda: None,  # a journal saved just before its commit
         }[stage]
         outcome = handler()
@@ -504,7 +502,7 @@ class Loop:
             hold(COMMIT, self._next_no, self._pause)
             problem = journal_problem(self.pending)
             if problem is None:
-                self._commit()
+                stages.commit(self)
             else:
                 self._repair(problem)
         elif self.pending.stage != DONE:
@@ -538,7 +536,7 @@ class Loop:
         turn = self.coder.seed(
             self.reference, guard_policy=guard, context=context, on_token=self._token("coder"), cancel=self._cancel
         )
-        self._take_code(turn)
+        stages.take_code(self, turn)
 
     def _base_iteration(self) -> Iteration:
         return self.session.history(self.branch)[-1]
@@ -605,244 +603,6 @@ class Loop:
         history = self.session.history(self.branch)
         return bool(history and history[-1].eval_result.get("flags"))
 
-    def _code(self) -> None:
-        self._warm_worker()  # its evaluation's worker imports torch while the Coder writes
-        base = self._base_iteration()
-        approved = Suggestion.from_dict(self.pending.approved or {"mode": self.pending.phase})
-        context, guard = self._context()
-        if self.pending.phase == "repair":
-            turn = self.coder.repair(
-                self.reference,
-                base.kernel_source,
-                approved,
-                failure=feedback.error_log(base.eval_result),
-                guard_policy=guard,
-                context=context,
-                on_token=self._token("coder"),
-                cancel=self._cancel,
-            )
-        else:
-            turn = self.coder.optimize(
-                self.reference,
-                base.kernel_source,
-                approved,
-                timing=feedback.timing_text(base.eval_result),
-                guard_policy=guard,
-                context=context,
-                on_token=self._token("coder"),
-                cancel=self._cancel,
-            )
-        self._take_code(turn)
-
-    def _take_code(self, turn: CoderTurn) -> None:
-        """Keep the Coder's kernel; on a reply with no code, ask again with a note, then give up. A kernel
-        that repeats an earlier iteration's is pointed out once, then committed as that iteration's again
-        without a build or a timing (engine.loop.duplicates)."""
-        self._reply_event("coder", turn.record)
-        self.pending.transcript.append(turn.record)
-        while True:
-            turn = self._until_code(turn)
-            repeat = self._repeat_of(turn.code) if turn.code is not None else None
-            if repeat is None or self.pending.repeat_asks >= self.options.max_repeat_asks:
-                break
-            self.pending.repeat_asks += 1
-            note = f"the Coder's kernel was iteration {repeat.number}'s again; told so and asked again"
-            self.pending.notes.append(note)
-            save_journal(self.session, self.pending)
-            turn = self.coder.point_out_repeat(turn, repeat.number, _measured(repeat), on_token=self._token("coder"),
-                                               cancel=self._cancel)  # fmt: skip
-            self._reply_event("coder", turn.record)
-            self.pending.transcript.append(turn.record)
-        if turn.code is not None:
-            self.pending.kernel = turn.code
-            self.pending.stage = EVALUATE
-            if repeat is not None:
-                self._take_repeat(repeat)
-            return
-        note = turn.extraction.note or "no ModelNew file found"
-        self.pending.notes.append(f"the Coder's reply had no code ({note}); committed as a compile error")
-        self.pending.kernel = turn.reply.text or "# (empty reply)\n"
-        result = EvalResult(
-            status="compile_error",
-            stage="extract",
-            device=self.options.eval_options.device,
-            messages=[f"the Coder's reply contained no ModelNew file: {note}"],
-        )
-        self._emit(EvalFinished(result=result.to_dict()))
-        self.pending.eval_result = result.to_dict()
-        self.pending.stage = COMMIT
-
-    def _until_code(self, turn: CoderTurn) -> CoderTurn:
-        """``turn``, or the Coder's answer to being asked again (at most ``max_no_code_retries`` times)
-        while its reply holds no kernel."""
-        while turn.code is None and self.pending.no_code_replies < self.options.max_no_code_retries:
-            self.pending.no_code_replies += 1
-            note = turn.extraction.note or "no ModelNew file found"
-            self.pending.notes.append(f"the Coder's reply had no code ({note}); asked again")
-            save_journal(self.session, self.pending)
-            turn = self.coder.ask_for_code(turn, on_token=self._token("coder"), cancel=self._cancel)
-            self._reply_event("coder", turn.record)
-            self.pending.transcript.append(turn.record)
-        return turn
-
-    def _repeat_of(self, kernel: str) -> Iteration | None:
-        """The branch's earliest iteration whose kernel ``kernel`` repeats (comments and spacing aside)."""
-        history = self.session.history(self.branch)
-        number = duplicates.same_as(kernel, ((it.number, it.kernel_source) for it in history))
-        return next((it for it in history if it.number == number), None)
-
-    def _take_repeat(self, repeat: Iteration) -> None:
-        """Commit the round's kernel with ``repeat``'s result, marked ``same_as``: nothing built or timed."""
-        try:
-            result = dict(repeat.eval_result)
-        except (SessionError, ValueError):
-            return  # no readable result to reuse: the kernel is evaluated as any other
-        result["same_as"] = repeat.number
-        result["messages"] = [
-            f"the same kernel as iteration {repeat.number} (comments and spacing aside): not built or timed "
-            f"again; this is iteration {repeat.number}'s result, and it does not compete for best",
-            *(result.get("messages") or []),
-        ]
-        result.pop("ranking", None)  # a re-timing against another kernel was that iteration's, not this one's
-        self.pending.notes.append(f"same as iteration {repeat.number}: its result is reused")
-        self.pending.eval_result = result
-        self._emit(EvalFinished(result=result))
-        self.pending.stage = COMMIT
-
-    def _evaluate(self) -> str | None:
-        """Evaluate the round's kernel; ERROR (nothing committed, the stage kept) on a task error."""
-        assert self.pending.kernel is not None
-
-        def on_eval(event: EvalEvent) -> None:
-            if event.kind == "stage":
-                self._emit(StageStarted(stage=event.stage, round=self.next_iteration, detail="evaluate"))
-                hold(event.stage, self.next_iteration)
-            elif event.kind == "log":
-                self._emit(BuildLog(line=event.text))
-
-        def run() -> EvalResult:
-            return (self.options.evaluator or evaluate)(
-                self.reference,
-                self.pending.kernel or "",
-                self.options.eval_options,
-                on_event=on_eval,
-                task_name=self.session.task_name,
-            )
-
-        prepare = getattr(self.profiler, "prepare", None)
-        if prepare is not None:  # the profile's process starts while the kernel is evaluated
-            prepare(self.reference, self.pending.kernel or "")
-        result = run()
-        if not result.ok and self.profiler is not None and hasattr(self.profiler, "cancel"):
-            self.profiler.cancel()  # nothing to profile: the waiting profile goes without touching the GPU
-        if result.harness_failed:  # cudaforge's own fault: once more, then stop without a verdict
-            self._emit(LoopError(stage="evaluate", message=f"{result.messages[-1]}; evaluating again", recoverable=True))
-            result = run()
-        if result.harness_failed:  # never committed, never the Judge's to repair: the stage stays to redo
-            self.harness_problem = result.messages[-1]
-            self._emit(LoopError(stage="evaluate", message=self.harness_problem, recoverable=True))
-            return ERROR
-        if result.task_error:  # the reference failed (a flaky task): not the kernel's fault, not committed
-            self.task_problem = result.messages[-1] if result.messages else "the task's reference failed"
-            self._emit(LoopError(stage="task", message=self.task_problem, recoverable=False))
-            return ERROR
-        record = result.to_dict()
-        duel_record = self._retime_if_close(result) if result.ok and result.speedup is not None else None
-        if duel_record is not None:
-            record["ranking"] = {"duel": duel_record}
-        self.pending.eval_result = record
-        self._emit(EvalFinished(result=self.pending.eval_result))
-        self.pending.stage = PROFILE if result.ok and self.profiler is not None else COMMIT
-        return None
-
-    def _retime_if_close(self, result: EvalResult) -> dict[str, Any] | None:
-        """When ``result``'s speedup is within ``retime_within`` of the branch's best, the two kernels timed
-        again back to back; ``eval.json``'s ``ranking.duel`` (None: not close, or no verdict)."""
-        if self.options.evaluator is not None:
-            # an exploration's shared evaluator schedules each check and timing on its GPUs; a re-timing
-            # outside its plan would time beside another branch, so there the spreads decide alone
-            return None
-        best = self.session.best(self.branch)
-        within = self.options.retime_within
-        if best is None or not best.speedup or not within or result.speedup is None:
-            return None
-        if abs(result.speedup / best.speedup - 1.0) > within:
-            return None
-        self._emit(LoopNotice(message=(
-            f"{result.speedup:.2f}x is within {within:.0%} of the best, iteration {best.number} "
-            f"({best.speedup:.2f}x): timing the two again, back to back"
-        )))  # fmt: skip
-        again = duel.retime(self.options.evaluator or evaluate, self.reference, self.pending.kernel or "",
-                            best.kernel_source, self.options.eval_options, self.session.task_name)  # fmt: skip
-        found = duel.duel_record(again, best.sha, best.number)
-        if found is None:
-            why = again.messages[-1] if again.messages else again.status
-            self._emit(LoopNotice(message=f"the re-timing gave no verdict ({why}): the timings' spreads decide"))
-            return None
-        verdict = ranking.Duel(**found).verdict
-        self._emit(LoopNotice(message=(
-            f"re-timed beside iteration {best.number}: {found['ratio']:.3f}x its speed "
-            f"(95% interval {found['low']:.3f}-{found['high']:.3f}): {verdict}"
-        )))  # fmt: skip
-        return found
-
-    def _profile(self) -> None:
-        assert self.pending.kernel is not None and self.pending.eval_result is not None
-        result = EvalResult.from_dict(self.pending.eval_result)
-        profile = self.profiler(self.reference, self.pending.kernel, result) if self.profiler else None
-        if profile is not None:
-            self.pending.profile = dict(profile)
-            self._emit(ProfileFinished(profile=self.pending.profile))
-        self.pending.stage = COMMIT
-
-    def _commit(self) -> None:
-        p = self.pending
-        assert p.kernel is not None and p.eval_result is not None  # checked by journal_problem first
-        tokens, cost = feedback.usage_totals(p.transcript)
-        suggestion = None
-        if p.approved is not None or p.rejections:
-            suggestion = {
-                "proposed": p.suggestion,
-                "approved": p.approved,
-                "approved_by": p.approved_by,
-                "edited": p.edited,
-                "rejected": p.rejections,
-            }
-        loop_info = {
-            "stage_seconds": p.stage_seconds,
-            "no_code_replies": p.no_code_replies,
-            "rejections": len(p.rejections),
-            "approved_by": p.approved_by,
-            "notes": p.notes,
-        }
-        number = self.session.record_iteration(
-            IterationRecord(
-                kernel_source=p.kernel,
-                eval_result=p.eval_result,
-                phase=p.phase,
-                profile=p.profile,
-                suggestion=suggestion,
-                transcript=p.transcript,
-                coder=self.coder.provider.name,
-                judge="" if p.phase in ("seed", "human") and not p.suggestion else self.judge.provider.name,
-                tokens=tokens,
-                cost_usd=cost,
-                settings=self.options.settings,
-                extra_files={"loop.json": json.dumps(loop_info, indent=2) + "\n"},
-                note="\n".join(p.notes),
-            ),
-            branch=p.branch,
-        )
-        clear_journal(self.session, p.branch)
-        item = self.session.iteration(number, p.branch)
-        self._emit(
-            IterationCommitted(
-                iteration=number, commit=item.sha, phase=p.phase, status=item.status, speedup=item.speedup
-            )
-        )
-        self.pending = derive(self.session, self.options.rounds, p.branch)
-        self._next_no = self._compute_next_iteration()
-
     # ------------------------------------------------------------------ events
 
     def _emit(self, event: Event) -> None:
@@ -882,9 +642,3 @@ class Loop:
                 best_speedup=best.speedup if best else None,
             )
         )
-
-
-def _measured(iteration: Iteration) -> str:
-    """``status, 1.42x`` for the Coder's note about a repeated kernel."""
-    speedup = f", {iteration.speedup:.2f}x" if iteration.speedup is not None else ""
-    return f"{iteration.status.replace('_', ' ')}{speedup}"

@@ -46,6 +46,8 @@ SEED, JUDGE, GATE, CODER, EVALUATE, PROFILE, COMMIT, DONE = (
     "commit",
     "done",
 )
+# What ``Loop.run``/``step`` return when they stop (a stage body may return ERROR: engine.loop.stages)
+AWAITING, PAUSED, FINISHED, ERROR = "awaiting", "paused", "finished", "error"
 
 
 @dataclass
