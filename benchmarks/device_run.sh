@@ -40,6 +40,8 @@
 #   trust     issue 45's cheats and their honest twins through the evaluator (benchmarks/trust_gpu.py): an ATen
 #             fallback after a failed load, a kernel named like ATen's, a noise-level reference, a value memo,
 #             a storage replay, an L2-persisting copy under default and strict
+#   failfast  how fast failing candidates end (issue 47): an error in the kernel's own code, a CUDA-L1-style
+#             UNet whose twenty blocks load one failing source, and twenty distinct ones (benchmarks/fail_fast.py)
 #   model     a user's model end to end (issue 44): torchvision ResNet-50 and a small transformers Llama in bf16,
 #             profile -> extract -> apply the hand-written kernels of examples/models/kernels, beside
 #             torch.compile (benchmarks/model_e2e.py; MODELS=resnet50,llama)
@@ -196,6 +198,10 @@ section_explore_lb() {
 
 section_trust() {
   timeout "${TRUST_TIMEOUT:-420}" python3 benchmarks/trust_gpu.py --out "$1" 2>&1 | tail -30
+}
+
+section_failfast() {
+  timeout "${FAILFAST_TIMEOUT:-560}" python3 benchmarks/fail_fast.py --out "$1" --device cuda 2>&1 | tail -10
 }
 
 section_model() {
