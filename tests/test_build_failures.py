@@ -118,3 +118,17 @@ def test_past_the_build_budget_the_verdict_is_a_compile_error_that_says_so(tmp_p
     assert [b.name for b in result.build.extensions] == ["cf_budget_a"]
     roomy = evaluate(task, TWO_EXTENSIONS, _options(tmp_path / "cache"), task_name="relu")
     assert [b.name for b in roomy.build.extensions] == ["cf_budget_a", "cf_budget_b"], roomy.messages  # room for both
+
+
+def test_a_build_still_running_counts_against_the_budget_before_it_is_charged() -> None:
+    """The import may find the prebuild thread's library done and ask for its next build before that
+    thread has charged its time: the running build counts as far as it got (CI once built both)."""
+    from engine.eval.build.failures import BuildBudgetSpent, BuildLedger
+
+    ledger = BuildLedger(budget_s=1e-9)
+    started = ledger.start("a")  # the prebuild thread's build, not yet finished
+    assert ledger.start("a") is None  # the import asking for the same build: neither counted nor charged
+    with pytest.raises(BuildBudgetSpent, match="build budget spent after 1 build"):
+        ledger.start("b")
+    ledger.finish("a", started)
+    assert ledger.builds == 1 and ledger.spent_s > 0

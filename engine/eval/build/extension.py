@@ -289,7 +289,7 @@ class BuildRecorder:
             self.ledger.remember(identity, error, errors)
             raise
         finally:
-            self.ledger.finish(clock)
+            self.ledger.finish(identity, clock)
 
     def _build_counted(
         self,

@@ -132,6 +132,7 @@ class BuildLedger:
     first_error: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _started: set[str] = field(default_factory=set, repr=False)
+    _running: dict[str, float] = field(default_factory=dict, repr=False)  # identity -> when its build began
 
     def start(self, identity: str) -> float | None:
         """A build about to run: refused once the budget is spent; the clock it is measured with. A build
@@ -139,20 +140,27 @@ class BuildLedger:
         with self._lock:
             if identity in self._started:
                 return None
-            if self.budget_s is not None and self.builds and self.spent_s >= self.budget_s:
+            now = time.monotonic()
+            # builds still running count as far as they got: the prebuild thread's may not have been
+            # charged yet when the import, finding its library done, asks for the next one
+            spent = self.spent_s + sum(now - began for began in self._running.values())
+            if self.budget_s is not None and self.builds and spent >= self.budget_s:
                 raise BuildBudgetSpent(
                     f"build budget spent after {self.builds} build{'s' * (self.builds != 1)} "
-                    f"({self.spent_s:.0f} s of {self.budget_s:.0f} s; raise it with --build-budget)"
+                    f"({spent:.0f} s of {self.budget_s:.0f} s; raise it with --build-budget)"
                 )
             self.builds += 1
             self._started.add(identity)
-        return time.monotonic()
+            self._running[identity] = now
+        return now
 
-    def finish(self, started: float | None) -> None:
+    def finish(self, identity: str, started: float | None) -> None:
+        """The build ``start`` let run is over: its time charged to the budget (None: nothing to charge)."""
         if started is None:
             return
         with self._lock:
             self.spent_s += time.monotonic() - started
+            self._running.pop(identity, None)
 
     def remembered(self, identity: str) -> BaseException | None:
         """The error this very build failed with earlier in this evaluation, as a new exception to raise."""
