@@ -129,7 +129,7 @@ class BuildLedger:
     failed: dict[str, BaseException] = field(default_factory=dict)
     builds: int = 0
     spent_s: float = 0.0
-    first_error: str | None = None
+    first_error: str | None = None  # the compiler's first error of the last build that failed
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _started: set[str] = field(default_factory=set, repr=False)
     _running: dict[str, float] = field(default_factory=dict, repr=False)  # identity -> when its build began
@@ -175,5 +175,5 @@ class BuildLedger:
     def remember(self, identity: str, error: BaseException, errors: list[CompilerError]) -> None:
         with self._lock:
             self.failed.setdefault(identity, error)
-            if self.first_error is None and errors:
+            if errors:  # the failure that ends the evaluation is the last one (a split's, then the stock build's)
                 self.first_error = errors[0].text()
