@@ -284,8 +284,8 @@ class BuildRecorder:
         except Exception as error:
             build_dir = Path(self.builds[-1].build_dir) if self.builds else None
             errors = compiler_errors(str(error), host_lines)
-            for found in errors:
-                place_in_stock_sources(found, build_dir, _as_text(cpp_sources), _as_text(cuda_sources))
+            if errors:  # only the first is shown (messages[0]): one read of the written sources
+                place_in_stock_sources(errors[0], build_dir, _as_text(cpp_sources), _as_text(cuda_sources))
             self.ledger.remember(identity, error, errors)
             raise
         finally:
