@@ -25,6 +25,12 @@ from typing import TextIO
 
 HEARTBEAT_S = 15.0  # how often the lines view says what each running task is doing
 
+
+def minutes_seconds(seconds: float) -> str:
+    """``2m05s``: how long something has run, as every progress line says it."""
+    whole = int(seconds)
+    return f"{whole // 60}m{whole % 60:02d}s"
+
 _STAGE = re.compile(r"^iter (\d+) · (\w+)")
 _RESULT = re.compile(r"^iter (\d+) ·\s+→ (\S+) · (?:([0-9.]+)x)?")
 # ``cudaforge explore``'s lines (``bench --explore``): a branch's round starts, and its result
@@ -44,8 +50,7 @@ class TaskState:
     started_at: float = field(default_factory=time.monotonic)
 
     def elapsed(self) -> str:
-        seconds = int(time.monotonic() - self.started_at)
-        return f"{seconds // 60}m{seconds % 60:02d}s"
+        return minutes_seconds(time.monotonic() - self.started_at)
 
     def update(self, line: str) -> bool:
         """Take one child line into account; True when it is a result line (worth printing live)."""
@@ -172,13 +177,13 @@ class LiveProgress(LineProgress):
 
         with self.lock:
             done, running = self.finished_count, list(self.running.values())
-        elapsed = int(time.monotonic() - self.started_at)
+        elapsed = time.monotonic() - self.started_at
         grid = Table.grid(padding=(0, 1))
         grid.add_column(no_wrap=True)
         grid.add_column(no_wrap=True)
         grid.add_row(
             ProgressBar(total=max(1, self.total), completed=done, width=30, animation_time=0.0),
-            f"{done}/{self.total} done · {len(running)} running · {elapsed // 60}m{elapsed % 60:02d}s",
+            f"{done}/{self.total} done · {len(running)} running · {minutes_seconds(elapsed)}",
         )
         for state in running:
             where = f" ({state.where})" if state.where else ""

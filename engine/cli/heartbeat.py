@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from engine.batch.progress import HEARTBEAT_S
+from engine.batch.progress import HEARTBEAT_S, minutes_seconds
 from engine.events import Event, LoopFinished, StageStarted
 
 
@@ -40,8 +40,7 @@ class Heartbeat:
             now = time.monotonic()
             lines = []
             for branch, (stage, since) in sorted(self._stages.items()):
-                seconds = int(now - since)
-                lines.append(f"[{branch}] still {stage} · {seconds // 60}m{seconds % 60:02d}s")
+                lines.append(f"[{branch}] still {stage} · {minutes_seconds(now - since)}")
             self.beats += 1
         for line in lines:
             self.say(line)
