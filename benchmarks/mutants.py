@@ -303,6 +303,15 @@ MUTANTS: tuple[Mutant, ...] = (
            '    (\n        "l2-persistence",\n',
            '    (\n        "native-static-state",\n',
            (TRUST + "test_the_static_guard_names_l2_persistence_warns_by_default_and_refuses_under_strict",)),
+    Mutant("reference-library-unchecked", "engine/eval/build/trust.py", "require_trusted",
+           "a re-timing's reference loads whatever library the cache holds, changed or not",
+           "    if library_digest(path) != expected:\n", "    if False:\n",
+           ("tests/test_reference_builds.py::test_a_library_changed_since_its_record_is_built_in_a_folder_of_its_own",)),
+    Mutant("reference-digest-from-worker", "engine/eval/build/trust.py", "seal",
+           "the evaluating process never reads the library: the digest is whatever the worker reported",
+           "        ext.digest = library_digest(library_path(ext.build_dir, ext.name)) if ext.ok else None\n",
+           "        pass\n",
+           ("tests/test_reference_builds.py::test_each_built_library_is_sealed_with_its_digest_by_the_evaluating_process",)),
 )
 
 

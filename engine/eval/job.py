@@ -48,6 +48,8 @@ class WorkerJob:
     check_shapes: bool = False  # re-check correctness at perturbed sizes (engine.eval.shapes)
     prebuild: bool = True  # build the extensions the source names while the reference is checked
     build_budget_s: float | None = 180.0  # every build of this evaluation together (engine.eval.build.failures)
+    # {library path: sha256} the task's import may load from the build cache (engine.eval.build.reference)
+    trusted_libraries: dict[str, str] = field(default_factory=dict)
     # build first, then wait on stdin for the engine's word before any GPU work (engine.eval.pipe, GPU_WAIT)
     gated: bool = False
     version: int = JOB_VERSION
@@ -110,6 +112,9 @@ def _checked(name: str, annotation: str, value: Any) -> Any:
     elif kind == "tuple[str, ...]":
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return tuple(value)
+    elif kind == "dict[str, str]":
+        if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            return dict(value)
     elif kind == "dict[str, float]":
         if isinstance(value, dict) and all(
             isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)

@@ -77,6 +77,9 @@ class EvalOptions:
     # the whole evaluation's wall-clock cap, every stage together (evalset's --max-pair-seconds); None: the
     # stage limits alone. Past it the worker is killed and the verdict is a timeout that names the cap.
     max_seconds: float | None = None
+    # {library path: sha256} of libraries an earlier evaluation ran, sealed by its evaluating process: the
+    # task's import may load exactly these from the build cache (the loop's re-timing; engine.eval.build.reference)
+    trusted_libraries: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_config(

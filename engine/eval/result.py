@@ -143,6 +143,9 @@ class ExtensionBuild:
     # "TAG.K" -> the candidate's line where piece K starts. The log and messages are shown with the
     # candidate's own lines already.
     host_lines: dict[str, int] = field(default_factory=dict)
+    # sha256 of the built library, read by the evaluating process after the worker ended, never taken
+    # from the worker (engine.eval.build.trust): what lets a later reference load these very bytes
+    digest: str | None = None
 
 
 @dataclass
@@ -152,6 +155,11 @@ class BuildInfo:
     seconds: float | None = None
     log: str = ""
     extensions: list[ExtensionBuild] = field(default_factory=list)
+    #: what the task's own import built through the cache (engine.eval.build.reference): a re-timing's
+    #: best kernel, loaded only as the bytes its evaluation recorded; never the candidate's
+    reference_extensions: list[ExtensionBuild] = field(default_factory=list)
+    #: why a reference library on record was built in a folder of its own instead (changed since, ...)
+    reference_notes: list[str] = field(default_factory=list)
 
     @property
     def cached(self) -> bool | None:
@@ -255,7 +263,8 @@ class EvalResult:
         build = dict(data.get("build") or {})
         build.pop("cached", None)
         extensions = [ExtensionBuild(**_known(ExtensionBuild, e)) for e in build.pop("extensions", [])]
-        data["build"] = BuildInfo(**_known(BuildInfo, build), extensions=extensions)
+        references = [ExtensionBuild(**_known(ExtensionBuild, e)) for e in build.pop("reference_extensions", [])]
+        data["build"] = BuildInfo(**_known(BuildInfo, build), extensions=extensions, reference_extensions=references)
         data["trials"] = [TrialResult(**_known(TrialResult, t)) for t in data.get("trials") or []]
         timing = data.get("timing")
         if timing:

@@ -27,6 +27,7 @@ from engine import procgroups, sandbox
 from engine.eval import faults, pipe
 from engine.eval.build.extension import remove_stale_torch_lock
 from engine.eval.build.split.lines import absolute_lines
+from engine.eval.build.trust import seal
 from engine.eval.job import WorkerJob
 from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
 from engine.eval.result import (
@@ -134,6 +135,7 @@ class WorkerSupervisor:
             reference_only=self.reference_only,
             prebuild=self.options.prebuild,
             build_budget_s=self.options.build_budget_s,
+            trusted_libraries=dict(self.options.trusted_libraries),
             check_shapes=self.options.shapes and not self.reference_only,
             gated=self.gate is not None,
         )
@@ -339,6 +341,7 @@ class WorkerSupervisor:
                     for d in self.build_dirs
                 ],
             )
+        seal(result.build.extensions)  # the digests are read here, never taken from the worker
         lines = self._log_text().splitlines()
         result.stderr_tail = "\n".join(lines[-STDERR_TAIL_LINES:])
         self._show_candidate_lines(result)

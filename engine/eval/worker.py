@@ -97,7 +97,6 @@ class Evaluation:
     # -- stages ---------------------------------------------------------------------------
     def run(self) -> EvalResult:
         from engine.eval import envinfo
-        from engine.tasks import import_module_from_source
 
         if self.device.type == "cpu" and self.job.cpu_threads:
             import torch
@@ -118,7 +117,7 @@ class Evaluation:
             self.l2 = PersistingL2()  # read before the candidate's import can change it
         started = time.monotonic()
         try:
-            task = import_module_from_source(Path(self.job.task_path).read_text(), self.job.task_path)
+            task = self.import_task()
         except BaseException as error:  # the task is the user's: say so plainly
             self.result.error = error_info(error)
             self.result.failed_side, self.result.task_error = REFERENCE_SIDE, True
@@ -170,6 +169,26 @@ class Evaluation:
             return self.result
         self.stage("done")
         return self.finish(CORRECT)
+
+    def import_task(self) -> Any:
+        """The task's module; a reference library an earlier evaluation ran comes from the build cache
+        (engine.eval.build.reference), recorded apart from the candidate's builds."""
+        from engine.tasks import import_module_from_source
+
+        source, path = Path(self.job.task_path).read_text(), self.job.task_path
+        if not self.job.trusted_libraries:
+            return import_module_from_source(source, path)
+        from engine.eval.build.reference import ReferenceBuilds, building_references
+
+        builds = ReferenceBuilds(
+            Path(self.job.cache_root), Path(path).parent / "reference-builds", self.job.trusted_libraries, self.job.use_pch
+        )
+        try:
+            with building_references(builds):
+                return import_module_from_source(source, path)
+        finally:
+            self.result.build.reference_extensions = list(builds.loaded)
+            self.result.build.reference_notes = list(builds.notices)
 
     def reference_sound(self, task: Any) -> bool:
         """The reference on its own inputs, every seed the later stages use; False: a task error."""
@@ -337,7 +356,12 @@ class Evaluation:
         return module
 
     def _record_build(self, recorder: Any, started: float) -> None:
-        self.result.build = BuildInfo(seconds=time.monotonic() - started, extensions=list(recorder.builds))
+        self.result.build = BuildInfo(
+            seconds=time.monotonic() - started,
+            extensions=list(recorder.builds),
+            reference_extensions=self.result.build.reference_extensions,
+            reference_notes=self.result.build.reference_notes,
+        )
         if self.prebuild is not None:  # what the prebuild thread noticed (a stale lock it took over)
             self.result.messages.extend(n for n in self.prebuild.recorder.notices if n not in recorder.notices)
         self.result.messages.extend(recorder.notices)

@@ -10,15 +10,18 @@ best kernel in the reference's seat. The ratio of their medians and its bootstra
 The best kernel becomes the reference by running its source in a module of its own inside a task file
 that keeps the task's inputs, so its names never meet the task's or the candidate's. Both kernels passed
 every check and guard in their own evaluations; the re-timing only times (guards, shapes and baselines
-off, one correctness trial as a sanity check that the two agree).
+off, one correctness trial as a sanity check that the two agree). The best kernel's library is the one its
+own evaluation built, loaded from the build cache when its bytes are still the recorded ones
+(engine.eval.build.reference); without that, a re-timing began with a whole stock build.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from engine.eval.build.trust import trusted_libraries
 from engine.eval.options import EvalOptions
 from engine.eval.result import EvalResult
 
@@ -41,11 +44,14 @@ def best_as_reference(task_source: str, best_kernel: str) -> str:
     return task_source.rstrip("\n") + "\n" + _RUNNER.format(source=best_kernel)
 
 
-def retiming_options(options: EvalOptions) -> EvalOptions:
-    """``options`` for timing only: guards, shapes and baselines off, one trial."""
+def retiming_options(options: EvalOptions, best_record: Mapping[str, Any] | None = None) -> EvalOptions:
+    """``options`` for timing only: guards, shapes and baselines off, one trial. ``best_record`` (the best
+    kernel's ``eval.json``) names the libraries its evaluation ran, which the reference then loads from
+    the build cache instead of building them again (engine.eval.build.reference)."""
     return dataclasses.replace(
-        options, guards=False, static_guard=False, shapes=False, compile_baselines=(), trials=1
-    )
+        options, guards=False, static_guard=False, shapes=False, compile_baselines=(), trials=1,
+        trusted_libraries=trusted_libraries(best_record),
+    )  # fmt: skip
 
 
 def retime(
@@ -55,11 +61,14 @@ def retime(
     best_kernel: str,
     options: EvalOptions,
     task_name: str,
+    best_record: Mapping[str, Any] | None = None,
 ) -> EvalResult:
-    """Time ``kernel`` against ``best_kernel`` in one worker; its ``speedup`` is best time / new time."""
+    """Time ``kernel`` against ``best_kernel`` in one worker; its ``speedup`` is best time / new time.
+    ``best_record``: the best kernel's ``eval.json``, whose sealed libraries spare the reference a build."""
     return evaluator(
-        best_as_reference(task_source, best_kernel), kernel, retiming_options(options), task_name=task_name
-    )
+        best_as_reference(task_source, best_kernel), kernel, retiming_options(options, best_record),
+        task_name=task_name,
+    )  # fmt: skip
 
 
 def duel_record(result: EvalResult, against_sha: str, against: int) -> dict[str, Any] | None:

@@ -214,7 +214,8 @@ def retime_if_close(loop: Loop, result: EvalResult) -> dict[str, Any] | None:
         f"({best.speedup:.2f}x): timing the two again, back to back"
     )))  # fmt: skip
     again = duel.retime(loop.options.evaluator or evaluate, loop.reference, loop.pending.kernel or "",
-                        best.kernel_source, loop.options.eval_options, loop.session.task_name)  # fmt: skip
+                        best.kernel_source, loop.options.eval_options, loop.session.task_name,
+                        best.eval_result)  # fmt: skip
     found = duel.duel_record(again, best.sha, best.number)
     if found is None:
         why = again.messages[-1] if again.messages else again.status

@@ -51,6 +51,7 @@ from engine.eval.build.split.rewrite import (
     piece_tag,
     split_sources,
 )
+from engine.eval.build.trust import require_trusted
 from engine.eval.result import ExtensionBuild
 
 TORCH_LOCK_NAME = "lock"
@@ -157,6 +158,9 @@ class BuildRecorder:
         # Failed builds, the build budget and the first compiler error, shared with the prebuild thread's
         # recorder (engine.eval.build.failures)
         self.ledger = BuildLedger()
+        # {library path: digest} a cached library must match before it is loaded (engine.eval.build.trust);
+        # None: no such check (a candidate's own builds)
+        self.trusted: dict[str, str] | None = None
 
     def install(self) -> None:
         """Replace ``torch.utils.cpp_extension.load_inline`` before the candidate is imported."""
@@ -316,6 +320,8 @@ class BuildRecorder:
             raise self.fault from error
         record, build_dir = prepared.record, prepared.build_dir
         with prepared.lock:
+            if self.trusted is not None:  # before ninja: nothing is built in the shared cache for a reference
+                require_trusted(self.trusted, build_dir, name)
             note = ", precompiled header" if record.pch else ""
             print(f"[cudaforge] building extension {name!r} ({path} path{note}) in {build_dir}", flush=True)
             _ACTIVE.build = (self, record)
@@ -331,6 +337,8 @@ class BuildRecorder:
             finally:
                 _ACTIVE.build = None
             self._finish(record, prepared)
+            if self.trusted is not None:  # ninja may have rebuilt it: the loaded bytes must be the recorded ones
+                require_trusted(self.trusted, build_dir, name)
             done = self.prebuilt.get(str(build_dir))
             if done is not None and record.cached and not done.cached:  # built by this evaluation's prebuild
                 self.builds[self.builds.index(record)] = record = replace(done, cached=False, prebuilt=True)

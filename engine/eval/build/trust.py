@@ -1,0 +1,83 @@
+"""Which built libraries a reference may load from the shared build cache (ARCHITECTURE.md §3, "Builds").
+
+Why: every candidate's worker may write the build cache, so a library found there may have been
+rewritten by a kernel that gains from it: a candidate slowing down the best kernel it is re-timed
+against (engine.loop.duel) would win that re-timing. A reference's library is therefore loaded from the
+cache only when its bytes are the very bytes an earlier evaluation ran, as recorded by the evaluating
+process outside the sandbox (``seal``, into ``ExtensionBuild.digest``); otherwise the reference builds
+in a folder of its own, as a plain ``load_inline`` would.
+
+Reading a file the sandbox could write is done with care: no symlink is followed, only a regular file
+is read, and one larger than ``MAX_LIBRARY_BYTES`` gets no digest (a FIFO or a huge file must not hang or
+flood the evaluating process).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+MAX_LIBRARY_BYTES = 4 << 30
+LIBRARY_SUFFIX = ".so"
+
+
+class UntrustedLibrary(BaseException):  # noqa: N818 - raised past the candidate-facing ``except Exception``s
+    """A cached library a reference may not load: not recorded, or changed since it was."""
+
+
+def library_path(build_dir: str | Path, name: str) -> Path:
+    """Where torch puts the library of extension ``name`` built in ``build_dir``."""
+    return Path(build_dir) / f"{name}{LIBRARY_SUFFIX}"
+
+
+def library_digest(path: str | Path) -> str | None:
+    """sha256 of the regular file at ``path`` (not through a symlink); None when there is none, it is
+    something else, or it is too large."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_LIBRARY_BYTES:
+            return None
+        digest = hashlib.sha256()
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def seal(extensions: Iterable[Any]) -> None:
+    """Each built extension's ``digest``, read here by the evaluating process (whatever the worker said)."""
+    for ext in extensions:
+        ext.digest = library_digest(library_path(ext.build_dir, ext.name)) if ext.ok else None
+
+
+def trusted_libraries(eval_result: Mapping[str, Any] | None) -> dict[str, str]:
+    """{library path: digest} of a recorded evaluation's sealed builds (``eval.json``'s ``build``)."""
+    build = (eval_result or {}).get("build") or {}
+    found: dict[str, str] = {}
+    for ext in build.get("extensions") or []:
+        digest, name, folder = ext.get("digest"), ext.get("name"), ext.get("build_dir")
+        if ext.get("ok", True) and isinstance(digest, str) and isinstance(name, str) and isinstance(folder, str):
+            found[str(library_path(folder, name))] = digest
+    return found
+
+
+def require_trusted(trusted: Mapping[str, str], build_dir: str | Path, name: str) -> None:
+    """Raise :class:`UntrustedLibrary` unless the library in ``build_dir`` has the recorded digest."""
+    path = library_path(build_dir, name)
+    expected = trusted.get(str(path))
+    if expected is None:
+        raise UntrustedLibrary(f"{path} was not built by an evaluation on record")
+    if library_digest(path) != expected:
+        raise UntrustedLibrary(f"{path} changed since its evaluation recorded it")
