@@ -52,6 +52,7 @@ from tui.messages import (
 )
 from tui.model import ChatMessage, conversation, exploration_notes, format_speedup
 from tui.screens.workbench_keys import WorkbenchKeys
+from tui.screens.workbench_modes import LIVE, REPLAY, VIEW
 from tui.widgets.conversation import ConversationPane
 from tui.widgets.footer import KeyFooter
 from tui.widgets.kernel_pane import KernelPane
@@ -66,7 +67,6 @@ if TYPE_CHECKING:  # the modal screens are imported when first opened: not neede
 
 NARROW_WIDTH = 110
 PLAY_INTERVAL_S = 1.0
-REPLAY, LIVE, VIEW = "replay", "live", "view"
 LIVE_ONLY = {"step", "run", "pause", "edit_kernel", "external_editor", "show_approval", "add_rounds"}
 REPLAY_ONLY = {"play"}  # a live branch grows while you watch: nothing to play through
 WRITES_BRANCHES = {"branch", "explore"}  # hidden in a read-only view (issue 46.6)
