@@ -21,7 +21,6 @@ import os
 import shlex
 import subprocess
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +52,7 @@ from tui.messages import (
 from tui.model import ChatMessage, conversation, exploration_notes, format_speedup
 from tui.screens.workbench_keys import WorkbenchKeys
 from tui.screens.workbench_modes import LIVE, REPLAY, VIEW
+from tui.screens.workbench_session import SessionHold
 from tui.widgets.conversation import ConversationPane
 from tui.widgets.footer import KeyFooter
 from tui.widgets.kernel_pane import KernelPane
@@ -165,7 +165,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self._rejected: list[str] = []  # notes of the suggestions rejected in the round in progress
         self._note_draft: tuple[dict[str, Any], str] | None = None  # (suggestion, note) left undecided
         self._task_weak = ""  # the task check's "weak task: …" notice, until an evaluation records its own
-        self._released = False
+        self.hold = SessionHold(self)  # the writer's role: taken on mount (live), handed back on leaving
 
     # ------------------------------------------------------------------ layout
 
@@ -223,7 +223,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
 
     async def on_mount(self) -> None:
         if self.mode == LIVE:
-            self._start_loop()
+            self.hold.start_loop()
         self._load_history()
         if self._start_iteration is not None:
             for k, item in enumerate(self.history):
@@ -236,34 +236,6 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         await self._fill()
         if self.adapter.loop is not None:
             self._say_waiting()
-
-    def _start_loop(self) -> None:
-        """Become the session's writer: adopt this app's loop of it (left while it finished a stage),
-        or make one; when another writer holds the lock, open read-only and say who writes."""
-        writers = getattr(self.app, "writers", None)
-        adopted = writers.adopt(self.repo.path) if writers is not None else None
-        if adopted is not None:  # the one writer of this session in this app, continued here
-            self.adapter = adopted
-            adopted.retarget(self)
-            self.apply_policy(getattr(self.app, "approval_policy", None))
-            return
-        try:
-            loop = self.loop_factory(self.repo, self.adapter.on_event)
-            problem = "the loop is not available here"
-        except Exception as error:  # a missing API key, a bad config, another writer: say so, keep it usable
-            loop, problem = None, f"the loop could not start ({error})"
-        if loop is None:
-            self.mode = VIEW
-            self.notify(
-                f"{problem[0].upper()}{problem[1:]}: the session opens read-only.", severity="warning"
-            )
-            return
-        self.adapter.attach(loop)
-        if writers is not None:
-            writers.add(self.repo.path, self.adapter)
-        self.apply_policy(getattr(self.app, "approval_policy", None))
-        for notice in getattr(loop, "notices", None) or []:  # a stale lock taken over, a repaired journal
-            self.notify(notice, severity="warning", timeout=30)
 
     # ------------------------------------------------------------------ filling the panes
 
@@ -672,72 +644,17 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
             return False
         return any(it.number == ref.number and it.sha == theirs for it in self.history)
 
-    # ------------------------------------------------------------------ leaving
+    # ------------------------------------------------------------------ leaving (tui/screens/workbench_session.py)
 
     def action_back(self) -> None:
-        """Back to the session browser, handing the session back (ARCHITECTURE.md §8).
-
-        Live, it asks first (leave / stay; escape again stays): an Escape meant for a dialog or a
-        pane must not end the session in front of the user. Leaving loses nothing: a stage still
-        running is not cut; the loop pauses after it (having committed what it evaluated), then
-        closes and gives the writer lock back, and opening the session again meanwhile continues
-        that same loop (tui/writers.py). Replay and read-only views leave at once.
-        """
-        if self.mode != LIVE:
-            self._leave()
-            return
-        from tui.screens.dialogs import ConfirmScreen
-
-        question = f"Leave the live session {getattr(self.repo, 'name', '')} for the session list?"
-        self.app.push_screen(ConfirmScreen(question, yes="leave", no="stay"), self._leave_if)
-
-    def _leave_if(self, leave: bool | None) -> None:
-        if leave and not self._released:
-            self._leave()
-
-    def _leave(self) -> None:
-        self.release_session()
-        self.app.show_browser()  # type: ignore[attr-defined]  (CudaforgeApp: screens navigate through it)
+        self.hold.back()
 
     def release_session(self) -> None:
-        """Drop the loop and give up the writer lock (and close the repo when this screen opened it).
-
-        When a stage still runs, both happen once it has ended (the loop closes, then the repo);
-        another screen on the same repo (replay under a live branch) keeps reading it.
-        """
-        if self._released:
-            return
-        self._released = True
-        if self._player is not None:
-            self._player.stop()
-            self._player = None
-        if self.adapter.loop is None:
-            self._close_repo(False)
-        elif self.adapter.busy:  # pause after the stage, close the loop, then the repo it writes with
-            self._hand_back(then=lambda: self._close_repo(True))
-        else:  # idle: the loop is closed (its lock given back) now
-            self._hand_back(then=None)
-            self.adapter.loop = None
-            self._close_repo(True)
-
-    def _hand_back(self, then: Callable[[], None] | None) -> None:
-        """Close the loop once no call runs (its lock goes back), through the app's writers, which let
-        a reopening of this session before then adopt the same loop (tui/writers.py)."""
-        writers = getattr(self.app, "writers", None)
-        if writers is not None:
-            writers.leave(self.repo.path, self.adapter, then=then)
-        else:
-            self.adapter.retarget(None)
-            self.adapter.release_when_idle(then or (lambda: None))
-
-    def _close_repo(self, had_loop: bool) -> None:
-        if self.owns_repo:
-            self.repo.close()
-        elif had_loop:
-            self.repo.release_lock()
+        """Drop the loop and give up the writer lock, now or once the stage in flight has ended."""
+        self.hold.release()
 
     def on_unmount(self) -> None:
-        self.release_session()
+        self.hold.release()
 
     # ------------------------------------------------------------------ live: commands
 
