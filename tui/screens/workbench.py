@@ -22,7 +22,7 @@ import shlex
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual import on
 from textual.app import ComposeResult, SuspendNotSupported
@@ -42,7 +42,6 @@ from tui import loop_status
 from tui.explore_run import ExploreCommitted, ExploreFinished, ExploreGate, ExploreIdeas, ExploreLine
 from tui.live import LoopAdapter, LoopFactory, default_loop_factory
 from tui.messages import (
-    ApprovalDecided,
     BranchCreated,
     EngineEvent,
     IterationShown,
@@ -50,6 +49,7 @@ from tui.messages import (
     LoopReturned,
 )
 from tui.model import ChatMessage, conversation, exploration_notes, format_speedup
+from tui.screens.workbench_approval import Approvals
 from tui.screens.workbench_keys import WorkbenchKeys
 from tui.screens.workbench_modes import LIVE, REPLAY, VIEW
 from tui.screens.workbench_session import SessionHold
@@ -61,9 +61,6 @@ from tui.widgets.status_line import StatusLine
 from tui.widgets.tabs import Pane, PaneTabs
 from tui.widgets.task_pane import TaskPane
 from tui.widgets.timeline import NodeRef, Timeline, TimelineItem
-
-if TYPE_CHECKING:  # the modal screens are imported when first opened: not needed for the first frame
-    from tui.screens.approval import Approval
 
 NARROW_WIDTH = 110
 PLAY_INTERVAL_S = 1.0
@@ -163,8 +160,8 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self._live_result: dict[str, Any] | None = None
         self._live_profile: dict[str, Any] | None = None
         self._rejected: list[str] = []  # notes of the suggestions rejected in the round in progress
-        self._note_draft: tuple[dict[str, Any], str] | None = None  # (suggestion, note) left undecided
         self._task_weak = ""  # the task check's "weak task: …" notice, until an evaluation records its own
+        self.approvals = Approvals(self)  # the approval gate: policy, view, decision
         self.hold = SessionHold(self)  # the writer's role: taken on mount (live), handed back on leaving
 
     # ------------------------------------------------------------------ layout
@@ -644,6 +641,18 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
             return False
         return any(it.number == ref.number and it.sha == theirs for it in self.history)
 
+    # ------------------------------------------------------------------ approval (tui/screens/workbench_approval.py)
+
+    def apply_policy(self, policy: str | None) -> None:
+        """Hand the approval policy to the loop, which alone decides (the app calls this)."""
+        self.approvals.apply_policy(policy)
+
+    def rejected_notes(self) -> list[str]:
+        return self.approvals.rejected_notes()
+
+    def approval_evidence(self, suggestion: dict[str, Any], history: list[Any] | None = None) -> Any:
+        return self.approvals.evidence(suggestion, history)
+
     # ------------------------------------------------------------------ leaving (tui/screens/workbench_session.py)
 
     def action_back(self) -> None:
@@ -790,7 +799,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         if self._exploration_waits():
             self._ask_explore_gate()
         elif self.pending_approval is not None:
-            self._ask_approval(self.pending_approval)
+            self.approvals.ask(self.pending_approval)
 
     def _exploration_waits(self) -> bool:
         run = self.exploration
@@ -879,7 +888,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
             self.pending_approval = event
             self.refresh_bindings()
             status.wait_for_human(loop_status.waiting_text(self.adapter.loop, asked=True))
-            self._ask_approval(event)  # the loop applied the approval policy: it asks only when a human must
+            self.approvals.ask(event)  # the loop applied the approval policy: it asks only when a human must
         elif isinstance(event, ev.IterationCommitted):
             self._live_chat.clear()
             self._live_log.clear()
@@ -910,58 +919,3 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
             line = f"error in {event.stage}: {event.message}"
             self._live_log.append(line)
             output.append_build([line])
-
-    def apply_policy(self, policy: str | None) -> None:
-        """Hand the approval policy to the loop, which alone decides (engine.approval) and records
-        who did: the TUI never approves on a policy's behalf."""
-        setter = getattr(self.adapter.loop, "set_approval_policy", None)
-        if policy and setter is not None:
-            setter(policy)
-
-    def _ask_approval(self, event: ev.AwaitingApproval) -> None:
-        from tui.screens.approval import ApprovalScreen
-
-        suggestion = dict(event.suggestion)
-        draft = self._note_draft[1] if self._note_draft and self._note_draft[0] == suggestion else ""
-
-        def done(result: Approval | None) -> None:
-            self._note_draft = None if result is not None else (suggestion, screen.draft_note)
-            if result is not None:
-                self._decide(result, by="human")
-            else:
-                self._say_waiting()
-
-        evidence = self.approval_evidence(suggestion)
-        self.app.clear_notifications()  # an older notice must not sit over the decision
-        screen = ApprovalScreen(suggestion, event.flagged, evidence, rejected=self.rejected_notes(), note=draft)
-        self.app.push_screen(screen, done)
-
-    def rejected_notes(self) -> list[str]:
-        """The notes of the suggestions rejected in this round (the loop's own record when it has one)."""
-        pending = getattr(self.adapter.loop, "pending", None)
-        recorded = getattr(pending, "rejections", None)
-        if isinstance(recorded, list):
-            return [str(r.get("note", "")) for r in recorded if isinstance(r, dict)]
-        return list(self._rejected)
-
-    def approval_evidence(self, suggestion: dict[str, Any], history: list[Any] | None = None) -> Any:
-        """What the suggestion is about: the branch's latest iteration, the one the Judge looked at
-        (``history``: another branch's, e.g. an exploration branch waiting at its gate)."""
-        from tui.evidence import gather_evidence
-
-        history = self.history if history is None else history
-        if not history:
-            return None
-        item = history[-1]
-        return gather_evidence(suggestion, item.number, item.eval_result, item.profile, item.kernel_source)
-
-    def _decide(self, approval: Approval, by: str) -> None:
-        self.pending_approval = None
-        self.refresh_bindings()
-        self.app.post_message(ApprovalDecided(approval.decision, approval.suggestion, approval.note, by))
-        then = "run" if self.running else None
-        if approval.decision == "reject":
-            self._rejected.append(approval.note)
-            self.adapter.call("reject", approval.note, then=then)
-        else:
-            self.adapter.call("approve", approval.suggestion, then=then)
