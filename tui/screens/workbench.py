@@ -17,15 +17,10 @@ recomposes when the width crosses it and refills the panes from what it holds, s
 
 from __future__ import annotations
 
-import os
-import shlex
-import subprocess
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from textual import on
-from textual.app import ComposeResult, SuspendNotSupported
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.events import Resize
@@ -45,11 +40,11 @@ from tui.messages import (
     BranchCreated,
     EngineEvent,
     IterationShown,
-    KernelEdited,
     LoopReturned,
 )
 from tui.model import ChatMessage, conversation, exploration_notes, format_speedup
 from tui.screens.workbench_approval import Approvals
+from tui.screens.workbench_edit import KernelEdits
 from tui.screens.workbench_keys import WorkbenchKeys
 from tui.screens.workbench_modes import LIVE, REPLAY, VIEW
 from tui.screens.workbench_session import SessionHold
@@ -161,6 +156,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self._live_profile: dict[str, Any] | None = None
         self._rejected: list[str] = []  # notes of the suggestions rejected in the round in progress
         self._task_weak = ""  # the task check's "weak task: …" notice, until an evaluation records its own
+        self.edits = KernelEdits(self)  # human edits of the kernel, checked, then handed to the loop
         self.approvals = Approvals(self)  # the approval gate: policy, view, decision
         self.hold = SessionHold(self)  # the writer's role: taken on mount (live), handed back on leaving
 
@@ -731,12 +727,6 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self._say_waiting()
         self.refresh_bindings()
 
-    def action_edit_kernel(self) -> None:
-        if self._narrow:
-            self.query_one("#narrow", PaneTabs).active = "pane-kernel"
-        self.query_one(KernelPane).begin_edit()
-        self.refresh_bindings()
-
     def action_pane(self, step: int) -> None:
         """``[``/``]``: the previous or next pane of a narrow terminal's tabs."""
         tabs = self.query_one("#narrow", PaneTabs)
@@ -744,56 +734,19 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         tabs.active = NARROW_PANES[(here + step) % len(NARROW_PANES)]
         self.set_focus(None)
 
+    # ------------------------------------------------------------------ editing (tui/screens/workbench_edit.py)
+
+    def action_edit_kernel(self) -> None:
+        self.edits.begin()
+
     def action_save_edit(self) -> None:
-        source = self.query_one(KernelPane).end_edit(keep=True)
-        self.refresh_bindings()
-        if source is not None:
-            self._check_then_hand(source)
-
-    def _check_then_hand(self, source: str) -> None:
-        """The static check first, then the loop, or back to the editor (tui/edit_flow.py)."""
-        from tui.edit_flow import check_then_hand
-
-        check_then_hand(self, source)
+        self.edits.save()
 
     def action_cancel_edit(self) -> None:
-        self.query_one(KernelPane).end_edit(keep=False)
-        self.refresh_bindings()
-
-    def _hand_kernel(self, source: str) -> None:
-        """A human version for the loop: it replaces the round in progress and is evaluated when the
-        user says so (s, or r to go on), as the status line and a notice say."""
-        self.app.post_message(KernelEdited(source))
-        self.pending_approval = None  # the edit replaces the round, suggestion included
-        self._rejected.clear()
-        self.running = False
-        self.adapter.call("edit_kernel", source)
-        number = getattr(self.adapter.loop, "next_iteration", None)
-        label = f"#{number} (human)" if isinstance(number, int) else "a human version"
-        self.notify(f"Edit saved: it becomes {label}. s evaluates it, r evaluates it and runs on.", timeout=4)
+        self.edits.cancel()
 
     def action_external_editor(self) -> None:
-        """Edit the shown kernel in ``$VISUAL``/``$EDITOR`` with the app suspended, then hand it over."""
-        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-        pane = self.query_one(KernelPane)
-        with tempfile.TemporaryDirectory(prefix="cudaforge-edit-") as folder:
-            path = Path(folder) / "kernel.py"
-            path.write_text(pane.source, encoding="utf-8")
-            command = [*shlex.split(editor), str(path)]
-            try:
-                with self.app.suspend():
-                    completed = subprocess.run(command, check=False)
-            except SuspendNotSupported:  # headless (tests, --serve): the editor must not need the tty
-                completed = subprocess.run(command, check=False, stdin=subprocess.DEVNULL)
-            except OSError as error:
-                self.notify(f"cannot run {editor}: {error}", severity="error")
-                return
-            edited = path.read_text(encoding="utf-8")
-        if completed.returncode != 0:
-            self.notify(f"{editor} exited with {completed.returncode}; kernel unchanged", severity="warning")
-        elif edited != pane.source:
-            pane.show(edited, f"{pane.label} + human edit")
-            self._check_then_hand(edited)
+        self.edits.external_editor()
 
     def action_show_approval(self) -> None:
         if self._exploration_waits():
