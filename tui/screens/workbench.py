@@ -33,7 +33,6 @@ from engine import events as ev
 from engine.eval.baselines import against_text, compile_ratio
 from sessions import ranking
 from sessions.errors import SessionError
-from tui import loop_status
 from tui.explore_run import ExploreCommitted, ExploreFinished, ExploreGate, ExploreIdeas, ExploreLine
 from tui.live import LoopAdapter, LoopFactory, default_loop_factory
 from tui.messages import (
@@ -46,6 +45,7 @@ from tui.model import ChatMessage, conversation, exploration_notes, format_speed
 from tui.screens.workbench_approval import Approvals
 from tui.screens.workbench_edit import KernelEdits
 from tui.screens.workbench_keys import WorkbenchKeys
+from tui.screens.workbench_loop import LiveLoop
 from tui.screens.workbench_modes import LIVE, REPLAY, VIEW
 from tui.screens.workbench_session import SessionHold
 from tui.widgets.conversation import ConversationPane
@@ -67,7 +67,6 @@ EXPLORE_WIDTH, EXPLORE_ROUNDS = (
     3,
     2,
 )  # ideas asked of the Judge by ``X``; rounds per branch (the chooser changes it)
-DEFAULT_MORE_ROUNDS = 3
 NARROW_PANES = ("pane-kernel", "pane-output", "pane-chat", "pane-task", "pane-timeline")
 # keys the kernel editor types as text: not offered (footer, help) while it has them
 TYPED_WHILE_EDITING = {
@@ -156,6 +155,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self._live_profile: dict[str, Any] | None = None
         self._rejected: list[str] = []  # notes of the suggestions rejected in the round in progress
         self._task_weak = ""  # the task check's "weak task: …" notice, until an evaluation records its own
+        self.live = LiveLoop(self)  # commands to the loop, its events and returns to the panes
         self.edits = KernelEdits(self)  # human edits of the kernel, checked, then handed to the loop
         self.approvals = Approvals(self)  # the approval gate: policy, view, decision
         self.hold = SessionHold(self)  # the writer's role: taken on mount (live), handed back on leaving
@@ -228,7 +228,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         # time for messages that arrived after the first paint cost ~0.1 s of start-up.
         await self._fill()
         if self.adapter.loop is not None:
-            self._say_waiting()
+            self.live.say_waiting()
 
     # ------------------------------------------------------------------ filling the panes
 
@@ -569,7 +569,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self._load_history()
         self.index = len(self.history) - 1
         self._fill()
-        self._say_waiting()
+        self.live.say_waiting()
         self.notify(f"Now on branch {name}, made at #{number}: s steps, r runs, + adds rounds.", timeout=4)
 
     def action_diff(self) -> None:
@@ -661,71 +661,31 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
     def on_unmount(self) -> None:
         self.hold.release()
 
-    # ------------------------------------------------------------------ live: commands
+    # ------------------------------------------------------------------ the live loop (tui/screens/workbench_loop.py)
 
     def action_step(self) -> None:
-        self.running = False
-        self.adapter.call("step")
-        self.refresh_bindings()
+        self.live.step()
 
     def action_run(self) -> None:
-        self.running = True  # decisions made while running continue the rounds
-        self.adapter.call("run")
-        self.refresh_bindings()
+        self.live.run()
 
     def action_pause(self) -> None:
-        if self.exploration is not None and self.exploration.active:
-            self.exploration.stop()
-            self.query_one(StatusLine).update_activity(
-                "exploration: stopping once the stage in flight is committed"
-            )
-            return
-        self.running = False
-        self.adapter.call("pause")
-        self.query_one(StatusLine).update_activity("pausing at the end of this stage")
+        self.live.pause()
 
     def action_add_rounds(self) -> None:
-        """Ask how many rounds to add to this branch (``+``), then raise the loop's target."""
-        from tui.screens.dialogs import PromptScreen
-
-        def add(answer: str | None) -> None:
-            if answer is None:
-                return
-            try:
-                more = int(answer.strip() or DEFAULT_MORE_ROUNDS)
-                if more < 1:
-                    raise ValueError
-            except ValueError:
-                self.notify(f"not a number of rounds: {answer!r}", severity="warning")
-                return
-            self.add_rounds(more)
-
-        self.app.push_screen(
-            PromptScreen(
-                f"Rounds to add to branch {self.branch} (enter for {DEFAULT_MORE_ROUNDS}):",
-                str(DEFAULT_MORE_ROUNDS),
-                str(DEFAULT_MORE_ROUNDS),
-            ),
-            add,
-        )
+        self.live.ask_rounds()
 
     def add_rounds(self, more: int) -> None:
         """Raise the loop's round target by ``more`` (``Loop.add_rounds``); ``r`` then runs them."""
-        adder = getattr(self.adapter.loop, "add_rounds", None)
-        if adder is None:
-            self.notify("This loop cannot add rounds.", severity="warning")
-            return
-        try:
-            target = adder(more)
-        except Exception as error:
-            self.notify(f"cannot add rounds: {error}", severity="error")
-            return
-        self.notify(
-            f"{more} round(s) added: branch {self.branch} now runs to #{target}. r runs them, s steps.",
-            timeout=4,
-        )
-        self._say_waiting()
-        self.refresh_bindings()
+        self.live.add_rounds(more)
+
+    @on(LoopReturned)
+    def _loop_returned(self, message: LoopReturned) -> None:
+        self.live.returned(message)
+
+    @on(EngineEvent)
+    def _engine_event(self, message: EngineEvent) -> None:
+        self.live.event(message)
 
     def action_pane(self, step: int) -> None:
         """``[``/``]``: the previous or next pane of a narrow terminal's tabs."""
@@ -758,117 +718,3 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         run = self.exploration
         return bool(run is not None and run.active and run.awaiting())
 
-    # ------------------------------------------------------------------ live: events
-
-    def _say_waiting(self) -> None:
-        """Nothing runs: say whom the loop waits for, and the key that goes on (or that it finished)."""
-        text = loop_status.waiting_text(self.adapter.loop, asked=self.pending_approval is not None)
-        if getattr(self.adapter.loop, "stage", None) == "done":
-            self.query_one(StatusLine).stop(text)
-        else:
-            self.query_one(StatusLine).wait_for_human(text)
-
-    def _show_pending_kernel(self) -> None:
-        """The round's kernel before it is committed (the seed while it builds, the Coder's reply
-        before ``s`` evaluates it), when the loop has one and the newest iteration is on screen."""
-        pending = getattr(self.adapter.loop, "pending", None)
-        kernel = getattr(pending, "kernel", None)
-        if not self.following or not isinstance(kernel, str) or not kernel:
-            return
-        number = getattr(self.adapter.loop, "next_iteration", "?")
-        phase = getattr(pending, "phase", "")
-        self.query_one(KernelPane).show(kernel, f"#{number} {phase} · not committed yet ({self.branch})")
-
-    @on(LoopReturned)
-    def _loop_returned(self, message: LoopReturned) -> None:
-        self.refresh_bindings()
-        self._show_pending_kernel()
-        loop = self.adapter.loop
-        if message.method == "step" and message.outcome is None and getattr(loop, "stage", None) == "gate":
-            # The Judge's step ends at the gate, which takes no time: step it at once, so the
-            # suggestion is shown (or the policy approves) without a second s for nothing.
-            self.adapter.call("step")
-            return
-        if message.outcome in ("finished", "error"):
-            return  # LoopFinished / LoopError already said why
-        if message.outcome == "paused":
-            self.query_one(StatusLine).stop(loop_status.finished_text("paused"))
-            return
-        self._say_waiting()
-
-    @on(EngineEvent)
-    def _engine_event(self, message: EngineEvent) -> None:
-        event = message.event
-        status = self.query_one(StatusLine)
-        output = self.query_one(OutputPane)
-        following = self.following
-        if isinstance(event, ev.StageStarted):
-            if event.detail == "evaluate":  # the evaluator's own stages: same clock, finer words
-                status.update_activity(loop_status.running_text("evaluate", event.iteration, event.stage))
-            else:
-                status.start_stage(loop_status.running_text(event.stage, event.iteration), event.round)
-                if event.stage == "evaluate":
-                    self._show_pending_kernel()
-            if event.stage in ("evaluate", "build"):
-                self._live_log.clear()
-                if following:
-                    output.clear_build()
-        elif isinstance(event, ev.BuildLog):
-            self._live_log.append(event.line)
-            if following:
-                output.append_build([event.line])
-        elif isinstance(event, ev.LLMToken):
-            if following:
-                self.query_one(ConversationPane).stream_token(event.role, event.text)
-        elif isinstance(event, ev.LLMReply):
-            chat = ChatMessage(
-                event.role, event.model, event.text, event.input_tokens + event.output_tokens, event.cost_usd
-            )
-            self._live_chat.append(chat)
-            if following:
-                self.query_one(ConversationPane).finish_reply(chat)
-            status.tokens += chat.tokens
-            status.add_cost(event.cost_usd)
-        elif isinstance(event, ev.EvalFinished):
-            self._live_result = event.result
-            if following:
-                output.show_result(event.result, replace_log=False)
-        elif isinstance(event, ev.ProfileFinished):
-            self._live_profile = event.profile
-            if following:
-                output.show_profile(event.profile)
-        elif isinstance(event, ev.AwaitingApproval):
-            self.pending_approval = event
-            self.refresh_bindings()
-            status.wait_for_human(loop_status.waiting_text(self.adapter.loop, asked=True))
-            self.approvals.ask(event)  # the loop applied the approval policy: it asks only when a human must
-        elif isinstance(event, ev.IterationCommitted):
-            self._live_chat.clear()
-            self._live_log.clear()
-            self._rejected.clear()
-            self._load_history()
-            self.index = len(self.history) - 1
-            self._fill()
-            status.stop(f"committed #{event.iteration} {event.phase} · {event.status}")
-            status.timing = loop_status.round_timing(
-                event.iteration, self.history[-1] if self.history else None
-            )
-        elif isinstance(event, ev.LoopFinished):
-            target = loop_status.target_of(self.adapter.loop)
-            status.stop(loop_status.finished_text(event.reason, target))  # says why, and that + goes on
-        elif isinstance(event, ev.LoopNotice):
-            if event.message.startswith("weak task:"):
-                self._task_weak = event.message
-                self.query_one(TaskPane).show(
-                    self.repo.task_name, self.repo.task_source, self._weak_text(self.shown)
-                )
-            self.notify(event.message, severity="warning", timeout=10)
-            self._live_log.append(f"note: {event.message}")
-            output.append_build([f"note: {event.message}"])
-        elif isinstance(event, ev.LoopError):
-            status.stop(loop_status.error_text(event.stage, event.recoverable))
-            self.notify(f"{event.stage}: {event.message}", severity="error", timeout=8)
-            # the notice fades; the log keeps why the loop stopped (a broken task, a failed call)
-            line = f"error in {event.stage}: {event.message}"
-            self._live_log.append(line)
-            output.append_build([line])

@@ -47,7 +47,7 @@ class Approvals:
             if result is not None:
                 self.decide(result, by="human")
             else:
-                screen._say_waiting()
+                screen.live.say_waiting()
 
         evidence = self.evidence(suggestion)
         screen.app.clear_notifications()  # an older notice must not sit over the decision

@@ -96,7 +96,9 @@ class KernelEdits:
         screen.adapter.call("edit_kernel", source)
         number = getattr(screen.adapter.loop, "next_iteration", None)
         label = f"#{number} (human)" if isinstance(number, int) else "a human version"
-        screen.notify(f"Edit saved: it becomes {label}. s evaluates it, r evaluates it and runs on.", timeout=4)
+        screen.notify(
+            f"Edit saved: it becomes {label}. s evaluates it, r evaluates it and runs on.", timeout=4
+        )
 
     def external_editor(self) -> None:
         """Edit the shown kernel in ``$VISUAL``/``$EDITOR`` with the app suspended, then hand it over."""
@@ -117,7 +119,9 @@ class KernelEdits:
                 return
             edited = path.read_text(encoding="utf-8")
         if completed.returncode != 0:
-            screen.notify(f"{editor} exited with {completed.returncode}; kernel unchanged", severity="warning")
+            screen.notify(
+                f"{editor} exited with {completed.returncode}; kernel unchanged", severity="warning"
+            )
         elif edited != pane.source:
             pane.show(edited, f"{pane.label} + human edit")
             self.check_then_hand(edited)
