@@ -36,13 +36,13 @@ from sessions.errors import SessionError
 from tui.explore_run import ExploreCommitted, ExploreFinished, ExploreGate, ExploreIdeas, ExploreLine
 from tui.live import LoopAdapter, LoopFactory, default_loop_factory
 from tui.messages import (
-    BranchCreated,
     EngineEvent,
     IterationShown,
     LoopReturned,
 )
 from tui.model import ChatMessage, conversation, exploration_notes, format_speedup
 from tui.screens.workbench_approval import Approvals
+from tui.screens.workbench_branches import Branching
 from tui.screens.workbench_edit import KernelEdits
 from tui.screens.workbench_keys import WorkbenchKeys
 from tui.screens.workbench_loop import LiveLoop
@@ -63,10 +63,6 @@ LIVE_ONLY = {"step", "run", "pause", "edit_kernel", "external_editor", "show_app
 REPLAY_ONLY = {"play"}  # a live branch grows while you watch: nothing to play through
 WRITES_BRANCHES = {"branch", "explore"}  # hidden in a read-only view (issue 46.6)
 STARTS_A_STAGE = {"step", "run", "add_rounds", "branch", "explore"}  # refused (dimmed) while a stage runs
-EXPLORE_WIDTH, EXPLORE_ROUNDS = (
-    3,
-    2,
-)  # ideas asked of the Judge by ``X``; rounds per branch (the chooser changes it)
 NARROW_PANES = ("pane-kernel", "pane-output", "pane-chat", "pane-task", "pane-timeline")
 # keys the kernel editor types as text: not offered (footer, help) while it has them
 TYPED_WHILE_EDITING = {
@@ -140,7 +136,6 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self.running = False  # True after `r`: an approval or rejection continues the rounds
         self.adapter = LoopAdapter(self)
         self.exploration: Any = None  # tui.explore_run.ExploreRun while one is asked for or runs
-        self._gate_shown = False  # an exploration branch's gate is in the approval view
         self.history: list[Any] = []
         self._compiled: dict[str, float] = {}  # torch.compile on the chart's scale (_compile_ratios)
         self.index = 0
@@ -155,6 +150,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self._live_profile: dict[str, Any] | None = None
         self._rejected: list[str] = []  # notes of the suggestions rejected in the round in progress
         self._task_weak = ""  # the task check's "weak task: …" notice, until an evaluation records its own
+        self.branching = Branching(self)  # b and X: new branches from the shown iteration
         self.live = LiveLoop(self)  # commands to the loop, its events and returns to the panes
         self.edits = KernelEdits(self)  # human edits of the kernel, checked, then handed to the loop
         self.approvals = Approvals(self)  # the approval gate: policy, view, decision
@@ -401,7 +397,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         if action == "edit_kernel":
             return None if self.adapter.busy or self._editing() else True
         if action == "show_approval":
-            return self.pending_approval is not None or self._exploration_waits()
+            return self.pending_approval is not None or self.branching.waits()
         return True
 
     def _editing(self) -> bool:
@@ -437,140 +433,6 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
             self._fill_status()
             return
         self.show_index(self.index + 1)
-
-    def action_branch(self) -> None:
-        """A branch at the shown iteration. Live, the loop itself moves to it (``Loop.branch_from``)
-        and this screen follows; elsewhere the app may continue it live (``continue_on_branch``)."""
-        item = self.shown
-        if item is None:
-            return
-        if self.mode == LIVE and self.adapter.loop is not None:
-            self._branch_live(item.number)
-            return
-        try:
-            name = self.repo.branch_from(item.number, branch=self.branch)
-        except SessionError as error:
-            self.notify(f"cannot branch: {error}", severity="error")
-            return
-        self.app.post_message(BranchCreated(name, item.number))
-        self._fill_timeline()
-        continue_live = getattr(self.app, "continue_on_branch", None)
-        if not (callable(continue_live) and continue_live(self.repo, name)):
-            self.notify(
-                f"Branch {name} created at iteration {item.number}; continue it with `cudaforge open`."
-            )
-
-    # ------------------------------------------------------------------ explore (tui/explore_run.py)
-
-    def action_explore(self) -> None:
-        """Ask the Judge for ideas about the shown iteration; the chooser shows them once they are in."""
-        from tui.explore_run import ExploreRun
-
-        item = self.shown
-        if item is None:
-            self.notify("nothing to explore from: no iteration yet", severity="warning")
-            return
-        if self.exploration is not None and self.exploration.active:
-            self.notify("an exploration is running: x stops it", severity="warning")
-            return
-        config = getattr(self.app, "loop_config_for", lambda repo: None)(self.repo)
-        if config is None:
-            from engine.config import load_config
-
-            config = load_config()
-        self.exploration = ExploreRun(
-            self, self.repo, config, item.number, self.branch, EXPLORE_WIDTH, EXPLORE_ROUNDS,
-            keep_lock=self.mode == LIVE,
-        )  # fmt: skip
-        self.notify(
-            f"asking the Judge for {EXPLORE_WIDTH} ideas about iteration {item.number} of {self.branch}"
-        )
-        self.exploration.propose()
-        self.refresh_bindings()
-
-    @on(ExploreIdeas)
-    def _explore_ideas(self, message: ExploreIdeas) -> None:
-        from tui.evidence import gather_evidence
-        from tui.screens.explore import ExploreChooser
-
-        run = self.exploration
-        if run is None:
-            return
-        item = next((it for it in self.history if it.number == run.start_at), self.shown)
-        evidence = [
-            gather_evidence(i, item.number, item.eval_result, item.profile, item.kernel_source)
-            if item
-            else None
-            for i in message.ideas
-        ]
-
-        def chosen(choice: Any) -> None:
-            if choice is None:
-                run.cancel()
-                self.notify("nothing explored: X again shows the same ideas")
-            else:
-                run.start(choice.choices, choice.rounds, choice.gated)
-            self.refresh_bindings()
-
-        self.app.push_screen(
-            ExploreChooser(message.ideas, run.start_at, run.source, run.rounds, evidence), chosen
-        )
-
-    @on(ExploreGate)
-    def _explore_gate(self, message: ExploreGate) -> None:
-        self._ask_explore_gate()
-        self.refresh_bindings()
-
-    def _ask_explore_gate(self) -> None:
-        """The next exploration branch waiting at its gate, in the approval view (tui/explore_gate.py)."""
-        from tui.explore_gate import ask_gate
-
-        ask_gate(self)
-
-    @on(ExploreLine)
-    def _explore_line(self, message: ExploreLine) -> None:
-        self.query_one(StatusLine).update_activity(f"exploring: {message.text}")
-
-    @on(ExploreCommitted)
-    def _explore_committed(self) -> None:
-        self._fill_timeline()
-
-    @on(ExploreFinished)
-    def _explore_finished(self, message: ExploreFinished) -> None:
-        """The exploration's summary in a dialog, as ``cudaforge explore`` prints it (issue 46.7)."""
-        from tui.explore_summary import headline, summary_text
-        from tui.screens.dialogs import SummaryScreen
-
-        self._fill_timeline()
-        self.query_one(StatusLine).stop()
-        if message.error:
-            self.notify(f"explore: {message.error}", severity="error", timeout=10)
-        elif message.summary is not None:
-            title, text = headline(message.summary), summary_text(message.summary, self.repo.name)
-            self.app.push_screen(SummaryScreen(title, text))
-        self.refresh_bindings()
-
-    def _branch_live(self, number: int) -> None:
-        loop = self.adapter.loop
-        assert loop is not None
-        if self.branch != getattr(loop, "branch", self.branch):  # browsing another branch's nodes
-            self.notify("Branch from the loop's own branch (t, then pick a node on it).", severity="warning")
-            return
-        try:
-            name = loop.branch_from(number) or self.repo.current_branch
-        except Exception as error:  # LoopStateError (a stage runs), SessionError
-            self.notify(f"cannot branch: {error}", severity="error")
-            return
-        self.app.post_message(BranchCreated(name, number))
-        self.branch = name
-        self._rejected.clear()
-        self._live_chat.clear()
-        self._live_log.clear()
-        self._load_history()
-        self.index = len(self.history) - 1
-        self._fill()
-        self.live.say_waiting()
-        self.notify(f"Now on branch {name}, made at #{number}: s steps, r runs, + adds rounds.", timeout=4)
 
     def action_diff(self) -> None:
         """Diff the shown iteration with another node of the session (any branch; the dialog's keys move
@@ -708,13 +570,38 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
     def action_external_editor(self) -> None:
         self.edits.external_editor()
 
+    # ------------------------------------------------------------------ new branches (tui/screens/workbench_branches.py)
+
+    def action_branch(self) -> None:
+        self.branching.branch()
+
+    def action_explore(self) -> None:
+        self.branching.explore()
+
+    @on(ExploreIdeas)
+    def _explore_ideas(self, message: ExploreIdeas) -> None:
+        self.branching.ideas(message)
+
+    @on(ExploreGate)
+    def _explore_gate(self, message: ExploreGate) -> None:
+        self.branching.ask_gate()
+        self.refresh_bindings()
+
+    @on(ExploreLine)
+    def _explore_line(self, message: ExploreLine) -> None:
+        self.branching.line(message)
+
+    @on(ExploreCommitted)
+    def _explore_committed(self) -> None:
+        self._fill_timeline()
+
+    @on(ExploreFinished)
+    def _explore_finished(self, message: ExploreFinished) -> None:
+        self.branching.finished(message)
+
     def action_show_approval(self) -> None:
-        if self._exploration_waits():
-            self._ask_explore_gate()
+        """``a``: the exploration branch waiting at its gate first, else the loop's own suggestion."""
+        if self.branching.waits():
+            self.branching.ask_gate()
         elif self.pending_approval is not None:
             self.approvals.ask(self.pending_approval)
-
-    def _exploration_waits(self) -> bool:
-        run = self.exploration
-        return bool(run is not None and run.active and run.awaiting())
-
