@@ -35,18 +35,15 @@ from sessions import ranking
 from sessions.errors import SessionError
 from tui.explore_run import ExploreCommitted, ExploreFinished, ExploreGate, ExploreIdeas, ExploreLine
 from tui.live import LoopAdapter, LoopFactory, default_loop_factory
-from tui.messages import (
-    EngineEvent,
-    IterationShown,
-    LoopReturned,
-)
+from tui.messages import EngineEvent, IterationShown, LoopReturned
 from tui.model import ChatMessage, conversation, exploration_notes, format_speedup
 from tui.screens.workbench_approval import Approvals
+from tui.screens.workbench_availability import KeyAvailability
 from tui.screens.workbench_branches import Branching
 from tui.screens.workbench_edit import KernelEdits
 from tui.screens.workbench_keys import WorkbenchKeys
 from tui.screens.workbench_loop import LiveLoop
-from tui.screens.workbench_modes import LIVE, REPLAY, VIEW
+from tui.screens.workbench_modes import LIVE, REPLAY
 from tui.screens.workbench_session import SessionHold
 from tui.widgets.conversation import ConversationPane
 from tui.widgets.footer import KeyFooter
@@ -59,31 +56,7 @@ from tui.widgets.timeline import NodeRef, Timeline, TimelineItem
 
 NARROW_WIDTH = 110
 PLAY_INTERVAL_S = 1.0
-LIVE_ONLY = {"step", "run", "pause", "edit_kernel", "external_editor", "show_approval", "add_rounds"}
-REPLAY_ONLY = {"play"}  # a live branch grows while you watch: nothing to play through
-WRITES_BRANCHES = {"branch", "explore"}  # hidden in a read-only view (issue 46.6)
-STARTS_A_STAGE = {"step", "run", "add_rounds", "branch", "explore"}  # refused (dimmed) while a stage runs
 NARROW_PANES = ("pane-kernel", "pane-output", "pane-chat", "pane-task", "pane-timeline")
-# keys the kernel editor types as text: not offered (footer, help) while it has them
-TYPED_WHILE_EDITING = {
-    "next",
-    "previous",
-    "play",
-    "branch",
-    "diff",
-    "toggle_cuda",
-    "step",
-    "run",
-    "add_rounds",
-    "pause",
-    "edit_kernel",
-    "show_approval",
-    "focus_timeline",
-    "pane",
-    "explore",
-    "output_tab",  # 1–5
-    "full_text",  # i
-}
 
 
 class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): tui/screens/workbench_keys.py
@@ -154,6 +127,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self.live = LiveLoop(self)  # commands to the loop, its events and returns to the panes
         self.edits = KernelEdits(self)  # human edits of the kernel, checked, then handed to the loop
         self.approvals = Approvals(self)  # the approval gate: policy, view, decision
+        self.availability = KeyAvailability(self)  # which keys apply now (check_action)
         self.hold = SessionHold(self)  # the writer's role: taken on mount (live), handed back on leaving
 
     # ------------------------------------------------------------------ layout
@@ -369,42 +343,9 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self.index = max(0, min(len(self.history) - 1, index))
         self._fill()
 
-    # ------------------------------------------------------------------ which actions apply
-
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """False hides a key (it never applies in this mode); None dims it (not now, e.g. while a
-        stage runs). The help screen lists only the keys this returns True or None for."""
-        exploring_key = action in ("pause", "show_approval") and self.exploration is not None
-        if action in LIVE_ONLY and self.mode != LIVE and not exploring_key:
-            return False
-        if action in REPLAY_ONLY and self.mode == LIVE:
-            return False
-        if action in WRITES_BRANCHES and self.mode == VIEW:
-            return False  # read-only: another writer holds the session, or no loop could start
-        if action in ("save_edit", "cancel_edit"):
-            return self._editing()
-        if action == "pane":
-            return bool(self._narrow)  # the tabs of a narrow terminal; wide, every pane is in view
-        if action in TYPED_WHILE_EDITING and self._editing():
-            return False  # the editor takes these keys as text: the footer shows the editor's keys
-        if action == "back":
-            return not self._editing()
-        exploring = self.exploration is not None and self.exploration.active
-        if action == "pause":
-            return True if self.adapter.busy or exploring else None
-        if action in STARTS_A_STAGE and (exploring or (self.mode == LIVE and self.adapter.busy)):
-            return None
-        if action == "edit_kernel":
-            return None if self.adapter.busy or self._editing() else True
-        if action == "show_approval":
-            return self.pending_approval is not None or self.branching.waits()
-        return True
-
-    def _editing(self) -> bool:
-        """Whether the kernel pane is in edit mode (asked only by the actions it changes: a DOM query
-        per binding each time the footer reads the keys added up at start-up)."""
-        panes = self.query(KernelPane)  # none for a moment while the screen recomposes (width change)
-        return bool(panes) and panes.first().editing
+        """Shown, dimmed (None) or hidden (False): tui/screens/workbench_availability.py's rules."""
+        return self.availability.check(action)
 
     # ------------------------------------------------------------------ browsing
 
