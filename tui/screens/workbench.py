@@ -32,7 +32,6 @@ from textual.widgets import Tree
 from engine import events as ev
 from engine.eval.baselines import against_text, compile_ratio
 from sessions import ranking
-from sessions.errors import SessionError
 from tui.explore_run import ExploreCommitted, ExploreFinished, ExploreGate, ExploreIdeas, ExploreLine
 from tui.live import LoopAdapter, LoopFactory, default_loop_factory
 from tui.messages import EngineEvent, IterationShown, LoopReturned
@@ -40,6 +39,7 @@ from tui.model import ChatMessage, conversation, exploration_notes, format_speed
 from tui.screens.workbench_approval import Approvals
 from tui.screens.workbench_availability import KeyAvailability
 from tui.screens.workbench_branches import Branching
+from tui.screens.workbench_browse import Browsing
 from tui.screens.workbench_edit import KernelEdits
 from tui.screens.workbench_keys import WorkbenchKeys
 from tui.screens.workbench_loop import LiveLoop
@@ -123,6 +123,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self._live_profile: dict[str, Any] | None = None
         self._rejected: list[str] = []  # notes of the suggestions rejected in the round in progress
         self._task_weak = ""  # the task check's "weak task: …" notice, until an evaluation records its own
+        self.browsing = Browsing(self)  # a timeline node, the diff dialog: across the branches
         self.branching = Branching(self)  # b and X: new branches from the shown iteration
         self.live = LiveLoop(self)  # commands to the loop, its events and returns to the panes
         self.edits = KernelEdits(self)  # human edits of the kernel, checked, then handed to the loop
@@ -376,40 +377,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self.show_index(self.index + 1)
 
     def action_diff(self) -> None:
-        """Diff the shown iteration with another node of the session (any branch; the dialog's keys move
-        either side, and a side moved to another branch lands on the best of that branch's own
-        iterations). From an exploration's branch the old side is the best of its other branches, else
-        the iteration it started from (``tui.model.exploration_diff_base``); elsewhere the previous
-        iteration of this branch."""
-        item = self.shown
-        if item is None:
-            return
-        from tui.model import exploration_diff_base
-        from tui.screens.dialogs import DiffScreen
-        from tui.widgets.timeline import branch_tree
-
-        items = self._timeline_items()
-        histories = {name: self.repo.history(name) for name in items}
-        histories[self.branch] = self.history
-        tree = branch_tree(items) if self.branch in items else [(self.branch, None, 0)]
-        order = [name for name, _, _ in tree]
-        records = {(name, it.number): it for name in order for it in histories.get(name, [])}
-        best = {}  # where a side moved to a branch lands: its own best, as the timeline draws it
-        for name, _, shared in tree:
-            own = [it for it in items.get(name, [])[shared:] if it.status == "correct" and it.speedup]
-            if own:
-                best[name] = max(own, key=lambda it: (it.speedup, -it.number)).number
-        base = exploration_diff_base(self.repo.path, self.branch, item.number, items)
-        old = base if base in records else (self.branch, self.history[max(0, self.index - 1)].number)
-
-        def source(branch: str, number: int) -> str:
-            return records[(branch, number)].kernel_source
-
-        def evidence(branch: str, number: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
-            return records[(branch, number)].eval_result, records[(branch, number)].profile
-
-        numbers = {name: [it.number for it in histories.get(name, [])] for name in order}
-        self.app.push_screen(DiffScreen(numbers, old, (self.branch, item.number), source, evidence, best))
+        self.browsing.diff()
 
     def action_toggle_cuda(self) -> None:
         self.query_one(KernelPane).toggle_view()
@@ -421,24 +389,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
 
     @on(Tree.NodeSelected)
     def _node_selected(self, event: Tree.NodeSelected[NodeRef]) -> None:
-        ref = event.node.data
-        if ref is None:
-            return
-        if ref.branch != self.branch and not self._shares(ref):
-            self.branch = ref.branch
-            self._load_history()
-        for k, item in enumerate(self.history):
-            if item.number == ref.number:
-                self.show_index(k)
-                return
-
-    def _shares(self, ref: NodeRef) -> bool:
-        """Whether the iteration ``ref`` names is also one of this branch's (drawn under its parent)."""
-        try:
-            theirs = self.repo.iteration(ref.number, ref.branch).sha
-        except SessionError:
-            return False
-        return any(it.number == ref.number and it.sha == theirs for it in self.history)
+        self.browsing.node_selected(event)
 
     # ------------------------------------------------------------------ approval (tui/screens/workbench_approval.py)
 
