@@ -5,11 +5,21 @@
   browse the branch's iterations meanwhile, and the next commit shows the newest again;
 * ``view`` — a session opened when no loop is available: browse like replay, nothing runs.
 
-Live, the status line says what runs, or whom the loop waits for and the key that goes on
-(:mod:`tui.loop_status`); ``+`` adds rounds to the branch (``Loop.add_rounds``); ``b`` branches
-the loop itself (``Loop.branch_from``). Leaving with Escape asks first (live only), then hands the session
-back: a running stage ends (and is committed) first, then the loop is closed and the writer lock released;
-reopening meanwhile continues that loop (``tui/writers.py``, ARCHITECTURE.md §8).
+The screen lays the panes out, fills them from the shown iteration, keeps the status line and moves
+along the shown branch. Every other job is a small controller it holds, one module each, reached
+through one-line ``action_*`` and ``@on`` methods here, since Textual dispatches those on the screen:
+
+* ``live`` (tui/screens/workbench_loop.py) — ``s``/``r``/``x``/``+`` to the loop, its events back;
+* ``edits`` (tui/screens/workbench_edit.py) — the kernel edited, checked and handed to the loop;
+* ``approvals`` (tui/screens/workbench_approval.py) — the policy, the approval view, the decision;
+* ``branching`` (tui/screens/workbench_branches.py) — ``b`` and ``X``: new branches, explorations;
+* ``browsing`` (tui/screens/workbench_browse.py) — a timeline node on another branch, the diff dialog;
+* ``availability`` (tui/screens/workbench_availability.py) — which keys apply now;
+* ``hold`` (tui/screens/workbench_session.py) — the writer's role, taken live and handed back on leaving;
+* the keys of one pane (``1``–``5``, ``i``) are a base class: tui/screens/workbench_keys.py.
+
+The controllers share the screen's state (history, index, the adapter, what streamed since the last
+commit) through the screen; none imports this module (the modes are tui/screens/workbench_modes.py).
 
 Below ``NARROW_WIDTH`` columns the panes become tabs (80×24 over SSH stays usable); the screen
 recomposes when the width crosses it and refills the panes from what it holds, so nothing is lost.
@@ -344,8 +354,10 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self.index = max(0, min(len(self.history) - 1, index))
         self._fill()
 
+    # ------------------------------------------------------------------ keys (workbench_availability.py)
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Shown, dimmed (None) or hidden (False): tui/screens/workbench_availability.py's rules."""
+        """Shown, dimmed (None) or hidden (False), as KeyAvailability's rules say."""
         return self.availability.check(action)
 
     # ------------------------------------------------------------------ browsing
@@ -376,9 +388,6 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
             return
         self.show_index(self.index + 1)
 
-    def action_diff(self) -> None:
-        self.browsing.diff()
-
     def action_toggle_cuda(self) -> None:
         self.query_one(KernelPane).toggle_view()
 
@@ -387,35 +396,23 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
             self.query_one("#narrow", PaneTabs).active = "pane-timeline"
         self.query_one(Timeline).focus()
 
+    def action_pane(self, step: int) -> None:
+        """``[``/``]``: the previous or next pane of a narrow terminal's tabs."""
+        tabs = self.query_one("#narrow", PaneTabs)
+        here = NARROW_PANES.index(tabs.active) if tabs.active in NARROW_PANES else 0
+        tabs.active = NARROW_PANES[(here + step) % len(NARROW_PANES)]
+        self.set_focus(None)
+
+    # ------------------------------------------------------------------ branches (workbench_browse.py)
+
+    def action_diff(self) -> None:
+        self.browsing.diff()
+
     @on(Tree.NodeSelected)
     def _node_selected(self, event: Tree.NodeSelected[NodeRef]) -> None:
         self.browsing.node_selected(event)
 
-    # ------------------------------------------------------------------ approval (tui/screens/workbench_approval.py)
-
-    def apply_policy(self, policy: str | None) -> None:
-        """Hand the approval policy to the loop, which alone decides (the app calls this)."""
-        self.approvals.apply_policy(policy)
-
-    def rejected_notes(self) -> list[str]:
-        return self.approvals.rejected_notes()
-
-    def approval_evidence(self, suggestion: dict[str, Any], history: list[Any] | None = None) -> Any:
-        return self.approvals.evidence(suggestion, history)
-
-    # ------------------------------------------------------------------ leaving (tui/screens/workbench_session.py)
-
-    def action_back(self) -> None:
-        self.hold.back()
-
-    def release_session(self) -> None:
-        """Drop the loop and give up the writer lock, now or once the stage in flight has ended."""
-        self.hold.release()
-
-    def on_unmount(self) -> None:
-        self.hold.release()
-
-    # ------------------------------------------------------------------ the live loop (tui/screens/workbench_loop.py)
+    # ------------------------------------------------------------------ the live loop (workbench_loop.py)
 
     def action_step(self) -> None:
         self.live.step()
@@ -441,14 +438,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
     def _engine_event(self, message: EngineEvent) -> None:
         self.live.event(message)
 
-    def action_pane(self, step: int) -> None:
-        """``[``/``]``: the previous or next pane of a narrow terminal's tabs."""
-        tabs = self.query_one("#narrow", PaneTabs)
-        here = NARROW_PANES.index(tabs.active) if tabs.active in NARROW_PANES else 0
-        tabs.active = NARROW_PANES[(here + step) % len(NARROW_PANES)]
-        self.set_focus(None)
-
-    # ------------------------------------------------------------------ editing (tui/screens/workbench_edit.py)
+    # ------------------------------------------------------------------ editing (workbench_edit.py)
 
     def action_edit_kernel(self) -> None:
         self.edits.begin()
@@ -462,7 +452,26 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
     def action_external_editor(self) -> None:
         self.edits.external_editor()
 
-    # ------------------------------------------------------------------ new branches (tui/screens/workbench_branches.py)
+    # ------------------------------------------------------------------ approval (workbench_approval.py)
+
+    def action_show_approval(self) -> None:
+        """``a``: an exploration branch waiting at its gate first, else the loop's own suggestion."""
+        if self.branching.waits():
+            self.branching.ask_gate()
+        elif self.pending_approval is not None:
+            self.approvals.ask(self.pending_approval)
+
+    def apply_policy(self, policy: str | None) -> None:
+        """Hand the approval policy to the loop, which alone decides (the app calls this)."""
+        self.approvals.apply_policy(policy)
+
+    def rejected_notes(self) -> list[str]:
+        return self.approvals.rejected_notes()
+
+    def approval_evidence(self, suggestion: dict[str, Any], history: list[Any] | None = None) -> Any:
+        return self.approvals.evidence(suggestion, history)
+
+    # ------------------------------------------------------------------ branching (workbench_branches.py)
 
     def action_branch(self) -> None:
         self.branching.branch()
@@ -491,9 +500,14 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
     def _explore_finished(self, message: ExploreFinished) -> None:
         self.branching.finished(message)
 
-    def action_show_approval(self) -> None:
-        """``a``: the exploration branch waiting at its gate first, else the loop's own suggestion."""
-        if self.branching.waits():
-            self.branching.ask_gate()
-        elif self.pending_approval is not None:
-            self.approvals.ask(self.pending_approval)
+    # ------------------------------------------------------------------ leaving (workbench_session.py)
+
+    def action_back(self) -> None:
+        self.hold.back()
+
+    def release_session(self) -> None:
+        """Drop the loop and give up the writer lock, now or once the stage in flight has ended."""
+        self.hold.release()
+
+    def on_unmount(self) -> None:
+        self.hold.release()

@@ -29,7 +29,7 @@ EXPLORE_ROUNDS = 2  # rounds per branch (the chooser changes it)
 
 
 class Branching:
-    """The branches one workbench screen makes; ``gate_shown`` while a branch's gate is in the approval view."""
+    """The branches one workbench screen makes; ``gate_shown``: a branch's gate is in the approval view."""
 
     def __init__(self, screen: Any) -> None:
         """``screen``: the WorkbenchScreen (typed loosely: it imports this module)."""
