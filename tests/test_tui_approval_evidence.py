@@ -87,7 +87,7 @@ async def test_the_live_approval_carries_the_latest_iterations_evidence(session_
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         workbench: Any = app.screen
-        workbench._ask_approval(ev.AwaitingApproval(suggestion=OPTIMIZE))
+        workbench.approvals.ask(ev.AwaitingApproval(suggestion=OPTIMIZE))
         await pilot.pause()
         assert isinstance(app.screen, ApprovalScreen)
         text = screen_text(app)

@@ -43,7 +43,7 @@ async def test_escape_in_a_live_session_asks_leave_or_stay_even_from_the_tabs(
         assert "Leave the live session relu" in text and "y leave n / esc stay" in text
         await pilot.press("escape")  # a second escape stays
         await until(pilot, lambda: app.screen is workbench)
-        assert workbench.adapter.loop is not None and not workbench._released
+        assert workbench.adapter.loop is not None and not workbench.hold.released
         await pilot.press("e", *"x = 1", "escape")  # escape while editing still cancels the edit
         await pilot.pause()
         assert app.screen is workbench and not workbench.query_one(KernelPane).editing
@@ -51,7 +51,7 @@ async def test_escape_in_a_live_session_asks_leave_or_stay_even_from_the_tabs(
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
         await until(pilot, lambda: isinstance(app.screen, BrowserScreen))
-        assert workbench._released
+        assert workbench.hold.released
 
 
 @pytest.mark.parametrize("size", SIZES)

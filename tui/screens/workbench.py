@@ -5,11 +5,21 @@
   browse the branch's iterations meanwhile, and the next commit shows the newest again;
 * ``view`` — a session opened when no loop is available: browse like replay, nothing runs.
 
-Live, the status line says what runs, or whom the loop waits for and the key that goes on
-(:mod:`tui.loop_status`); ``+`` adds rounds to the branch (``Loop.add_rounds``); ``b`` branches
-the loop itself (``Loop.branch_from``). Leaving with Escape asks first (live only), then hands the session
-back: a running stage ends (and is committed) first, then the loop is closed and the writer lock released;
-reopening meanwhile continues that loop (``tui/writers.py``, ARCHITECTURE.md §8).
+The screen lays the panes out, fills them from the shown iteration, keeps the status line and moves
+along the shown branch. Every other job is a small controller it holds, one module each, reached
+through one-line ``action_*`` and ``@on`` methods here, since Textual dispatches those on the screen:
+
+* ``live`` (tui/screens/workbench_loop.py) — ``s``/``r``/``x``/``+`` to the loop, its events back;
+* ``edits`` (tui/screens/workbench_edit.py) — the kernel edited, checked and handed to the loop;
+* ``approvals`` (tui/screens/workbench_approval.py) — the policy, the approval view, the decision;
+* ``branching`` (tui/screens/workbench_branches.py) — ``b`` and ``X``: new branches, explorations;
+* ``browsing`` (tui/screens/workbench_browse.py) — a timeline node on another branch, the diff dialog;
+* ``availability`` (tui/screens/workbench_availability.py) — which keys apply now;
+* ``hold`` (tui/screens/workbench_session.py) — the writer's role, taken live and handed back on leaving;
+* the keys of one pane (``1``–``5``, ``i``) are a base class: tui/screens/workbench_keys.py.
+
+The controllers share the screen's state (history, index, the adapter, what streamed since the last
+commit) through the screen; none imports this module (the modes are tui/screens/workbench_modes.py).
 
 Below ``NARROW_WIDTH`` columns the panes become tabs (80×24 over SSH stays usable); the screen
 recomposes when the width crosses it and refills the panes from what it holds, so nothing is lost.
@@ -17,16 +27,10 @@ recomposes when the width crosses it and refills the panes from what it holds, s
 
 from __future__ import annotations
 
-import os
-import shlex
-import subprocess
-import tempfile
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual import on
-from textual.app import ComposeResult, SuspendNotSupported
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.events import Resize
@@ -38,20 +42,19 @@ from textual.widgets import Tree
 from engine import events as ev
 from engine.eval.baselines import against_text, compile_ratio
 from sessions import ranking
-from sessions.errors import SessionError
-from tui import loop_status
 from tui.explore_run import ExploreCommitted, ExploreFinished, ExploreGate, ExploreIdeas, ExploreLine
 from tui.live import LoopAdapter, LoopFactory, default_loop_factory
-from tui.messages import (
-    ApprovalDecided,
-    BranchCreated,
-    EngineEvent,
-    IterationShown,
-    KernelEdited,
-    LoopReturned,
-)
+from tui.messages import EngineEvent, IterationShown, LoopReturned
 from tui.model import ChatMessage, conversation, exploration_notes, format_speedup
+from tui.screens.workbench_approval import Approvals
+from tui.screens.workbench_availability import KeyAvailability
+from tui.screens.workbench_branches import Branching
+from tui.screens.workbench_browse import Browsing
+from tui.screens.workbench_edit import KernelEdits
 from tui.screens.workbench_keys import WorkbenchKeys
+from tui.screens.workbench_loop import LiveLoop
+from tui.screens.workbench_modes import LIVE, REPLAY
+from tui.screens.workbench_session import SessionHold
 from tui.widgets.conversation import ConversationPane
 from tui.widgets.footer import KeyFooter
 from tui.widgets.kernel_pane import KernelPane
@@ -61,42 +64,9 @@ from tui.widgets.tabs import Pane, PaneTabs
 from tui.widgets.task_pane import TaskPane
 from tui.widgets.timeline import NodeRef, Timeline, TimelineItem
 
-if TYPE_CHECKING:  # the modal screens are imported when first opened: not needed for the first frame
-    from tui.screens.approval import Approval
-
 NARROW_WIDTH = 110
 PLAY_INTERVAL_S = 1.0
-REPLAY, LIVE, VIEW = "replay", "live", "view"
-LIVE_ONLY = {"step", "run", "pause", "edit_kernel", "external_editor", "show_approval", "add_rounds"}
-REPLAY_ONLY = {"play"}  # a live branch grows while you watch: nothing to play through
-WRITES_BRANCHES = {"branch", "explore"}  # hidden in a read-only view (issue 46.6)
-STARTS_A_STAGE = {"step", "run", "add_rounds", "branch", "explore"}  # refused (dimmed) while a stage runs
-EXPLORE_WIDTH, EXPLORE_ROUNDS = (
-    3,
-    2,
-)  # ideas asked of the Judge by ``X``; rounds per branch (the chooser changes it)
-DEFAULT_MORE_ROUNDS = 3
 NARROW_PANES = ("pane-kernel", "pane-output", "pane-chat", "pane-task", "pane-timeline")
-# keys the kernel editor types as text: not offered (footer, help) while it has them
-TYPED_WHILE_EDITING = {
-    "next",
-    "previous",
-    "play",
-    "branch",
-    "diff",
-    "toggle_cuda",
-    "step",
-    "run",
-    "add_rounds",
-    "pause",
-    "edit_kernel",
-    "show_approval",
-    "focus_timeline",
-    "pane",
-    "explore",
-    "output_tab",  # 1–5
-    "full_text",  # i
-}
 
 
 class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): tui/screens/workbench_keys.py
@@ -149,7 +119,6 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self.running = False  # True after `r`: an approval or rejection continues the rounds
         self.adapter = LoopAdapter(self)
         self.exploration: Any = None  # tui.explore_run.ExploreRun while one is asked for or runs
-        self._gate_shown = False  # an exploration branch's gate is in the approval view
         self.history: list[Any] = []
         self._compiled: dict[str, float] = {}  # torch.compile on the chart's scale (_compile_ratios)
         self.index = 0
@@ -163,9 +132,14 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self._live_result: dict[str, Any] | None = None
         self._live_profile: dict[str, Any] | None = None
         self._rejected: list[str] = []  # notes of the suggestions rejected in the round in progress
-        self._note_draft: tuple[dict[str, Any], str] | None = None  # (suggestion, note) left undecided
         self._task_weak = ""  # the task check's "weak task: …" notice, until an evaluation records its own
-        self._released = False
+        self.browsing = Browsing(self)  # a timeline node, the diff dialog: across the branches
+        self.branching = Branching(self)  # b and X: new branches from the shown iteration
+        self.live = LiveLoop(self)  # commands to the loop, its events and returns to the panes
+        self.edits = KernelEdits(self)  # human edits of the kernel, checked, then handed to the loop
+        self.approvals = Approvals(self)  # the approval gate: policy, view, decision
+        self.availability = KeyAvailability(self)  # which keys apply now (check_action)
+        self.hold = SessionHold(self)  # the writer's role: taken on mount (live), handed back on leaving
 
     # ------------------------------------------------------------------ layout
 
@@ -223,7 +197,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
 
     async def on_mount(self) -> None:
         if self.mode == LIVE:
-            self._start_loop()
+            self.hold.start_loop()
         self._load_history()
         if self._start_iteration is not None:
             for k, item in enumerate(self.history):
@@ -235,35 +209,7 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         # time for messages that arrived after the first paint cost ~0.1 s of start-up.
         await self._fill()
         if self.adapter.loop is not None:
-            self._say_waiting()
-
-    def _start_loop(self) -> None:
-        """Become the session's writer: adopt this app's loop of it (left while it finished a stage),
-        or make one; when another writer holds the lock, open read-only and say who writes."""
-        writers = getattr(self.app, "writers", None)
-        adopted = writers.adopt(self.repo.path) if writers is not None else None
-        if adopted is not None:  # the one writer of this session in this app, continued here
-            self.adapter = adopted
-            adopted.retarget(self)
-            self.apply_policy(getattr(self.app, "approval_policy", None))
-            return
-        try:
-            loop = self.loop_factory(self.repo, self.adapter.on_event)
-            problem = "the loop is not available here"
-        except Exception as error:  # a missing API key, a bad config, another writer: say so, keep it usable
-            loop, problem = None, f"the loop could not start ({error})"
-        if loop is None:
-            self.mode = VIEW
-            self.notify(
-                f"{problem[0].upper()}{problem[1:]}: the session opens read-only.", severity="warning"
-            )
-            return
-        self.adapter.attach(loop)
-        if writers is not None:
-            writers.add(self.repo.path, self.adapter)
-        self.apply_policy(getattr(self.app, "approval_policy", None))
-        for notice in getattr(loop, "notices", None) or []:  # a stale lock taken over, a repaired journal
-            self.notify(notice, severity="warning", timeout=30)
+            self.live.say_waiting()
 
     # ------------------------------------------------------------------ filling the panes
 
@@ -408,42 +354,11 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         self.index = max(0, min(len(self.history) - 1, index))
         self._fill()
 
-    # ------------------------------------------------------------------ which actions apply
+    # ------------------------------------------------------------------ keys (workbench_availability.py)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """False hides a key (it never applies in this mode); None dims it (not now, e.g. while a
-        stage runs). The help screen lists only the keys this returns True or None for."""
-        exploring_key = action in ("pause", "show_approval") and self.exploration is not None
-        if action in LIVE_ONLY and self.mode != LIVE and not exploring_key:
-            return False
-        if action in REPLAY_ONLY and self.mode == LIVE:
-            return False
-        if action in WRITES_BRANCHES and self.mode == VIEW:
-            return False  # read-only: another writer holds the session, or no loop could start
-        if action in ("save_edit", "cancel_edit"):
-            return self._editing()
-        if action == "pane":
-            return bool(self._narrow)  # the tabs of a narrow terminal; wide, every pane is in view
-        if action in TYPED_WHILE_EDITING and self._editing():
-            return False  # the editor takes these keys as text: the footer shows the editor's keys
-        if action == "back":
-            return not self._editing()
-        exploring = self.exploration is not None and self.exploration.active
-        if action == "pause":
-            return True if self.adapter.busy or exploring else None
-        if action in STARTS_A_STAGE and (exploring or (self.mode == LIVE and self.adapter.busy)):
-            return None
-        if action == "edit_kernel":
-            return None if self.adapter.busy or self._editing() else True
-        if action == "show_approval":
-            return self.pending_approval is not None or self._exploration_waits()
-        return True
-
-    def _editing(self) -> bool:
-        """Whether the kernel pane is in edit mode (asked only by the actions it changes: a DOM query
-        per binding each time the footer reads the keys added up at start-up)."""
-        panes = self.query(KernelPane)  # none for a moment while the screen recomposes (width change)
-        return bool(panes) and panes.first().editing
+        """Shown, dimmed (None) or hidden (False), as KeyAvailability's rules say."""
+        return self.availability.check(action)
 
     # ------------------------------------------------------------------ browsing
 
@@ -473,176 +388,6 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
             return
         self.show_index(self.index + 1)
 
-    def action_branch(self) -> None:
-        """A branch at the shown iteration. Live, the loop itself moves to it (``Loop.branch_from``)
-        and this screen follows; elsewhere the app may continue it live (``continue_on_branch``)."""
-        item = self.shown
-        if item is None:
-            return
-        if self.mode == LIVE and self.adapter.loop is not None:
-            self._branch_live(item.number)
-            return
-        try:
-            name = self.repo.branch_from(item.number, branch=self.branch)
-        except SessionError as error:
-            self.notify(f"cannot branch: {error}", severity="error")
-            return
-        self.app.post_message(BranchCreated(name, item.number))
-        self._fill_timeline()
-        continue_live = getattr(self.app, "continue_on_branch", None)
-        if not (callable(continue_live) and continue_live(self.repo, name)):
-            self.notify(
-                f"Branch {name} created at iteration {item.number}; continue it with `cudaforge open`."
-            )
-
-    # ------------------------------------------------------------------ explore (tui/explore_run.py)
-
-    def action_explore(self) -> None:
-        """Ask the Judge for ideas about the shown iteration; the chooser shows them once they are in."""
-        from tui.explore_run import ExploreRun
-
-        item = self.shown
-        if item is None:
-            self.notify("nothing to explore from: no iteration yet", severity="warning")
-            return
-        if self.exploration is not None and self.exploration.active:
-            self.notify("an exploration is running: x stops it", severity="warning")
-            return
-        config = getattr(self.app, "loop_config_for", lambda repo: None)(self.repo)
-        if config is None:
-            from engine.config import load_config
-
-            config = load_config()
-        self.exploration = ExploreRun(
-            self, self.repo, config, item.number, self.branch, EXPLORE_WIDTH, EXPLORE_ROUNDS,
-            keep_lock=self.mode == LIVE,
-        )  # fmt: skip
-        self.notify(
-            f"asking the Judge for {EXPLORE_WIDTH} ideas about iteration {item.number} of {self.branch}"
-        )
-        self.exploration.propose()
-        self.refresh_bindings()
-
-    @on(ExploreIdeas)
-    def _explore_ideas(self, message: ExploreIdeas) -> None:
-        from tui.evidence import gather_evidence
-        from tui.screens.explore import ExploreChooser
-
-        run = self.exploration
-        if run is None:
-            return
-        item = next((it for it in self.history if it.number == run.start_at), self.shown)
-        evidence = [
-            gather_evidence(i, item.number, item.eval_result, item.profile, item.kernel_source)
-            if item
-            else None
-            for i in message.ideas
-        ]
-
-        def chosen(choice: Any) -> None:
-            if choice is None:
-                run.cancel()
-                self.notify("nothing explored: X again shows the same ideas")
-            else:
-                run.start(choice.choices, choice.rounds, choice.gated)
-            self.refresh_bindings()
-
-        self.app.push_screen(
-            ExploreChooser(message.ideas, run.start_at, run.source, run.rounds, evidence), chosen
-        )
-
-    @on(ExploreGate)
-    def _explore_gate(self, message: ExploreGate) -> None:
-        self._ask_explore_gate()
-        self.refresh_bindings()
-
-    def _ask_explore_gate(self) -> None:
-        """The next exploration branch waiting at its gate, in the approval view (tui/explore_gate.py)."""
-        from tui.explore_gate import ask_gate
-
-        ask_gate(self)
-
-    @on(ExploreLine)
-    def _explore_line(self, message: ExploreLine) -> None:
-        self.query_one(StatusLine).update_activity(f"exploring: {message.text}")
-
-    @on(ExploreCommitted)
-    def _explore_committed(self) -> None:
-        self._fill_timeline()
-
-    @on(ExploreFinished)
-    def _explore_finished(self, message: ExploreFinished) -> None:
-        """The exploration's summary in a dialog, as ``cudaforge explore`` prints it (issue 46.7)."""
-        from tui.explore_summary import headline, summary_text
-        from tui.screens.dialogs import SummaryScreen
-
-        self._fill_timeline()
-        self.query_one(StatusLine).stop()
-        if message.error:
-            self.notify(f"explore: {message.error}", severity="error", timeout=10)
-        elif message.summary is not None:
-            title, text = headline(message.summary), summary_text(message.summary, self.repo.name)
-            self.app.push_screen(SummaryScreen(title, text))
-        self.refresh_bindings()
-
-    def _branch_live(self, number: int) -> None:
-        loop = self.adapter.loop
-        assert loop is not None
-        if self.branch != getattr(loop, "branch", self.branch):  # browsing another branch's nodes
-            self.notify("Branch from the loop's own branch (t, then pick a node on it).", severity="warning")
-            return
-        try:
-            name = loop.branch_from(number) or self.repo.current_branch
-        except Exception as error:  # LoopStateError (a stage runs), SessionError
-            self.notify(f"cannot branch: {error}", severity="error")
-            return
-        self.app.post_message(BranchCreated(name, number))
-        self.branch = name
-        self._rejected.clear()
-        self._live_chat.clear()
-        self._live_log.clear()
-        self._load_history()
-        self.index = len(self.history) - 1
-        self._fill()
-        self._say_waiting()
-        self.notify(f"Now on branch {name}, made at #{number}: s steps, r runs, + adds rounds.", timeout=4)
-
-    def action_diff(self) -> None:
-        """Diff the shown iteration with another node of the session (any branch; the dialog's keys move
-        either side, and a side moved to another branch lands on the best of that branch's own
-        iterations). From an exploration's branch the old side is the best of its other branches, else
-        the iteration it started from (``tui.model.exploration_diff_base``); elsewhere the previous
-        iteration of this branch."""
-        item = self.shown
-        if item is None:
-            return
-        from tui.model import exploration_diff_base
-        from tui.screens.dialogs import DiffScreen
-        from tui.widgets.timeline import branch_tree
-
-        items = self._timeline_items()
-        histories = {name: self.repo.history(name) for name in items}
-        histories[self.branch] = self.history
-        tree = branch_tree(items) if self.branch in items else [(self.branch, None, 0)]
-        order = [name for name, _, _ in tree]
-        records = {(name, it.number): it for name in order for it in histories.get(name, [])}
-        best = {}  # where a side moved to a branch lands: its own best, as the timeline draws it
-        for name, _, shared in tree:
-            own = [it for it in items.get(name, [])[shared:] if it.status == "correct" and it.speedup]
-            if own:
-                best[name] = max(own, key=lambda it: (it.speedup, -it.number)).number
-        base = exploration_diff_base(self.repo.path, self.branch, item.number, items)
-        old = base if base in records else (self.branch, self.history[max(0, self.index - 1)].number)
-
-        def source(branch: str, number: int) -> str:
-            return records[(branch, number)].kernel_source
-
-        def evidence(branch: str, number: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
-            return records[(branch, number)].eval_result, records[(branch, number)].profile
-
-        numbers = {name: [it.number for it in histories.get(name, [])] for name in order}
-        self.app.push_screen(DiffScreen(numbers, old, (self.branch, item.number), source, evidence, best))
-
     def action_toggle_cuda(self) -> None:
         self.query_one(KernelPane).toggle_view()
 
@@ -651,166 +396,6 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
             self.query_one("#narrow", PaneTabs).active = "pane-timeline"
         self.query_one(Timeline).focus()
 
-    @on(Tree.NodeSelected)
-    def _node_selected(self, event: Tree.NodeSelected[NodeRef]) -> None:
-        ref = event.node.data
-        if ref is None:
-            return
-        if ref.branch != self.branch and not self._shares(ref):
-            self.branch = ref.branch
-            self._load_history()
-        for k, item in enumerate(self.history):
-            if item.number == ref.number:
-                self.show_index(k)
-                return
-
-    def _shares(self, ref: NodeRef) -> bool:
-        """Whether the iteration ``ref`` names is also one of this branch's (drawn under its parent)."""
-        try:
-            theirs = self.repo.iteration(ref.number, ref.branch).sha
-        except SessionError:
-            return False
-        return any(it.number == ref.number and it.sha == theirs for it in self.history)
-
-    # ------------------------------------------------------------------ leaving
-
-    def action_back(self) -> None:
-        """Back to the session browser, handing the session back (ARCHITECTURE.md §8).
-
-        Live, it asks first (leave / stay; escape again stays): an Escape meant for a dialog or a
-        pane must not end the session in front of the user. Leaving loses nothing: a stage still
-        running is not cut; the loop pauses after it (having committed what it evaluated), then
-        closes and gives the writer lock back, and opening the session again meanwhile continues
-        that same loop (tui/writers.py). Replay and read-only views leave at once.
-        """
-        if self.mode != LIVE:
-            self._leave()
-            return
-        from tui.screens.dialogs import ConfirmScreen
-
-        question = f"Leave the live session {getattr(self.repo, 'name', '')} for the session list?"
-        self.app.push_screen(ConfirmScreen(question, yes="leave", no="stay"), self._leave_if)
-
-    def _leave_if(self, leave: bool | None) -> None:
-        if leave and not self._released:
-            self._leave()
-
-    def _leave(self) -> None:
-        self.release_session()
-        self.app.show_browser()  # type: ignore[attr-defined]  (CudaforgeApp: screens navigate through it)
-
-    def release_session(self) -> None:
-        """Drop the loop and give up the writer lock (and close the repo when this screen opened it).
-
-        When a stage still runs, both happen once it has ended (the loop closes, then the repo);
-        another screen on the same repo (replay under a live branch) keeps reading it.
-        """
-        if self._released:
-            return
-        self._released = True
-        if self._player is not None:
-            self._player.stop()
-            self._player = None
-        if self.adapter.loop is None:
-            self._close_repo(False)
-        elif self.adapter.busy:  # pause after the stage, close the loop, then the repo it writes with
-            self._hand_back(then=lambda: self._close_repo(True))
-        else:  # idle: the loop is closed (its lock given back) now
-            self._hand_back(then=None)
-            self.adapter.loop = None
-            self._close_repo(True)
-
-    def _hand_back(self, then: Callable[[], None] | None) -> None:
-        """Close the loop once no call runs (its lock goes back), through the app's writers, which let
-        a reopening of this session before then adopt the same loop (tui/writers.py)."""
-        writers = getattr(self.app, "writers", None)
-        if writers is not None:
-            writers.leave(self.repo.path, self.adapter, then=then)
-        else:
-            self.adapter.retarget(None)
-            self.adapter.release_when_idle(then or (lambda: None))
-
-    def _close_repo(self, had_loop: bool) -> None:
-        if self.owns_repo:
-            self.repo.close()
-        elif had_loop:
-            self.repo.release_lock()
-
-    def on_unmount(self) -> None:
-        self.release_session()
-
-    # ------------------------------------------------------------------ live: commands
-
-    def action_step(self) -> None:
-        self.running = False
-        self.adapter.call("step")
-        self.refresh_bindings()
-
-    def action_run(self) -> None:
-        self.running = True  # decisions made while running continue the rounds
-        self.adapter.call("run")
-        self.refresh_bindings()
-
-    def action_pause(self) -> None:
-        if self.exploration is not None and self.exploration.active:
-            self.exploration.stop()
-            self.query_one(StatusLine).update_activity(
-                "exploration: stopping once the stage in flight is committed"
-            )
-            return
-        self.running = False
-        self.adapter.call("pause")
-        self.query_one(StatusLine).update_activity("pausing at the end of this stage")
-
-    def action_add_rounds(self) -> None:
-        """Ask how many rounds to add to this branch (``+``), then raise the loop's target."""
-        from tui.screens.dialogs import PromptScreen
-
-        def add(answer: str | None) -> None:
-            if answer is None:
-                return
-            try:
-                more = int(answer.strip() or DEFAULT_MORE_ROUNDS)
-                if more < 1:
-                    raise ValueError
-            except ValueError:
-                self.notify(f"not a number of rounds: {answer!r}", severity="warning")
-                return
-            self.add_rounds(more)
-
-        self.app.push_screen(
-            PromptScreen(
-                f"Rounds to add to branch {self.branch} (enter for {DEFAULT_MORE_ROUNDS}):",
-                str(DEFAULT_MORE_ROUNDS),
-                str(DEFAULT_MORE_ROUNDS),
-            ),
-            add,
-        )
-
-    def add_rounds(self, more: int) -> None:
-        """Raise the loop's round target by ``more`` (``Loop.add_rounds``); ``r`` then runs them."""
-        adder = getattr(self.adapter.loop, "add_rounds", None)
-        if adder is None:
-            self.notify("This loop cannot add rounds.", severity="warning")
-            return
-        try:
-            target = adder(more)
-        except Exception as error:
-            self.notify(f"cannot add rounds: {error}", severity="error")
-            return
-        self.notify(
-            f"{more} round(s) added: branch {self.branch} now runs to #{target}. r runs them, s steps.",
-            timeout=4,
-        )
-        self._say_waiting()
-        self.refresh_bindings()
-
-    def action_edit_kernel(self) -> None:
-        if self._narrow:
-            self.query_one("#narrow", PaneTabs).active = "pane-kernel"
-        self.query_one(KernelPane).begin_edit()
-        self.refresh_bindings()
-
     def action_pane(self, step: int) -> None:
         """``[``/``]``: the previous or next pane of a narrow terminal's tabs."""
         tabs = self.query_one("#narrow", PaneTabs)
@@ -818,233 +403,111 @@ class WorkbenchScreen(WorkbenchKeys):  # 1–5 (output tabs) and i (full text): 
         tabs.active = NARROW_PANES[(here + step) % len(NARROW_PANES)]
         self.set_focus(None)
 
-    def action_save_edit(self) -> None:
-        source = self.query_one(KernelPane).end_edit(keep=True)
-        self.refresh_bindings()
-        if source is not None:
-            self._check_then_hand(source)
+    # ------------------------------------------------------------------ branches (workbench_browse.py)
 
-    def _check_then_hand(self, source: str) -> None:
-        """The static check first, then the loop, or back to the editor (tui/edit_flow.py)."""
-        from tui.edit_flow import check_then_hand
+    def action_diff(self) -> None:
+        self.browsing.diff()
 
-        check_then_hand(self, source)
+    @on(Tree.NodeSelected)
+    def _node_selected(self, event: Tree.NodeSelected[NodeRef]) -> None:
+        self.browsing.node_selected(event)
 
-    def action_cancel_edit(self) -> None:
-        self.query_one(KernelPane).end_edit(keep=False)
-        self.refresh_bindings()
+    # ------------------------------------------------------------------ the live loop (workbench_loop.py)
 
-    def _hand_kernel(self, source: str) -> None:
-        """A human version for the loop: it replaces the round in progress and is evaluated when the
-        user says so (s, or r to go on), as the status line and a notice say."""
-        self.app.post_message(KernelEdited(source))
-        self.pending_approval = None  # the edit replaces the round, suggestion included
-        self._rejected.clear()
-        self.running = False
-        self.adapter.call("edit_kernel", source)
-        number = getattr(self.adapter.loop, "next_iteration", None)
-        label = f"#{number} (human)" if isinstance(number, int) else "a human version"
-        self.notify(f"Edit saved: it becomes {label}. s evaluates it, r evaluates it and runs on.", timeout=4)
+    def action_step(self) -> None:
+        self.live.step()
 
-    def action_external_editor(self) -> None:
-        """Edit the shown kernel in ``$VISUAL``/``$EDITOR`` with the app suspended, then hand it over."""
-        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-        pane = self.query_one(KernelPane)
-        with tempfile.TemporaryDirectory(prefix="cudaforge-edit-") as folder:
-            path = Path(folder) / "kernel.py"
-            path.write_text(pane.source, encoding="utf-8")
-            command = [*shlex.split(editor), str(path)]
-            try:
-                with self.app.suspend():
-                    completed = subprocess.run(command, check=False)
-            except SuspendNotSupported:  # headless (tests, --serve): the editor must not need the tty
-                completed = subprocess.run(command, check=False, stdin=subprocess.DEVNULL)
-            except OSError as error:
-                self.notify(f"cannot run {editor}: {error}", severity="error")
-                return
-            edited = path.read_text(encoding="utf-8")
-        if completed.returncode != 0:
-            self.notify(f"{editor} exited with {completed.returncode}; kernel unchanged", severity="warning")
-        elif edited != pane.source:
-            pane.show(edited, f"{pane.label} + human edit")
-            self._check_then_hand(edited)
+    def action_run(self) -> None:
+        self.live.run()
 
-    def action_show_approval(self) -> None:
-        if self._exploration_waits():
-            self._ask_explore_gate()
-        elif self.pending_approval is not None:
-            self._ask_approval(self.pending_approval)
+    def action_pause(self) -> None:
+        self.live.pause()
 
-    def _exploration_waits(self) -> bool:
-        run = self.exploration
-        return bool(run is not None and run.active and run.awaiting())
+    def action_add_rounds(self) -> None:
+        self.live.ask_rounds()
 
-    # ------------------------------------------------------------------ live: events
-
-    def _say_waiting(self) -> None:
-        """Nothing runs: say whom the loop waits for, and the key that goes on (or that it finished)."""
-        text = loop_status.waiting_text(self.adapter.loop, asked=self.pending_approval is not None)
-        if getattr(self.adapter.loop, "stage", None) == "done":
-            self.query_one(StatusLine).stop(text)
-        else:
-            self.query_one(StatusLine).wait_for_human(text)
-
-    def _show_pending_kernel(self) -> None:
-        """The round's kernel before it is committed (the seed while it builds, the Coder's reply
-        before ``s`` evaluates it), when the loop has one and the newest iteration is on screen."""
-        pending = getattr(self.adapter.loop, "pending", None)
-        kernel = getattr(pending, "kernel", None)
-        if not self.following or not isinstance(kernel, str) or not kernel:
-            return
-        number = getattr(self.adapter.loop, "next_iteration", "?")
-        phase = getattr(pending, "phase", "")
-        self.query_one(KernelPane).show(kernel, f"#{number} {phase} · not committed yet ({self.branch})")
+    def add_rounds(self, more: int) -> None:
+        """Raise the loop's round target by ``more`` (``Loop.add_rounds``); ``r`` then runs them."""
+        self.live.add_rounds(more)
 
     @on(LoopReturned)
     def _loop_returned(self, message: LoopReturned) -> None:
-        self.refresh_bindings()
-        self._show_pending_kernel()
-        loop = self.adapter.loop
-        if message.method == "step" and message.outcome is None and getattr(loop, "stage", None) == "gate":
-            # The Judge's step ends at the gate, which takes no time: step it at once, so the
-            # suggestion is shown (or the policy approves) without a second s for nothing.
-            self.adapter.call("step")
-            return
-        if message.outcome in ("finished", "error"):
-            return  # LoopFinished / LoopError already said why
-        if message.outcome == "paused":
-            self.query_one(StatusLine).stop(loop_status.finished_text("paused"))
-            return
-        self._say_waiting()
+        self.live.returned(message)
 
     @on(EngineEvent)
     def _engine_event(self, message: EngineEvent) -> None:
-        event = message.event
-        status = self.query_one(StatusLine)
-        output = self.query_one(OutputPane)
-        following = self.following
-        if isinstance(event, ev.StageStarted):
-            if event.detail == "evaluate":  # the evaluator's own stages: same clock, finer words
-                status.update_activity(loop_status.running_text("evaluate", event.iteration, event.stage))
-            else:
-                status.start_stage(loop_status.running_text(event.stage, event.iteration), event.round)
-                if event.stage == "evaluate":
-                    self._show_pending_kernel()
-            if event.stage in ("evaluate", "build"):
-                self._live_log.clear()
-                if following:
-                    output.clear_build()
-        elif isinstance(event, ev.BuildLog):
-            self._live_log.append(event.line)
-            if following:
-                output.append_build([event.line])
-        elif isinstance(event, ev.LLMToken):
-            if following:
-                self.query_one(ConversationPane).stream_token(event.role, event.text)
-        elif isinstance(event, ev.LLMReply):
-            chat = ChatMessage(
-                event.role, event.model, event.text, event.input_tokens + event.output_tokens, event.cost_usd
-            )
-            self._live_chat.append(chat)
-            if following:
-                self.query_one(ConversationPane).finish_reply(chat)
-            status.tokens += chat.tokens
-            status.add_cost(event.cost_usd)
-        elif isinstance(event, ev.EvalFinished):
-            self._live_result = event.result
-            if following:
-                output.show_result(event.result, replace_log=False)
-        elif isinstance(event, ev.ProfileFinished):
-            self._live_profile = event.profile
-            if following:
-                output.show_profile(event.profile)
-        elif isinstance(event, ev.AwaitingApproval):
-            self.pending_approval = event
-            self.refresh_bindings()
-            status.wait_for_human(loop_status.waiting_text(self.adapter.loop, asked=True))
-            self._ask_approval(event)  # the loop applied the approval policy: it asks only when a human must
-        elif isinstance(event, ev.IterationCommitted):
-            self._live_chat.clear()
-            self._live_log.clear()
-            self._rejected.clear()
-            self._load_history()
-            self.index = len(self.history) - 1
-            self._fill()
-            status.stop(f"committed #{event.iteration} {event.phase} · {event.status}")
-            status.timing = loop_status.round_timing(
-                event.iteration, self.history[-1] if self.history else None
-            )
-        elif isinstance(event, ev.LoopFinished):
-            target = loop_status.target_of(self.adapter.loop)
-            status.stop(loop_status.finished_text(event.reason, target))  # says why, and that + goes on
-        elif isinstance(event, ev.LoopNotice):
-            if event.message.startswith("weak task:"):
-                self._task_weak = event.message
-                self.query_one(TaskPane).show(
-                    self.repo.task_name, self.repo.task_source, self._weak_text(self.shown)
-                )
-            self.notify(event.message, severity="warning", timeout=10)
-            self._live_log.append(f"note: {event.message}")
-            output.append_build([f"note: {event.message}"])
-        elif isinstance(event, ev.LoopError):
-            status.stop(loop_status.error_text(event.stage, event.recoverable))
-            self.notify(f"{event.stage}: {event.message}", severity="error", timeout=8)
-            # the notice fades; the log keeps why the loop stopped (a broken task, a failed call)
-            line = f"error in {event.stage}: {event.message}"
-            self._live_log.append(line)
-            output.append_build([line])
+        self.live.event(message)
+
+    # ------------------------------------------------------------------ editing (workbench_edit.py)
+
+    def action_edit_kernel(self) -> None:
+        self.edits.begin()
+
+    def action_save_edit(self) -> None:
+        self.edits.save()
+
+    def action_cancel_edit(self) -> None:
+        self.edits.cancel()
+
+    def action_external_editor(self) -> None:
+        self.edits.external_editor()
+
+    # ------------------------------------------------------------------ approval (workbench_approval.py)
+
+    def action_show_approval(self) -> None:
+        """``a``: an exploration branch waiting at its gate first, else the loop's own suggestion."""
+        if self.branching.waits():
+            self.branching.ask_gate()
+        elif self.pending_approval is not None:
+            self.approvals.ask(self.pending_approval)
 
     def apply_policy(self, policy: str | None) -> None:
-        """Hand the approval policy to the loop, which alone decides (engine.approval) and records
-        who did: the TUI never approves on a policy's behalf."""
-        setter = getattr(self.adapter.loop, "set_approval_policy", None)
-        if policy and setter is not None:
-            setter(policy)
-
-    def _ask_approval(self, event: ev.AwaitingApproval) -> None:
-        from tui.screens.approval import ApprovalScreen
-
-        suggestion = dict(event.suggestion)
-        draft = self._note_draft[1] if self._note_draft and self._note_draft[0] == suggestion else ""
-
-        def done(result: Approval | None) -> None:
-            self._note_draft = None if result is not None else (suggestion, screen.draft_note)
-            if result is not None:
-                self._decide(result, by="human")
-            else:
-                self._say_waiting()
-
-        evidence = self.approval_evidence(suggestion)
-        self.app.clear_notifications()  # an older notice must not sit over the decision
-        screen = ApprovalScreen(suggestion, event.flagged, evidence, rejected=self.rejected_notes(), note=draft)
-        self.app.push_screen(screen, done)
+        """Hand the approval policy to the loop, which alone decides (the app calls this)."""
+        self.approvals.apply_policy(policy)
 
     def rejected_notes(self) -> list[str]:
-        """The notes of the suggestions rejected in this round (the loop's own record when it has one)."""
-        pending = getattr(self.adapter.loop, "pending", None)
-        recorded = getattr(pending, "rejections", None)
-        if isinstance(recorded, list):
-            return [str(r.get("note", "")) for r in recorded if isinstance(r, dict)]
-        return list(self._rejected)
+        return self.approvals.rejected_notes()
 
     def approval_evidence(self, suggestion: dict[str, Any], history: list[Any] | None = None) -> Any:
-        """What the suggestion is about: the branch's latest iteration, the one the Judge looked at
-        (``history``: another branch's, e.g. an exploration branch waiting at its gate)."""
-        from tui.evidence import gather_evidence
+        return self.approvals.evidence(suggestion, history)
 
-        history = self.history if history is None else history
-        if not history:
-            return None
-        item = history[-1]
-        return gather_evidence(suggestion, item.number, item.eval_result, item.profile, item.kernel_source)
+    # ------------------------------------------------------------------ branching (workbench_branches.py)
 
-    def _decide(self, approval: Approval, by: str) -> None:
-        self.pending_approval = None
+    def action_branch(self) -> None:
+        self.branching.branch()
+
+    def action_explore(self) -> None:
+        self.branching.explore()
+
+    @on(ExploreIdeas)
+    def _explore_ideas(self, message: ExploreIdeas) -> None:
+        self.branching.ideas(message)
+
+    @on(ExploreGate)
+    def _explore_gate(self, message: ExploreGate) -> None:
+        self.branching.ask_gate()
         self.refresh_bindings()
-        self.app.post_message(ApprovalDecided(approval.decision, approval.suggestion, approval.note, by))
-        then = "run" if self.running else None
-        if approval.decision == "reject":
-            self._rejected.append(approval.note)
-            self.adapter.call("reject", approval.note, then=then)
-        else:
-            self.adapter.call("approve", approval.suggestion, then=then)
+
+    @on(ExploreLine)
+    def _explore_line(self, message: ExploreLine) -> None:
+        self.branching.line(message)
+
+    @on(ExploreCommitted)
+    def _explore_committed(self) -> None:
+        self._fill_timeline()
+
+    @on(ExploreFinished)
+    def _explore_finished(self, message: ExploreFinished) -> None:
+        self.branching.finished(message)
+
+    # ------------------------------------------------------------------ leaving (workbench_session.py)
+
+    def action_back(self) -> None:
+        self.hold.back()
+
+    def release_session(self) -> None:
+        """Drop the loop and give up the writer lock, now or once the stage in flight has ended."""
+        self.hold.release()
+
+    def on_unmount(self) -> None:
+        self.hold.release()
