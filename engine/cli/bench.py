@@ -37,7 +37,7 @@ from engine.bench.runner import Bench, BenchOptions
 from engine.bench.settings import merged_settings, stored_settings
 from engine.bench.tasks import BenchError, discover
 from engine.cli.args import OneLineParser, int_at_least, model_name
-from engine.cli.guard import add_guard_flags
+from engine.cli.guard import add_guard_flags, guard_settings
 from engine.guard.policy import GuardPolicyError, GuardSettings, guard_label
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -189,8 +189,8 @@ def bench_command(args: argparse.Namespace) -> int:
     for note in notes:
         print(note, flush=True)
     out: Path = args.out.resolve()
-    try:
-        guard = GuardSettings(args.guard or "default", tuple(args.relax or ()), tuple(args.refuse or ()))
+    try:  # the flags alone: each task's run lays them over its own config
+        guard = guard_settings(args)
     except GuardPolicyError as error:
         return _usage(str(error))
     problem = _explore_problem(args, stored_settings(out))

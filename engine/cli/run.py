@@ -50,7 +50,6 @@ from engine.events import (
     StageStarted,
     SuggestionReady,
 )
-from engine.guard.policy import guard_label
 from engine.guard.report import format_share, settings_guard_label, share_of_iteration
 from engine.llm.errors import LLMError
 from engine.loop.machine import AWAITING, FINISHED, PAUSED, Loop
@@ -162,9 +161,8 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
             session.close()
         print(f"cudaforge run: {error}", file=sys.stderr)
         return EXIT_USAGE
-    print(
-        f"session {session.name} · branch {loop.branch} · {session.path} · "
-        f"{guard_label(config.guard.policy, config.guard.relax, config.guard.refuse)}",
+    print(  # the guard settings every evaluation of this run carries (EvalOptions.guard), as they are
+        f"session {session.name} · branch {loop.branch} · {session.path} · {loop.options.eval_options.guard.label()}",
         flush=True,
     )
     print(plan_line(tip, config.loop.rounds), flush=True)
