@@ -97,7 +97,7 @@ def partial_replacement_relaxations() -> list[str]:
     from engine.eval.options import EvalOptions
     from engine.guard.rules import RULES
 
-    if hasattr(EvalOptions(), "guard_policy"):
+    if hasattr(EvalOptions(), "guard_policy") or hasattr(EvalOptions(), "guard"):  # policies: loose, or one object
         return []
     return [r for r in PARTIAL_REPLACEMENT_RULES if r in RULES]
 
@@ -117,6 +117,7 @@ def compare(out: Path, n: int, device: str) -> int:
     from engine.eval.evaluate import evaluate_files
     from engine.eval.options import EvalOptions
     from engine.eval.timing import TimingPlan
+    from engine.guard.policy import GuardSettings
 
     for pair in correct[:n]:
         stored = json.loads((out / "results" / f"{pair['name']}.json").read_text())
@@ -124,7 +125,8 @@ def compare(out: Path, n: int, device: str) -> int:
         # the evaluator alone on the GPU with the settings the evalset used (relaxed rules included)
         options = EvalOptions(
             device=device, trials=settings["trials"], seed=settings["seed"],
-            timing=TimingPlan(**settings["timing"]), relax=tuple(settings.get("relax", ())),
+            timing=TimingPlan(**settings["timing"]),
+            guard=GuardSettings(relax=tuple(settings.get("relax", ()))),
         )  # fmt: skip
         alone = evaluate_files(pair["task"], pair["kernel"], options).to_dict()
         if not alone.get("timing"):

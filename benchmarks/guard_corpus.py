@@ -116,12 +116,13 @@ def pick_spread(corpus: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
 def evaluate_on_device(entries: list[dict[str, Any]], device: str, policy: str) -> str:
     from engine.eval.evaluate import evaluate_files
     from engine.eval.options import EvalOptions
+    from engine.guard.policy import GuardSettings
 
     statuses: Counter[str] = Counter()
     shares: list[float] = []
     lines = []
     for entry in entries:
-        options = EvalOptions(device=device, guard_policy=policy)
+        options = EvalOptions(device=device, guard=GuardSettings(policy))
         result = evaluate_files(entry["task"], entry["kernel"], options)
         statuses[result.status] += 1
         share = (result.kernel_share or {}).get("share")

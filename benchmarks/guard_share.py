@@ -76,8 +76,9 @@ def measure(task: Path, kernel: Path, device: str) -> Any:
     from engine.eval.evaluate import evaluate_files
     from engine.eval.options import EvalOptions
     from engine.eval.timing import TimingPlan
+    from engine.guard.policy import GuardSettings
 
-    options = EvalOptions(device=device, relax=("own-kernel-trivial",), timing=TimingPlan(min_trials=30))
+    options = EvalOptions(device=device, guard=GuardSettings(relax=("own-kernel-trivial",)), timing=TimingPlan(min_trials=30))
     return evaluate_files(task, kernel, options)
 
 

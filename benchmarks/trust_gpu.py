@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.eval.evaluate import evaluate  # noqa: E402
 from engine.eval.options import EvalOptions  # noqa: E402
+from engine.guard.policy import GuardSettings  # noqa: E402
 from tests.fixtures.trust.cuda_trust import CASES, task  # noqa: E402
 
 
@@ -39,7 +40,7 @@ def main() -> int:
             if args.only and args.only not in name:
                 continue
             started = time.monotonic()
-            result = evaluate(task(task_name), source, EvalOptions(device="cuda", guard_policy=policy), task_name=task_name)
+            result = evaluate(task(task_name), source, EvalOptions(device="cuda", guard=GuardSettings(policy)), task_name=task_name)
             rules = runtime_rules(result)
             static = sorted({f["rule"] for f in result.findings if f.get("source") != "runtime" and f.get("severity") == "refuse"})
             ok = result.status == status and (rule is None or rule in rules)

@@ -15,6 +15,7 @@ from engine.eval.evaluate import evaluate
 from engine.eval.options import EvalOptions
 from engine.eval.result import EvalResult
 from engine.eval.timing import TimingPlan
+from engine.guard.policy import GuardSettings
 from tests.fixtures.defences.cpu_family import candidate
 
 FIXTURES = Path(__file__).parent / "fixtures" / "defences"
@@ -86,7 +87,7 @@ def test_a_flag_the_static_guard_saw_but_was_told_to_relax_is_still_refused_and_
     switch = "torch.backends.cuda.matmul.allow_tf32 = True"
     refused = run("softmax_rows", "softmax_rows", ext_cache, prelude=switch)
     assert refused.status == "rejected" and refused.stage == "guard"  # the static guard, by default
-    relaxed = run("softmax_rows", "softmax_rows", ext_cache, prelude=switch, relax=("monkeypatch-torch",))
+    relaxed = run("softmax_rows", "softmax_rows", ext_cache, prelude=switch, guard=GuardSettings(relax=("monkeypatch-torch",)))
     assert relaxed.status == "rejected" and "precision-changed" in runtime_rules(relaxed), relaxed.messages
     message = relaxed.messages[-1]
     assert "its import changed torch.backends.cuda.matmul.allow_tf32: False -> True" in message
@@ -115,7 +116,7 @@ def test_a_kernel_hard_coded_to_its_shape_is_reported_and_refused_only_when_aske
     assert [v["status"] for v in fixed.shapes["variants"]] == ["incorrect"] * 3
     assert runtime_rules(fixed) == ["shape-specific"] and "correct at 0/3 other shapes" in fixed.findings[-1]["message"]
 
-    refused = run("softmax_rows", "softmax_512", ext_cache, shapes=True, refuse=("shape-specific",))
+    refused = run("softmax_rows", "softmax_512", ext_cache, shapes=True, guard=GuardSettings(refuse=("shape-specific",)))
     assert refused.status == "rejected" and "[shape-specific]" in refused.messages[-1]
 
     unchecked = run("softmax_rows", "softmax_512", ext_cache)
@@ -131,7 +132,7 @@ def test_a_crash_at_another_shape_keeps_the_verdict_at_the_tasks_own(ext_cache: 
 
 
 def test_a_crash_at_another_shape_is_a_refusal_where_the_run_refuses_shape_specific(ext_cache: Path) -> None:
-    result = run("softmax_rows", "softmax_512_or_crash", ext_cache, shapes=True, refuse=("shape-specific",))
+    result = run("softmax_rows", "softmax_512_or_crash", ext_cache, shapes=True, guard=GuardSettings(refuse=("shape-specific",)))
     assert result.status == "rejected" and result.failed_side == "candidate", result.messages
     assert result.messages[-1].startswith("refused by the runtime guard [shape-specific]: the worker was killed by SIGSEGV")
     assert result.shapes["crashed"]
@@ -155,6 +156,6 @@ def test_a_weak_tasks_degenerate_or_far_off_answer_at_another_shape_is_found(ext
 def test_a_new_api_precision_set_at_import_is_refused_and_named(ext_cache: Path) -> None:
     """oneDNN's convolutions in reduced precision through the new API alone: no legacy flag shows it."""
     switch = 'torch.backends.mkldnn.conv.fp32_precision = "tf32"'
-    result = run("softmax_rows", "softmax_rows", ext_cache, prelude=switch, relax=("monkeypatch-torch",))
+    result = run("softmax_rows", "softmax_rows", ext_cache, prelude=switch, guard=GuardSettings(relax=("monkeypatch-torch",)))
     assert result.status == "rejected" and "precision-changed" in runtime_rules(result), result.messages
     assert "its import changed torch.backends.mkldnn.conv.fp32_precision: 'none' -> 'tf32'" in result.messages[-1]

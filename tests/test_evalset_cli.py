@@ -200,29 +200,25 @@ def test_ctrl_c_keeps_finished_work_and_a_rerun_completes(tmp_path: Path, ext_ca
     assert result(out, "ok")["speedup"] > 0 and result(out, "wrong")["status"] == "incorrect"
 
 
-def test_guard_and_sandbox_flags_reach_the_evaluator_when_it_has_them(tmp_path: Path, monkeypatch) -> None:
+def test_guard_and_sandbox_flags_reach_the_evaluator(tmp_path: Path, monkeypatch) -> None:
     import argparse
 
     from engine.cli.evalset import add_arguments, build_eval_options
-    from engine.eval.options import EvalOptions
     from engine.guard.rules import RULES
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    for attribute, flags in (("guard_policy", ["--guard", "strict"]), ("sandbox", ["--sandbox", "off"])):
-        args = parser.parse_args(["x", "--out", "o", "--device", "cpu", *flags])
-        if hasattr(EvalOptions(), attribute):
-            assert getattr(build_eval_options(args), attribute) == flags[1]
-        else:
-            with pytest.raises(ValueError, match=f"EvalOptions.{attribute}"):
-                build_eval_options(args)
+    args = parser.parse_args(["x", "--out", "o", "--device", "cpu", "--guard", "strict"])
+    assert build_eval_options(args).guard.policy == "strict"
+    args = parser.parse_args(["x", "--out", "o", "--device", "cpu", "--sandbox", "off"])
+    assert build_eval_options(args).sandbox == "off"
     rule = next(iter(RULES))
     args = parser.parse_args(["x", "--out", "o", "--device", "cpu", "--relax", rule, "--trials", "3",
                               "--timeout", "7", "--no-timing"])  # fmt: skip
     options = build_eval_options(args)
-    assert options.relax == (rule,) and options.trials == 3 and options.do_timing is False
+    assert options.guard.relax == (rule,) and options.trials == 3 and options.do_timing is False
     assert options.timeouts.build == 7.0 and options.timeouts.start == 7.0 and options.device == "cpu"
 
 
@@ -238,7 +234,7 @@ def test_evalset_takes_the_same_guard_flags_as_eval(tmp_path: Path, monkeypatch)
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     args = parser.parse_args(["x", "--out", "o", "--device", "cpu", "--refuse", "timing-access"])
-    assert build_eval_options(args).refuse == ("timing-access",)
+    assert build_eval_options(args).guard.refuse == ("timing-access",)
     args = parser.parse_args(["x", "--out", "o", "--device", "cpu", "--refuse", "no-such-rule"])
     with pytest.raises(EvaluationError, match="valid rule ids"):
         build_eval_options(args)

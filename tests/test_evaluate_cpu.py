@@ -326,7 +326,7 @@ def test_a_stray_child_flooding_the_pipe_after_the_exit_cannot_hang_the_evaluato
     stray = subprocess.Popen([sys.executable, "-c", flood, str(write_fd)], pass_fds=(write_fd,))
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
     os.close(write_fd)
-    run = WorkerSupervisor(tmp_path, "cpu", EvalOptions(device="cpu"), tmp_path / "cache", None)
+    run = WorkerSupervisor(tmp_path, EvalOptions(device="cpu"), tmp_path / "cache", None)
     try:
         # returns although the stray writer never stops and the stage limit is minutes: it saw the exit
         assert run._listen(worker, read_fd) is False

@@ -42,7 +42,7 @@ def _options(cache: Path, **overrides: Any) -> EvalOptions:
 @pytest.mark.slow
 def test_a_spare_worker_gated_waits_twice_and_a_gate_that_fails_ends_the_evaluation(ext_cache: Path) -> None:
     options = _options(ext_cache, do_timing=False)
-    worker = spare.start("cpu", options, ext_cache.resolve())
+    worker = spare.start(options, ext_cache.resolve())
     assert worker is not None
     calls: list[float] = []
     result = evaluate(TASK, KERNEL, options, worker=worker, gate=lambda: calls.append(time.time()))
@@ -51,7 +51,7 @@ def test_a_spare_worker_gated_waits_twice_and_a_gate_that_fails_ends_the_evaluat
     def refuse() -> None:
         raise RuntimeError("the exploration was stopped while this check waited")
 
-    waiting = spare.start("cpu", options, ext_cache.resolve())
+    waiting = spare.start(options, ext_cache.resolve())
     assert waiting is not None
     with pytest.raises(RuntimeError, match="stopped"):
         evaluate(TASK, KERNEL, options, worker=waiting, gate=refuse)

@@ -10,6 +10,7 @@ from engine.eval.evaluate import evaluate
 from engine.eval.options import EvalOptions
 from engine.eval.result import EvalResult
 from engine.eval.timing import TimingPlan
+from engine.guard.policy import GuardSettings
 from tests.conftest import EXAMPLES
 
 TASK = EXAMPLES / "tasks" / "relu_large.py"
@@ -46,7 +47,7 @@ def test_side_stream_is_refused_statically(ext_cache: Path) -> None:
 
 
 def test_side_stream_work_shows_as_a_timing_disagreement(ext_cache: Path) -> None:
-    result = run(cheat(SIDE_STREAM), ext_cache, relax=("stream-swap",))
+    result = run(cheat(SIDE_STREAM), ext_cache, guard=GuardSettings(relax=("stream-swap",)))
     assert result.status == "rejected", (result.messages, result.timing)
     assert "timing-disagreement" in rules(result)
     print(
@@ -62,7 +63,7 @@ def test_matmul_fallback_is_refused(ext_cache: Path) -> None:
     result = run(cheat("return torch.matmul(x, x.t())"), ext_cache)
     # default policy: the matmul is a warning, the kernel that is never called refuses
     assert result.status == "rejected" and "kernel-not-called" in rules(result)
-    strict = run(cheat("return torch.matmul(x, x.t())"), ext_cache, guard_policy="strict")
+    strict = run(cheat("return torch.matmul(x, x.t())"), ext_cache, guard=GuardSettings("strict"))
     assert strict.status == "rejected" and "torch-compute-in-forward" in rules(strict)
 
 
@@ -70,14 +71,14 @@ def test_output_cached_by_data_pointer_is_refused(ext_cache: Path) -> None:
     forward = "key = x.data_ptr()\n        if key not in self.cache:\n            self.cache[key] = ext.relu(x)\n        return self.cache[key]"
     result = run(cheat(forward, "self.cache = {}"), ext_cache)
     assert result.status == "rejected" and "output-cache" in rules(result)
-    relaxed = run(cheat(forward, "self.cache = {}"), ext_cache, relax=("output-cache",))
+    relaxed = run(cheat(forward, "self.cache = {}"), ext_cache, guard=GuardSettings(relax=("output-cache",)))
     assert relaxed.status in ("rejected", "incorrect")  # the runtime check or fresh inputs catch it too
     assert relaxed.status != "correct"
 
 
 def test_kernel_that_never_launches_is_refused(ext_cache: Path) -> None:
     result = run(
-        cheat("return torch.relu(x)"), ext_cache, relax=("kernel-not-called", "torch-compute-in-forward")
+        cheat("return torch.relu(x)"), ext_cache, guard=GuardSettings(relax=("kernel-not-called", "torch-compute-in-forward"))
     )
     assert result.status == "rejected", result.messages
     assert "no-own-kernel" in rules(result)

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from engine.eval.evaluate import evaluate
-from engine.eval.options import EvalOptions, EvaluationError
+from engine.eval.options import EvalOptions
 from engine.eval.result import EvalResult
 from engine.eval.timing import TimingPlan
 from engine.guard import runtime as rg
+from engine.guard.policy import GuardPolicyError, GuardSettings
 from tests.conftest import EXAMPLES
 
 TASK = EXAMPLES / "tasks" / "relu.py"
@@ -43,7 +44,7 @@ def rules(result: EvalResult) -> dict[str, dict]:
 @pytest.mark.slow
 def test_mutated_input_is_refused(ext_cache: Path) -> None:
     source = cheat("y = ext.relu(x)\n        x.mul_(2.0)\n        return y")
-    result = run(source, ext_cache, relax=("torch-compute-in-forward",))
+    result = run(source, ext_cache, guard=GuardSettings(relax=("torch-compute-in-forward",)))
     assert result.status == "rejected"
     assert rules(result)["input-mutated"]["severity"] == "refuse"
     assert "torch-compute-in-forward" in result.relaxed_rules
@@ -70,7 +71,7 @@ def test_output_cached_across_calls_is_refused(ext_cache: Path) -> None:
 @pytest.mark.slow
 def test_tensor_subclass_output_is_refused(ext_cache: Path) -> None:
     source = cheat("return ext.relu(x).as_subclass(Fake)", prelude="class Fake(torch.Tensor):\n    pass")
-    result = run(source, ext_cache, relax=("tensor-subclass", "torch-compute-in-forward"))
+    result = run(source, ext_cache, guard=GuardSettings(relax=("tensor-subclass", "torch-compute-in-forward")))
     assert result.status == "rejected"
     assert "output-not-tensor" in rules(result)
 
@@ -78,7 +79,7 @@ def test_tensor_subclass_output_is_refused(ext_cache: Path) -> None:
 @pytest.mark.slow
 def test_relaxed_runtime_rule_is_reported_not_enforced(ext_cache: Path) -> None:
     relax = ("output-aliases-input", "input-mutated")
-    result = run(cheat("y = ext.relu(x)\n        x.copy_(y)\n        return x"), ext_cache, relax=relax)
+    result = run(cheat("y = ext.relu(x)\n        x.copy_(y)\n        return x"), ext_cache, guard=GuardSettings(relax=relax))
     assert result.status == "correct"  # the values are right; only the relaxed rules saw the trick
     assert rules(result)["output-aliases-input"]["relaxed"] is True
     assert set(relax) <= set(result.relaxed_rules)
@@ -92,9 +93,13 @@ def test_honest_kernel_passes_and_a_big_speedup_is_flagged_not_refused(ext_cache
     assert result.flags and "review threshold" in result.flags[0]
 
 
-def test_unknown_rule_is_an_error() -> None:
-    with pytest.raises(EvaluationError, match="unknown guard rule"):
-        run(KERNEL.read_text(), Path("/nonexistent"), relax=("no-such-rule",))
+def test_unknown_rule_is_an_error_before_any_evaluation() -> None:
+    """A typo cannot reach an evaluation: the one GuardSettings a run carries refuses it when made, and
+    the options take no loose rule lists that an evaluation would have to validate again."""
+    with pytest.raises(GuardPolicyError, match="unknown guard rule"):
+        GuardSettings(relax=("no-such-rule",))
+    with pytest.raises(TypeError):
+        EvalOptions(device="cpu", relax=("no-such-rule",))  # type: ignore[call-arg]
 
 
 def test_static_refusal_needs_no_worker() -> None:

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from engine.eval.evaluate import evaluate_files
-from engine.eval.options import EvalOptions, EvaluationError
+from engine.eval.options import EvalOptions
 from engine.eval.timing import TimingPlan
+from engine.guard.policy import GuardPolicyError, GuardSettings
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.slow
@@ -24,8 +25,7 @@ def test_cpu_eval_records_policy_refusals_and_the_extension_share(ext_cache: Pat
         device="cpu",
         cache_root=ext_cache,
         timing=TimingPlan(min_trials=5, budget_s=2.0),
-        guard_policy="strict",
-        refuse=("timing-access",),
+        guard=GuardSettings("strict", refuse=("timing-access",)),
     )
     result = evaluate_files(EXAMPLES / "tasks" / "relu.py", EXAMPLES / "kernels" / "relu_cpu.py", options)
     assert result.status == "correct", result.messages
@@ -38,13 +38,11 @@ def test_cpu_eval_records_policy_refusals_and_the_extension_share(ext_cache: Pat
     assert share["kernels"] == sorted(share["kernels"], key=lambda k: -k["ms"])
 
 
-def test_unknown_refuse_id_is_an_evaluation_error() -> None:
-    with pytest.raises(EvaluationError, match="valid rule ids"):
-        evaluate_files(
-            EXAMPLES / "tasks" / "relu.py",
-            EXAMPLES / "kernels" / "relu_cpu.py",
-            EvalOptions(device="cpu", refuse=("nope",)),
-        )
+def test_unknown_refuse_id_never_reaches_an_evaluation() -> None:
+    """Refused when the run's one GuardSettings is made, naming the valid ids (a front end says so as a
+    usage error); the options carry only such a settings object, so no evaluation checks ids again."""
+    with pytest.raises(GuardPolicyError, match="valid rule ids"):
+        GuardSettings(refuse=("nope",))
 
 
 def test_eval_cli_prints_the_guard_line_and_records_it_in_json(ext_cache: Path, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 from engine.eval.evaluate import evaluate_files
 from engine.eval.options import EvalOptions
 from engine.eval.timing import TimingPlan
+from engine.guard.policy import GuardSettings
 from engine.guard.runtime import OWN_SHARE_MIN
 from tests.conftest import EXAMPLES
 
@@ -38,7 +39,7 @@ def test_conv_in_cudnn_with_fused_epilogue_is_correct_and_its_share_measured(ext
 
 
 def test_conv_epilogue_is_refused_under_strict(ext_cache: Path) -> None:
-    result = run(FIXTURES / "partial_conv_epilogue.py", ext_cache, guard_policy="strict")
+    result = run(FIXTURES / "partial_conv_epilogue.py", ext_cache, guard=GuardSettings("strict"))
     assert result.status == "rejected" and result.stage == "guard"
     assert result.guard_policy == "strict"
 

@@ -87,7 +87,7 @@ def test_a_spare_for_other_settings_is_not_taken_and_is_given_up(ext_cache: Path
     other = _options(tmp_path / "elsewhere")  # another build cache: another sandbox
     warm_worker(other)
     assert waiting.worker.process.wait(timeout=10) is not None and not waiting.job_dir.exists()
-    assert list(spare._SPARES) == [spare.spare_key("cpu", other, (tmp_path / "elsewhere").resolve())]
+    assert list(spare._SPARES) == [spare.spare_key(other, (tmp_path / "elsewhere").resolve())]
     spare.discard_all()
     assert spare._SPARES == {}
 

@@ -93,7 +93,7 @@ def test_gcc_quotes_a_piece_in_the_form_that_is_mapped_back(tmp_path: Path) -> N
 def test_the_evaluating_process_shows_every_text_with_the_candidates_lines(tmp_path: Path) -> None:
     """The worker says where the pieces start when the build begins; the verdict's log, messages and
     error then name the candidate's lines. What the worker sent is checked before it is used."""
-    run = WorkerSupervisor(tmp_path, "cpu", EvalOptions(device="cpu"), tmp_path / "cache", None)
+    run = WorkerSupervisor(tmp_path, EvalOptions(device="cpu"), tmp_path / "cache", None)
     run._handle(
         {
             "type": "build_dir",

@@ -10,6 +10,7 @@ import pytest
 from engine.eval.evaluate import evaluate
 from engine.eval.options import EvalOptions
 from engine.eval.timing import TimingPlan
+from engine.guard.policy import GuardSettings
 from tests.fixtures.trust.cuda_trust import CASES, task
 
 pytestmark = pytest.mark.gpu
@@ -19,7 +20,7 @@ BY_NAME = {case[0]: case for case in CASES}
 
 def run(case: str, cache: Path):
     _, task_name, source, policy, _, _ = BY_NAME[case]
-    options = EvalOptions(device="cuda", cache_root=cache, guard_policy=policy, timing=TimingPlan(min_trials=30))
+    options = EvalOptions(device="cuda", cache_root=cache, guard=GuardSettings(policy), timing=TimingPlan(min_trials=30))
     return evaluate(task(task_name), source, options, task_name=task_name)
 
 

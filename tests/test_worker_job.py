@@ -14,6 +14,7 @@ from engine.eval.job import JOB_VERSION, JobError, WorkerJob
 from engine.eval.options import EvalOptions
 from engine.eval.supervisor import WorkerSupervisor
 from engine.eval.timing import TimingPlan
+from engine.guard.policy import GuardSettings
 from tests.conftest import REPO
 
 
@@ -64,9 +65,10 @@ def test_a_bad_field_is_named(tmp_path: Path, change, message: str) -> None:
 
 def test_the_evaluator_writes_what_its_options_say(tmp_path: Path) -> None:
     options = EvalOptions(
-        device="cpu", trials=4, seed=9, do_timing=False, relax=("timing-access", "output-cached"), cpu_threads=2
-    )
-    run = WorkerSupervisor(tmp_path, "cpu", options, tmp_path / "cache", None, options.guard_settings(), ["k"])
+        device="cpu", trials=4, seed=9, do_timing=False, guard=GuardSettings(relax=("timing-access", "output-cached")),
+        cpu_threads=2,
+    )  # fmt: skip
+    run = WorkerSupervisor(tmp_path, options, tmp_path / "cache", None, ["k"])
     job = WorkerJob.read(run.write_job("task", "kernel", "relu"))
     assert (job.trials, job.seed, job.timing, job.cpu_threads, job.task_name) == (4, 9, None, 2, "relu")
     # the worker gets the runtime rules only: timing-access is the static guard's
@@ -104,9 +106,11 @@ def test_the_result_records_every_option_but_the_machine_local_ones() -> None:
     from engine.eval.options import NOT_RECORDED
     from engine.eval.tolerances import DEFAULT_TOLERANCES
 
-    options = EvalOptions(trials=3, relax=("timing-access",), tolerances={"float32": 1e-3})
+    options = EvalOptions(trials=3, guard=GuardSettings(relax=("timing-access",)), tolerances={"float32": 1e-3})
     recorded = options.settings()
-    assert set(recorded) == {f.name for f in fields(EvalOptions)} - NOT_RECORDED
+    # the guard settings are recorded flat, under the keys results have always had
+    flat = {"relax", "guard_policy", "refuse"}
+    assert set(recorded) == ({f.name for f in fields(EvalOptions)} - NOT_RECORDED - {"guard"}) | flat
     assert "device" not in recorded and "cache_root" not in recorded
     assert (
         recorded["relax"] == ["timing-access"]

@@ -53,14 +53,11 @@ def finding_line(finding: dict[str, Any]) -> str:
 
 
 def check_edit(source: str, eval_options: Any = None) -> EditCheck:
-    """The static check of ``source`` under ``eval_options`` (the loop's; default settings without one)."""
+    """The static check of ``source`` under ``eval_options``: the loop's, whose device was resolved and
+    whose guard settings were made when the loop was (engine.loop.factory), read as they are. Without a
+    loop, the default guard settings on the device this machine would pick."""
     from engine.eval.evaluate import static_findings
-    from engine.eval.options import EvalOptions, EvaluationError, resolve_device
+    from engine.eval.options import EvalOptions, resolve_device
 
-    options = eval_options if eval_options is not None else EvalOptions()
-    try:
-        device = resolve_device(options.device)
-    except EvaluationError:  # cuda asked for where there is none: the CUDA rules still read the source
-        device = "cuda"
-    guard = options.guard_settings()
-    return EditCheck(device, guard.label(), static_findings(source, device, guard))
+    options = eval_options if eval_options is not None else EvalOptions(device=resolve_device("auto"))
+    return EditCheck(options.device, options.guard.label(), static_findings(source, options.device, options.guard))

@@ -110,15 +110,19 @@ class ExploreRun:
             self.target.post_message(ExploreCommitted())
 
     def propose(self) -> None:
-        """Ask the Judge for the ideas (or read those it gave before), off the UI thread."""
+        """Ask the Judge for the ideas (or read those it gave before), off the UI thread. The device is
+        resolved here, once for the exploration (an error ends it, said in the UI), as ``cudaforge
+        explore`` resolves it; every branch's loop takes it as it is."""
+        from engine.eval.options import resolve_device
         from engine.explore.loops import branch_loops
         from engine.explore.plan import ExploreSpec
         from engine.explore.runner import Explorer
 
         def work() -> None:
             spec = ExploreSpec(start=self.start_at, source=self.source, width=self.width, rounds=self.rounds)
+            device = resolve_device(self.config.eval.device)
             self.explorer = Explorer(
-                self.repo, spec, branch_loops(self.config),
+                self.repo, spec, branch_loops(self.config, device),
                 on_line=lambda text: self.target.post_message(ExploreLine(text)), on_event=self._on_event,
                 on_gate=lambda branch: self.target.post_message(ExploreGate(branch)),
             )  # fmt: skip

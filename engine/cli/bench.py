@@ -37,7 +37,7 @@ from engine.bench.runner import Bench, BenchOptions
 from engine.bench.settings import merged_settings, stored_settings
 from engine.bench.tasks import BenchError, discover
 from engine.cli.args import OneLineParser, int_at_least, model_name
-from engine.cli.guard import add_guard_flags
+from engine.cli.guard import add_guard_flags, guard_settings
 from engine.guard.policy import GuardPolicyError, GuardSettings, guard_label
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -101,26 +101,16 @@ def _usage(message: str) -> int:
     return EXIT_USAGE
 
 
-def _gpus(device: str, requested: list[str] | None) -> tuple[str, list[str] | None]:
-    """The device the children use and, on CUDA, the GPU of each worker."""
-    from engine.eval.options import resolve_device
-
-    resolved = resolve_device(device)
-    if resolved != "cuda":
-        return resolved, None
+def _gpus(device: str, requested: list[str] | None) -> list[str] | None:
+    """On CUDA, the GPU of each worker (``device`` resolved already): a worker's GPU is its
+    ``CUDA_VISIBLE_DEVICES``, and its child run gets the same resolved ``--device``."""
+    if device != "cuda":
+        return None
     if requested:
-        return resolved, requested
+        return requested
     import torch
 
-    return resolved, [str(i) for i in range(torch.cuda.device_count())]
-
-
-def _ray_device(device: str) -> str:
-    """With Ray the GPUs are on the cluster, not necessarily here: ``auto`` means CUDA when this host
-    sees a GPU, otherwise CPU; say ``--device cuda`` to use a cluster's GPUs from a CPU-only head."""
-    from engine.eval.options import resolve_device
-
-    return "cuda" if device == "cuda" else resolve_device(device)
+    return [str(i) for i in range(torch.cuda.device_count())]
 
 
 def _explore_problem(args: argparse.Namespace, stored: dict) -> str | None:
@@ -180,7 +170,7 @@ def _options(
 
 
 def bench_command(args: argparse.Namespace) -> int:
-    from engine.eval.options import EvaluationError
+    from engine.eval.options import EvaluationError, resolve_device
 
     if args.gpus and args.device == "cpu":
         return _usage("--gpus needs a CUDA device (not --device cpu)")
@@ -190,14 +180,17 @@ def bench_command(args: argparse.Namespace) -> int:
         if args.ray:
             import_ray()
         tasks, notes = discover(args.tasks)
-        device, gpus = _gpus(args.device, args.gpus) if not args.ray else (_ray_device(args.device), None)
+        # the bench's one resolution; with Ray the GPUs are on the cluster, not necessarily here: ``auto``
+        # means CUDA when this host sees a GPU, and ``--device cuda`` uses a cluster's GPUs from a CPU-only head
+        device = resolve_device(args.device, gpus_elsewhere=bool(args.ray))
+        gpus = None if args.ray else _gpus(device, args.gpus)
     except (BenchError, EvaluationError, RayUnavailable) as error:
         return _usage(str(error))
     for note in notes:
         print(note, flush=True)
     out: Path = args.out.resolve()
-    try:
-        guard = GuardSettings(args.guard or "default", tuple(args.relax or ()), tuple(args.refuse or ()))
+    try:  # the flags alone: each task's run lays them over its own config
+        guard = guard_settings(args)
     except GuardPolicyError as error:
         return _usage(str(error))
     problem = _explore_problem(args, stored_settings(out))

@@ -19,7 +19,7 @@ from engine.config import COMPILE_MODES, SANDBOX_MODES, ConfigError, load_config
 from engine.eval import stagetimes
 from engine.eval.baselines import speedup_against
 from engine.eval.evaluate import check_task, evaluate_files
-from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
+from engine.eval.options import EvalEvent, EvalOptions, EvaluationError, resolve_device
 from engine.eval.plausibility import summary_line
 from engine.eval.result import EvalResult
 from engine.eval.shapes import summary as shapes_summary
@@ -107,8 +107,11 @@ def run_eval(args: argparse.Namespace) -> int:
     except (ConfigError, GuardPolicyError) as error:
         print(f"cudaforge eval: {error}", file=sys.stderr)
         return EXIT_USAGE
-    options = EvalOptions.from_config(config)
-    options.guard_policy, options.relax, options.refuse = guard.policy, guard.relax, guard.refuse
+    try:  # the command's one device resolution (no CUDA for --device cuda: a usage error)
+        options = EvalOptions.from_config(config, resolve_device(config.eval.device), guard=guard)
+    except EvaluationError as error:
+        print(f"cudaforge eval: {error}", file=sys.stderr)
+        return EXIT_USAGE
     options.do_timing = not args.no_timing
     if args.sandbox:
         options.sandbox = args.sandbox

@@ -121,9 +121,14 @@ def default_build_workers() -> int:
 
 
 def build_eval_options(args: argparse.Namespace) -> Any:
-    """EvalOptions from the config files and the flags; raises ConfigError / EvaluationError / ValueError."""
+    """EvalOptions from the config files and the flags; raises ConfigError / EvaluationError / ValueError.
+
+    The command's one device resolution and its one guard settings: every pair's evaluation (and each
+    GPU's copy of the options) carries these as they are."""
+    from engine.cli.guard import guard_settings
     from engine.config import load_config
-    from engine.eval.options import EvalOptions, StageTimeouts, resolve_device
+    from engine.eval.options import EvalOptions, EvaluationError, StageTimeouts, resolve_device
+    from engine.guard.rules import GuardPolicyError
 
     overrides: dict[str, Any] = {}
     for key, value in (
@@ -137,19 +142,17 @@ def build_eval_options(args: argparse.Namespace) -> Any:
     if args.timeout:
         overrides["timeouts"] = {name: args.timeout for name in vars(StageTimeouts())}
     config = load_config(overrides={"eval": overrides} if overrides else None)
-    device = "cuda" if args.ray and config.eval.device == "cuda" else resolve_device(config.eval.device)
-    options = EvalOptions.from_config(config, device)
+    device = resolve_device(config.eval.device, gpus_elsewhere=bool(args.ray))
+    try:  # an unknown rule id is a usage error now, not N failed evaluations
+        guard = guard_settings(args, config)
+    except GuardPolicyError as error:
+        raise EvaluationError(str(error)) from None
+    options = EvalOptions.from_config(config, device, guard=guard)
     options.do_timing = not args.no_timing
     options.max_seconds = args.max_pair_seconds
     options.shapes = not args.no_shapes  # on by default here (issue 25): judged sets say how general
-    for key in ("relax", "refuse"):
-        if getattr(args, key):
-            setattr(options, key, tuple(dict.fromkeys([*getattr(options, key), *getattr(args, key)])))
-    if args.guard:
-        options.guard_policy = args.guard
     if args.sandbox:
         options.sandbox = args.sandbox
-    options.guard_settings()  # an unknown rule id is a usage error now, not N failed evaluations
     return options
 
 
@@ -204,7 +207,7 @@ def evalset_command(args: argparse.Namespace) -> int:
     rows = [row_for(out, pair) for pair in found.pairs]
     kb_files, kb_left_out = write_kernelbench(out, found.pairs)
     extra = {
-        "guard_policy": options.guard_policy,
+        "guard_policy": options.guard.policy,
         "device": options.device,
         "gpus": gpus,
         "build_workers": workers,

@@ -87,6 +87,7 @@ def explore_command(args: argparse.Namespace) -> int:
 
 
 def _explore(args: argparse.Namespace, interrupts: Interrupts) -> int:
+    from engine.eval.options import resolve_device
     from engine.explore.loops import branch_loops
     from engine.explore.plan import ExploreSpec, plan_of_branch
     from engine.explore.runner import ExploreError, Explorer
@@ -126,9 +127,11 @@ def _explore(args: argparse.Namespace, interrupts: Interrupts) -> int:
             heartbeat.on_event(event)
             printer(event)
 
-        devices = _devices(args, config)
-        explorer = Explorer(session, spec, branch_loops(config), on_line=_say, on_event=on_event, devices=devices,
-                            llm_concurrency=args.llm_concurrency)  # fmt: skip
+        # the exploration's one resolution: the shared devices and every branch's loop take this value
+        device = resolve_device(config.eval.device, gpus_elsewhere=bool(args.ray))
+        devices = _devices(args, device)
+        explorer = Explorer(session, spec, branch_loops(config, device), on_line=_say, on_event=on_event,
+                            devices=devices, llm_concurrency=args.llm_concurrency)  # fmt: skip
     except (ConfigError, SessionError, ExploreError, LLMError, EvaluationError, RayUnavailable) as error:
         if heartbeat is not None:
             heartbeat.stop()
@@ -177,9 +180,9 @@ def _run(explorer: Any) -> Any:
     return result[0]
 
 
-def _devices(args: argparse.Namespace, config: Any) -> Any:
-    """What the branches' evaluations share: this machine's GPUs (or its CPU), or a Ray cluster."""
-    from engine.eval.options import resolve_device
+def _devices(args: argparse.Namespace, device: str) -> Any:
+    """What the branches' evaluations share on ``device`` (resolved): this machine's GPUs (or its CPU),
+    or a Ray cluster."""
     from engine.explore.devices import SharedDevices
 
     if args.ray:
@@ -188,9 +191,7 @@ def _devices(args: argparse.Namespace, config: Any) -> Any:
         import_ray()  # RayUnavailable, with the install hint, before anything starts
         from engine.explore.ray_devices import RayDevices
 
-        device = "cuda" if config.eval.device == "cuda" else resolve_device(config.eval.device)
         return RayDevices(device, args.ray, workers=max(2, args.width))
-    device = resolve_device(config.eval.device)
     if args.gpus and device != "cuda":
         raise ConfigError("--gpus needs kernels on CUDA (--device cuda)")
     return SharedDevices(device, visible_gpus(device, args.gpus))

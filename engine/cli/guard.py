@@ -45,13 +45,13 @@ def add_guard_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def guard_settings(args: argparse.Namespace, config: Any = None) -> GuardSettings:
-    """The run's guard settings: config ``[guard]`` (when given) overlaid by the flags. Flags add to the
-    config's relax/refuse lists; ``--guard`` replaces its policy. Raises ``GuardPolicyError`` on unknown ids."""
+    """The run's guard settings, made once by the command and then carried as they are
+    (``EvalOptions.guard``): config ``[guard]`` (when given) overlaid by the flags, by the one rule of
+    :func:`guard_overrides`. Raises ``GuardPolicyError`` on unknown ids."""
     section = getattr(config, "guard", None)
-    policy = getattr(args, "guard", None) or getattr(section, "policy", None) or "default"
-    relax = [*(getattr(section, "relax", None) or []), *(getattr(args, "relax", None) or [])]
-    refuse = [*(getattr(section, "refuse", None) or []), *(getattr(args, "refuse", None) or [])]
-    return GuardSettings(policy, tuple(relax), tuple(refuse))
+    base = {key: value for key in ("policy", "relax", "refuse") if (value := getattr(section, key, None)) is not None}
+    table = guard_overrides(args, base)
+    return GuardSettings(table.get("policy") or "default", tuple(table.get("relax", ())), tuple(table.get("refuse", ())))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -134,7 +134,8 @@ def run_check(args: argparse.Namespace) -> int:
 
 def guard_overrides(args: argparse.Namespace, stored: dict[str, Any]) -> dict[str, Any]:
     """The ``guard`` table of config overrides: a resumed session's stored table, then the flags on top
-    (``--guard`` replaces the policy; ``--relax``/``--refuse`` add to the lists)."""
+    (``--guard`` replaces the policy; ``--relax``/``--refuse`` add to the lists). The one merge rule of
+    flags over a guard table: :func:`guard_settings` and the loop's config (``loop_config``) both use it."""
     out: dict[str, Any] = {k: (list(v) if isinstance(v, list) else v) for k, v in stored.items()}
     if getattr(args, "guard", None):
         out["policy"] = args.guard

@@ -44,7 +44,8 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def model_spec(args: argparse.Namespace) -> ModelSpec:
-    """The checked spec of the model flags; ModelError (or EvaluationError for the device) says what is wrong."""
+    """The checked spec of the model flags; ModelError (or EvaluationError for the device) says what is wrong.
+    The command's one device resolution: the spec's device is the one its evaluations use."""
     device = resolve_device(args.device)
     return build_spec(args.model, inputs=args.inputs, input_shapes=args.input_shape, dtype=args.dtype, device=device, seed=args.seed)
 
@@ -260,7 +261,8 @@ def _session_choice(text: str, root: Path | None) -> Any:
 
 
 def eval_options(args: argparse.Namespace, device: str) -> EvalOptions:
-    overrides: dict[str, Any] = {"device": device}
+    """The evaluations' options: ``device`` is the spec's, resolved once by :func:`model_spec`."""
+    overrides: dict[str, Any] = {}
     if args.trials:
         overrides["trials"] = args.trials
     if args.timing_trials:
@@ -270,9 +272,7 @@ def eval_options(args: argparse.Namespace, device: str) -> EvalOptions:
     if args.compile_baseline:
         overrides["compile_baselines"] = list(dict.fromkeys(args.compile_baseline))
     config = load_config(overrides={"eval": overrides})
-    guard = guard_settings(args, config)
-    options = EvalOptions.from_config(config)
-    options.guard_policy, options.relax, options.refuse = guard.policy, guard.relax, guard.refuse
+    options = EvalOptions.from_config(config, device, guard=guard_settings(args, config))
     if args.sandbox:
         options.sandbox = args.sandbox
     return options

@@ -50,7 +50,6 @@ from engine.events import (
     StageStarted,
     SuggestionReady,
 )
-from engine.guard.policy import guard_label
 from engine.guard.report import format_share, settings_guard_label, share_of_iteration
 from engine.llm.errors import LLMError
 from engine.loop.machine import AWAITING, FINISHED, PAUSED, Loop
@@ -145,33 +144,25 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
     printer = Printer(sys.stdout, verbose=args.verbose)
     try:
         from engine.eval.options import resolve_device
-        from engine.loop.factory import make_loop
+        from engine.loop.factory import check_models, loop_profiler_for, make_loop
         from engine.loop.session_settings import session_settings
 
         created = session is None
-        if session is None:  # the settings go in at once: a run stopped before its seed resumes as it began
-            from engine.loop.factory import check_models
-
+        if created:
             check_models(config)  # a model that cannot run must not leave an empty session behind
-            settings = session_settings(config, resolve_device(config.eval.device))
-            session = SessionRepo.create(root, args.task, name=args.name, settings=settings)
+        device = resolve_device(config.eval.device)  # the run's one resolution: the loop takes it as it is
+        if session is None:  # the settings go in at once: a run stopped before its seed resumes as it began
+            session = SessionRepo.create(root, args.task, name=args.name, settings=session_settings(config, device))
         elif args.branch:
             session.switch_branch(args.branch)
-
-        profiler = None
-        if resolve_device(config.eval.device) == "cuda" and config.profile.enabled:
-            from engine.profile.candidate import loop_profiler
-
-            profiler = loop_profiler(config.profile.metrics, sandbox=config.eval.sandbox)
-        loop = make_loop(session, config, device=config.eval.device, on_event=printer, profiler=profiler)
+        loop = make_loop(session, config, device=device, on_event=printer, profiler=loop_profiler_for(config, device))
     except (SessionError, LLMError, EvaluationError, ConfigError) as error:
         if session is not None:
             session.close()
         print(f"cudaforge run: {error}", file=sys.stderr)
         return EXIT_USAGE
-    print(
-        f"session {session.name} · branch {loop.branch} · {session.path} · "
-        f"{guard_label(config.guard.policy, config.guard.relax, config.guard.refuse)}",
+    print(  # the guard settings every evaluation of this run carries (EvalOptions.guard), as they are
+        f"session {session.name} · branch {loop.branch} · {session.path} · {loop.options.eval_options.guard.label()}",
         flush=True,
     )
     print(plan_line(tip, config.loop.rounds), flush=True)

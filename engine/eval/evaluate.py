@@ -3,6 +3,8 @@
 ``evaluate``/``evaluate_files`` run the static guard, then (unless it refused) one worker under
 :class:`~engine.eval.supervisor.WorkerSupervisor`, and finish the result the same way for every caller
 (guard settings recorded, the review flags, which side failed). ``check_task`` runs the task alone.
+The options' device and guard settings are the front end's, used as they are: the device was resolved
+and the guard settings validated before the options were made (engine.eval.options).
 
 """
 
@@ -20,7 +22,7 @@ from typing import Any
 from engine.eval import plausibility, spare, stagetimes
 from engine.eval.build import makers
 from engine.eval.build.extension import default_cache_root
-from engine.eval.options import EvalEvent, EvalOptions, EvaluationError, resolve_device
+from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
 from engine.eval.result import CANDIDATE_SIDE, HARNESS_SIDE, REFERENCE_SIDE, REJECTED, EvalResult
 from engine.eval.supervisor import KERNEL_FILE, WorkerSupervisor
 from engine.guard.policy import GuardSettings
@@ -72,8 +74,7 @@ def evaluate(
     the GPU; engine.eval.pipe, GPU_WAIT); never called when the evaluation ends before that.
     """
     options = options or EvalOptions()
-    device = resolve_device(options.device)
-    guard = options.guard_settings()
+    device, guard = options.device, options.guard
     started = time.monotonic()
     findings = static_findings(kernel_source, device, guard) if options.guards and options.static_guard else []
     guard_seconds = time.monotonic() - started
@@ -86,13 +87,12 @@ def evaluate(
         ]
     else:
         cache_root = _cache_root(options)
-        waiting = spare.claim(worker, device, options, cache_root) if worker else spare.take(device, options, cache_root)
+        waiting = spare.claim(worker, options, cache_root) if worker else spare.take(options, cache_root)
         job_dir = waiting.job_dir if waiting else Path(tempfile.mkdtemp(prefix="cudaforge-eval-"))
         try:
             kernel_names = kernel_names_from_source(kernel_source) if device == "cuda" else []
             run = WorkerSupervisor(
-                job_dir, device, options, cache_root, on_event, guard, kernel_names,
-                spare=waiting.worker if waiting else None, gate=gate,
+                job_dir, options, cache_root, on_event, kernel_names, spare=waiting.worker if waiting else None, gate=gate
             )  # fmt: skip
             result = run.execute(task_source, kernel_source, task_name, kernel_name)
         finally:
@@ -102,11 +102,9 @@ def evaluate(
         result.findings = [*findings, *result.findings]
         name_static_lines(result, findings)
     result.durations["guard"] = guard_seconds
-    result.relaxed_rules = sorted(
-        set(options.relax) | {f["rule"] for f in result.findings if f.get("relaxed")}
-    )
-    result.guard_policy = options.guard_policy
-    result.guard_refuse = list(dict.fromkeys(options.refuse))
+    result.relaxed_rules = sorted(set(guard.relax) | {f["rule"] for f in result.findings if f.get("relaxed")})
+    result.guard_policy = guard.policy
+    result.guard_refuse = list(guard.refuse)
     add_review_flags(result, options)
     mark_failed_side(result)
     if options.compile_baselines and result.ok and result.timing is not None:
@@ -187,11 +185,11 @@ def check_task(task_source: str, options: EvalOptions | None = None, task_name: 
     The loop calls it before its first LLM request, so a broken task costs no tokens.
     """
     options = options or EvalOptions()
-    device = resolve_device(options.device)
+    device = options.device
     cache_root = _cache_root(options)
     job_dir = Path(tempfile.mkdtemp(prefix="cudaforge-taskcheck-"))
     try:
-        run = WorkerSupervisor(job_dir, device, options, cache_root, None, reference_only=True)
+        run = WorkerSupervisor(job_dir, options, cache_root, None, reference_only=True)
         result = run.execute(task_source, "", task_name)
     finally:
         shutil.rmtree(job_dir, ignore_errors=True)
@@ -214,7 +212,7 @@ def warm_worker(options: EvalOptions) -> None:
     """Start the worker of the next evaluation with these options now (engine.eval.spare): the loop calls
     this before the Coder writes, so the evaluation that follows starts with torch imported."""
     with contextlib.suppress(EvaluationError, OSError):  # the evaluation starts its own worker and says why
-        spare.prestart(resolve_device(options.device), options, _cache_root(options))
+        spare.prestart(options, _cache_root(options))
 
 
 def start_worker_for(options: EvalOptions) -> spare.Spare | None:
@@ -222,20 +220,14 @@ def start_worker_for(options: EvalOptions) -> spare.Spare | None:
     run (engine.explore.devices starts a timing's while it waits for its GPU): the caller's own, passed
     as ``evaluate(..., worker=)`` or given up with ``spare.release``. None when it could not start."""
     with contextlib.suppress(EvaluationError, OSError):  # the evaluation starts its own worker and says why
-        return spare.start(resolve_device(options.device), options, _cache_root(options))
+        return spare.start(options, _cache_root(options))
     return None
 
 
 def static_findings(kernel_source: str, device: str, guard: GuardSettings) -> list[dict[str, Any]]:
     """The static guard's findings for the source under the run's guard settings, as result dicts
     (relaxed ones marked)."""
-    from engine.guard.static import check_source
+    from engine.guard.static import check_source_under
 
-    findings = check_source(
-        kernel_source,
-        backend="cuda" if device == "cuda" else "cpu",
-        relax=guard.static_relax,
-        policy=guard.policy,
-        refuse=guard.static_refuse,
-    )
+    findings = check_source_under(kernel_source, "cuda" if device == "cuda" else "cpu", guard)
     return [{**f.to_dict(), "source": "static"} for f in findings]

@@ -4,6 +4,12 @@ These are the evaluator's API types (ARCHITECTURE.md §3): every front end build
 (from its config with :meth:`EvalOptions.from_config`), receives :class:`EvalEvent` progress, and gets an
 :class:`EvaluationError` when the evaluation cannot start at all. They import nothing heavy, so a front
 end can build options without loading torch.
+
+Two values are settled once, by the front end, and then travel as they are (ARCHITECTURE.md §3, "One
+device, one guard"): the device (:func:`resolve_device` turns the user's ``auto``/``cpu``/``cuda`` into
+``cpu`` or ``cuda``; :class:`EvalOptions` holds only that answer) and the guard settings (one
+:class:`~engine.guard.policy.GuardSettings`, validated when made, carried in ``EvalOptions.guard`` down to
+the worker's job). Nothing below the front end asks again.
 """
 
 from __future__ import annotations
@@ -17,8 +23,7 @@ from typing import Any
 from engine.config import EvalConfig, TimeoutsConfig
 from engine.eval.timing import TimingPlan
 from engine.eval.tolerances import DEFAULT_TOLERANCES
-from engine.guard.policy import GuardPolicyError, GuardSettings
-from engine.guard.rules import DEFAULT_POLICY
+from engine.guard.policy import GuardSettings
 
 
 @dataclass
@@ -32,11 +37,16 @@ class StageTimeouts:
     time: float = TimeoutsConfig.time
 
 
+RESOLVED_DEVICES = ("cpu", "cuda")
+
+
 @dataclass
 class EvalOptions:
     """Settings of one evaluation; defaults follow the evaluation protocol (ARCHITECTURE.md §3)."""
 
-    device: str = EvalConfig.device  # "auto" → cuda when available, else cpu
+    # where kernels run, resolved already (resolve_device): cpu or cuda, never auto. The default runs
+    # anywhere; a caller that wants the GPU says so, as every front end does once it has resolved --device.
+    device: str = "cpu"
     trials: int = EvalConfig.trials
     seed: int = EvalConfig.seed
     tolerances: dict[str, float] = field(default_factory=dict)
@@ -56,9 +66,9 @@ class EvalOptions:
     # the static guard of the candidate's source; off only where cudaforge wrote the candidate around
     # sources it guarded one by one (``cudaforge apply``'s whole-model check); the runtime guards still run
     static_guard: bool = True
-    relax: tuple[str, ...] = ()  # guard rule ids (static or runtime) to report but not enforce
-    guard_policy: str = DEFAULT_POLICY  # engine.guard.policy: "default" (KernelBench) or "strict"
-    refuse: tuple[str, ...] = ()  # guard rule ids whose warnings refuse in this run
+    # the run's guard policy and per-rule relax/refuse lists, validated when made and never rebuilt: the
+    # static guard reads it, the supervisor writes its runtime half into the worker's job, the result records it
+    guard: GuardSettings = field(default_factory=GuardSettings)
     flag_speedup_above: float = 10.0  # a larger speedup is flagged for human review
     # a kernel timed below this fraction of the hardware floor is flagged too (engine.eval.plausibility)
     flag_below_floor: float = 0.9
@@ -81,23 +91,38 @@ class EvalOptions:
     # task's import may load exactly these from the build cache (the loop's re-timing; engine.eval.build.reference)
     trusted_libraries: dict[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """An unresolved device (``auto``) or a guard that is not a :class:`GuardSettings` is the caller's
+        mistake: said here, where it was made, not as a worker failing on ``torch.device("auto")``."""
+        if self.device not in RESOLVED_DEVICES:
+            raise EvaluationError(
+                f"EvalOptions.device is {self.device!r}: give a resolved device, cpu or cuda "
+                "(engine.eval.options.resolve_device turns auto into one)"
+            )
+        if not isinstance(self.guard, GuardSettings):
+            raise TypeError(f"EvalOptions.guard is a {type(self.guard).__name__}, not a GuardSettings")
+
     @classmethod
     def from_config(
-        cls, config: Any, device: str | None = None, cache_root: Path | None = None
+        cls, config: Any, device: str, cache_root: Path | None = None, guard: GuardSettings | None = None
     ) -> EvalOptions:
-        """The options an ``engine.config.Config``'s ``[eval]`` table describes (every front end uses this)."""
+        """The options an ``engine.config.Config``'s ``[eval]`` table describes (every front end uses this).
+
+        ``device``: the front end's resolved device (``resolve_device``); the config's own ``device`` is
+        the user's choice, which only the front end resolves. ``guard``: the run's guard settings when
+        the front end laid flags over the config (``engine.cli.guard.guard_settings``); without it,
+        the config's ``[guard]`` as it stands (a command that ran the loop merged its flags in there).
+        """
         e = config.eval
         return cls(
-            device=device or e.device,
+            device=device,
             trials=e.trials,
             seed=e.seed,
             tolerances=dict(e.tolerances),
             timing=TimingPlan(min_trials=e.timing_trials, budget_s=e.timing_budget_s),
             timeouts=StageTimeouts(**vars(e.timeouts)),
             cache_root=cache_root,
-            guard_policy=config.guard.policy,
-            relax=tuple(config.guard.relax),
-            refuse=tuple(config.guard.refuse),
+            guard=guard if guard is not None else guard_of(config.guard),
             sandbox=e.sandbox,
             shapes=e.shapes,
             compile_baselines=tuple(e.compile_baselines),
@@ -108,17 +133,23 @@ class EvalOptions:
         """What the result records about how it was obtained: every option but the machine-local ones.
 
         Derived from the fields, so an option added later is recorded without a third hand-kept list.
+        The guard settings are recorded flat, under the keys results have always had (``relax``,
+        ``guard_policy``, ``refuse``), where the field stands.
         """
-        recorded = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_RECORDED}
+        recorded: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "guard":
+                recorded.update(relax=self.guard.relax, guard_policy=self.guard.policy, refuse=self.guard.refuse)
+            elif f.name not in NOT_RECORDED:
+                recorded[f.name] = getattr(self, f.name)
         recorded["tolerances"] = {**DEFAULT_TOLERANCES, **self.tolerances}
         return json.loads(json.dumps({k: _plain(v) for k, v in recorded.items()}))
 
-    def guard_settings(self) -> GuardSettings:
-        """The run's validated guard settings; an unknown policy or rule id cannot start an evaluation."""
-        try:
-            return GuardSettings(self.guard_policy, tuple(self.relax), tuple(self.refuse))
-        except GuardPolicyError as error:
-            raise EvaluationError(str(error)) from None
+
+def guard_of(section: Any) -> GuardSettings:
+    """The guard settings a config's ``[guard]`` table (an ``engine.config.GuardConfig``) says; its ids
+    were checked when the config loaded, so this raises only for a table made by hand."""
+    return GuardSettings(section.policy, tuple(section.relax), tuple(section.refuse))
 
 
 # Where and how this machine ran it (the result's ``device``/``env``/``build`` say so), not how it was judged;
@@ -148,12 +179,18 @@ class EvaluationError(Exception):
     """The evaluation could not be started at all (bad paths, no CUDA when asked for it)."""
 
 
-def resolve_device(device: str) -> str:
-    """Turn ``auto`` into ``cuda`` or ``cpu``; refuse ``cuda`` where there is none."""
+def resolve_device(device: str, *, gpus_elsewhere: bool = False) -> str:
+    """Turn the user's ``auto`` into ``cuda`` or ``cpu``; refuse ``cuda`` where there is none.
+
+    Called once per command, by the front end (``engine.cli``, the TUI's loop and exploration entries):
+    what it returns goes into :class:`EvalOptions` and down unchanged, so this machine is asked once.
+    ``gpus_elsewhere``: the evaluations run on a Ray cluster, not necessarily here, so ``cuda`` is taken
+    at its word (a CPU-only head may use a cluster's GPUs) and ``auto`` still means what this host sees.
+    """
     if device not in ("auto", "cpu", "cuda"):
         raise EvaluationError(f"unknown device {device!r}: use cpu, cuda or auto")
-    if device == "cpu":
-        return "cpu"
+    if device == "cpu" or (device == "cuda" and gpus_elsewhere):
+        return device
     available = cuda_available()
     if device == "cuda" and not available:
         raise EvaluationError(

@@ -63,15 +63,15 @@ _SPARES: dict[tuple[object, ...], Spare] = {}
 _OWNED: dict[int, Spare] = {}  # started by ``start`` for a caller, not yet claimed: killed at exit
 
 
-def spare_key(device: str, options: EvalOptions, cache_root: Path) -> tuple[object, ...]:
+def spare_key(options: EvalOptions, cache_root: Path) -> tuple[object, ...]:
     """What a spare's start depends on: an evaluation takes only a spare started the way it would start."""
-    return (device, options.gpu_index, options.sandbox, str(cache_root), sys.executable, os.environ.get("PATH"))
+    return (options.device, options.gpu_index, options.sandbox, str(cache_root), sys.executable, os.environ.get("PATH"))
 
 
-def prestart(device: str, options: EvalOptions, cache_root: Path) -> None:
+def prestart(options: EvalOptions, cache_root: Path) -> None:
     """Start a spare for evaluations with these settings, unless one is waiting already (at most one
     spare at a time: one of other settings is given up)."""
-    key = spare_key(device, options, cache_root)
+    key = spare_key(options, cache_root)
     with _LOCK:
         current = _SPARES.get(key)
         if current is not None and current.alive():
@@ -80,7 +80,7 @@ def prestart(device: str, options: EvalOptions, cache_root: Path) -> None:
         _SPARES.clear()
     for spare in stale:
         spare.discard()
-    spare = _start(key, device, options, cache_root)
+    spare = _start(key, options, cache_root)
     if spare is None:
         return
     with _LOCK:
@@ -90,21 +90,21 @@ def prestart(device: str, options: EvalOptions, cache_root: Path) -> None:
     spare.discard()  # another thread started one meanwhile
 
 
-def _start(key: tuple[object, ...], device: str, options: EvalOptions, cache_root: Path) -> Spare | None:
+def _start(key: tuple[object, ...], options: EvalOptions, cache_root: Path) -> Spare | None:
     job_dir = Path(tempfile.mkdtemp(prefix="cudaforge-eval-"))
     try:
-        worker = start_worker(job_dir, device, options, cache_root, job_dir / JOB_FILE, spare=True)
+        worker = start_worker(job_dir, options, cache_root, job_dir / JOB_FILE, spare=True)
     except (EvaluationError, OSError):
         shutil.rmtree(job_dir, ignore_errors=True)
         return None  # the evaluation starts its own worker, and reports the problem there
     return Spare(key, job_dir, worker)
 
 
-def start(device: str, options: EvalOptions, cache_root: Path) -> Spare | None:
+def start(options: EvalOptions, cache_root: Path) -> Spare | None:
     """A spare for one evaluation the caller is about to run with exactly these settings, its own
     (not the shared one ``prestart`` keeps): pass it as ``evaluate(..., worker=)``, or ``release`` it.
     None when it could not start (the evaluation then starts its own worker and says why)."""
-    spare = _start(spare_key(device, options, cache_root), device, options, cache_root)
+    spare = _start(spare_key(options, cache_root), options, cache_root)
     if spare is not None:
         with _LOCK:
             _OWNED[id(spare)] = spare
@@ -117,11 +117,11 @@ def _disown(owned: Spare) -> bool:
         return _OWNED.pop(id(owned), None) is not None
 
 
-def claim(owned: Spare, device: str, options: EvalOptions, cache_root: Path) -> Spare | None:
+def claim(owned: Spare, options: EvalOptions, cache_root: Path) -> Spare | None:
     """``owned`` (from ``start``) for the evaluation about to run: None, and ``owned`` killed, when it
     was started for other settings or has died (the evaluation starts a worker the usual way)."""
     _disown(owned)
-    if owned.key == spare_key(device, options, cache_root) and owned.alive():
+    if owned.key == spare_key(options, cache_root) and owned.alive():
         return owned
     owned.discard()
     return None
@@ -133,10 +133,10 @@ def release(owned: Spare | None) -> None:
         owned.discard()
 
 
-def take(device: str, options: EvalOptions, cache_root: Path) -> Spare | None:
+def take(options: EvalOptions, cache_root: Path) -> Spare | None:
     """The waiting spare for these settings, now the caller's (None: start a worker the usual way)."""
     with _LOCK:
-        spare = _SPARES.pop(spare_key(device, options, cache_root), None)
+        spare = _SPARES.pop(spare_key(options, cache_root), None)
     if spare is None:
         return None
     if spare.alive():

@@ -61,21 +61,21 @@ class WorkerSupervisor:
     def __init__(
         self,
         job_dir: Path,
-        device: str,
         options: EvalOptions,
         cache_root: Path,
         on_event: Callable[[EvalEvent], None] | None,
-        guard: GuardSettings | None = None,
         kernel_names: list[str] | None = None,
         reference_only: bool = False,
         spare: StartedWorker | None = None,
         gate: Callable[[], None] | None = None,
     ) -> None:
+        """The device and the guard settings are the options' own (resolved and validated by the
+        front end, engine.eval.options): taken from there, never passed beside them to disagree."""
         self.job_dir = job_dir
         self.reference_only = reference_only  # the task check: the worker stops after the reference
-        self.guard = guard or GuardSettings()  # the worker enforces its runtime rules
+        self.guard: GuardSettings = options.guard  # the worker enforces its runtime rules
         self.kernel_names = list(kernel_names or [])  # the source's __global__ names, for the launch check
-        self.device = device
+        self.device = options.device
         self.options = options
         self.cache_root = cache_root
         self.on_event = on_event
@@ -148,7 +148,7 @@ class WorkerSupervisor:
         job_path = self.write_job(task_source, kernel_source, task_name, kernel_name)
         spare, self.spare = self.spare, None
         gated = self.gate is not None
-        worker = spare or start_worker(self.job_dir, self.device, self.options, self.cache_root, job_path, gated=gated)
+        worker = spare or start_worker(self.job_dir, self.options, self.cache_root, job_path, gated=gated)
         self._worker = worker
         process, read_fd, output = worker.process, worker.read_fd, worker.output
         self.sandbox_used, self.sandbox_warnings = worker.mechanism, worker.warnings
@@ -458,12 +458,12 @@ class StartedWorker:
 
 
 def start_worker(
-    job_dir: Path, device: str, options: EvalOptions, cache_root: Path, job_path: Path, spare: bool = False,
-    gated: bool = False,
-) -> StartedWorker:  # fmt: skip
-    """Start ``python -m engine.eval.worker`` for ``job_path`` in the sandbox, in its own process group;
-    a ``spare`` imports what the stages need and waits on its stdin until the job is written; a ``gated``
-    job's worker waits there for its GPU (pipe.GPU_WAIT)."""
+    job_dir: Path, options: EvalOptions, cache_root: Path, job_path: Path, spare: bool = False, gated: bool = False
+) -> StartedWorker:
+    """Start ``python -m engine.eval.worker`` for ``job_path`` in the sandbox, in its own process group,
+    on ``options.device`` (its GPU: ``options.gpu_index``); a ``spare`` imports what the stages need and
+    waits on its stdin until the job is written; a ``gated`` job's worker waits there for its GPU
+    (pipe.GPU_WAIT)."""
     read_fd, write_fd = os.pipe()
     extra = {pipe.VERDICT_FD_ENV: str(write_fd), "PYTHONUNBUFFERED": "1"}
     if options.gpu_index is not None:
@@ -471,7 +471,7 @@ def start_worker(
     command = [sys.executable, "-m", "engine.eval.worker", *([pipe.SPARE_FLAG] if spare else []), str(job_path)]
     try:
         launch = sandbox.prepare(
-            options.sandbox, command, job_dir=job_dir, writable=[cache_root], extra_env=extra, device=device
+            options.sandbox, command, job_dir=job_dir, writable=[cache_root], extra_env=extra, device=options.device
         )
     except sandbox.SandboxError as error:
         os.close(read_fd)

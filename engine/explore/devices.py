@@ -349,7 +349,8 @@ class BranchEvaluator:
         on_event: Callable[[EvalEvent], None] | None = None,
         **names: Any,
     ) -> EvalResult:
-        return self.devices._run(self.branch, (task_source, kernel_source), options or EvalOptions(), on_event, names)
+        options = options or EvalOptions(device=self.devices.device)  # the loop always passes its own
+        return self.devices._run(self.branch, (task_source, kernel_source), options, on_event, names)
 
 
 class GatedProfiler:

@@ -44,7 +44,6 @@ from dataclasses import replace
 from typing import Any
 
 from engine import approval as approvals
-from engine.eval.options import resolve_device
 from engine.events import Event, LoopError
 from engine.explore import caps
 from engine.explore.choice import Choice
@@ -474,8 +473,8 @@ class Explorer:
         the shared GPUs, its LLM calls count against its provider's bound, and the task is checked
         once per run rather than once per round."""
         with self._lock:
-            if self.devices is None:
-                device = resolve_device(loop.options.eval_options.device)
+            if self.devices is None:  # on the loops' own device, resolved by whoever made them
+                device = loop.options.eval_options.device
                 self.devices = SharedDevices(device, self.gpus if device == "cuda" else None)
             devices = self.devices
         loop.options.evaluator = devices.evaluator(branch)

@@ -37,7 +37,13 @@ def check_source(
     ``policy`` and ``refuse`` set each finding's severity (``engine.guard.policy``); the default here is
     ``strict``, the rule table's own severities, while an evaluation passes its run's policy."""
     relaxed = validate_relax(relax)
-    settings = GuardSettings(policy, tuple(relaxed), tuple(refuse))
+    return check_source_under(source, backend, GuardSettings(policy, tuple(relaxed), tuple(refuse)))
+
+
+def check_source_under(source: str, backend: Backend, settings: GuardSettings) -> list[Finding]:
+    """`check_source` under a run's own guard settings, taken as they are: an evaluation hands its
+    ``EvalOptions.guard`` here rather than splitting it into lists this module would put together again.
+    Its runtime rule ids may be in ``settings.relax``; no static finding carries one."""
     if backend not in ("cuda", "cpu"):
         raise ValueError(f"unknown backend {backend!r}; expected 'cuda' or 'cpu'")
     try:
@@ -48,7 +54,7 @@ def check_source(
         ]
     else:
         raw = _check_tree(tree, backend)
-    return _finalize(raw, relaxed, settings)
+    return _finalize(raw, frozenset(settings.relax), settings)
 
 
 def check_file(

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.agents.context import POLICIES, Contract, GuardChanges, PromptContext
+from engine.guard.policy import GuardSettings
 from engine.loop import feedback, history
 
 
@@ -46,10 +47,19 @@ def _option(eval_options: Any, *names: str) -> Any:
     return None
 
 
+def _guard_settings(eval_options: Any) -> GuardSettings | None:
+    """The options' own guard settings (``EvalOptions.guard``), read as they are; None for options
+    that carry them otherwise (loose fields) or not at all."""
+    guard = getattr(eval_options, "guard", None)
+    return guard if isinstance(guard, GuardSettings) else None
+
+
 def guard_policy(eval_options: Any, result: Mapping[str, Any] | None = None) -> str:
     """The policy the next version will be judged by: the options' (what the harness will apply),
     else the latest result's record of it (options from before guard policies existed), else ``default``."""
-    for value in (_option(eval_options, "guard_policy", "guard"), (result or {}).get("guard_policy")):
+    settings = _guard_settings(eval_options)
+    own = settings.policy if settings is not None else _option(eval_options, "guard_policy", "guard")
+    for value in (own, (result or {}).get("guard_policy")):
         if value in POLICIES:
             return str(value)
     return "default"
@@ -57,6 +67,9 @@ def guard_policy(eval_options: Any, result: Mapping[str, Any] | None = None) -> 
 
 def guard_changes(eval_options: Any, result: Mapping[str, Any] | None = None) -> GuardChanges:
     """Rules turned into refusals or off: the options' when they say, else the latest result's."""
+    settings = _guard_settings(eval_options)
+    if settings is not None:
+        return GuardChanges(tuple(settings.refuse), tuple(settings.relax))
     refuse = _option(eval_options, "guard_refuse", "refuse")
     relax = _option(eval_options, "relax", "relaxed_rules")
     if refuse is None and relax is None and result:
