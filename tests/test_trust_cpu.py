@@ -13,6 +13,7 @@ import pytest
 
 from engine.eval.evaluate import evaluate
 from engine.eval.options import EvalOptions
+from engine.eval.replay import SEEN_CALLS
 from engine.eval.result import EvalResult
 from engine.eval.timing import TimingPlan
 from tests.fixtures.trust.cpu_trust import candidate, failing_load
@@ -157,7 +158,7 @@ def _probe_of(kernels: _Kernels, evidence: bool):  # noqa: ANN202
         call()
         return next(times)
 
-    times = iter([8.0, 1.0] * len(sets))  # first calls 8x their second: well past the time rule's ratio
+    times = iter(([8.0] + [1.0] * SEEN_CALLS) * len(sets))  # first calls 8x the rest: well past the time rule's ratio
     return probe(kernels, reference, sets, scripted_clock, close, None, kernels.launches if evidence else None)
 
 
@@ -417,14 +418,69 @@ def test_a_restore_the_driver_refuses_is_said() -> None:
     assert "the driver refused 1 of those restores" in (l2.message() or "")
 
 
+class _LateMemo:
+    """A memo that computes on the first two calls for an input, then replays it: one repeat is not enough
+    to see it."""
+
+    def __init__(self, replays: bool = True) -> None:
+        self.replays = replays
+        self.seen: dict[bytes, list] = {}
+
+    def __call__(self, x):  # noqa: ANN001, ANN202
+        key = x.numpy().tobytes()[:64]
+        calls = self.seen.setdefault(key, [])
+        if self.replays and len(calls) >= 2:
+            return calls[-1].clone()
+        y = x
+        for _ in range(4):
+            y = (y @ x) / x.shape[0]
+        calls.append(y)
+        return y
+
+
+def _probe_cpu_clock(candidate):  # noqa: ANN001, ANN202 - the probe with the CPU timer's own clock, no evidence
+    import torch
+
+    from engine.eval.replay import probe
+    from engine.eval.timing import make_timer
+
+    sets = [[torch.randn(384, 384, generator=torch.Generator().manual_seed(i))] for i in range(2)]
+    close = lambda e, g: _Same(bool(torch.allclose(e, g, rtol=1e-4, atol=1e-4)), "values differ")  # noqa: E731
+    return probe(candidate, _LateMemo(replays=False), sets, make_timer(torch.device("cpu")).busy_time_once, close)
+
+
+def test_a_memo_that_waits_for_a_repeat_before_it_replays_is_seen_on_the_probes_later_calls() -> None:
+    _, verdict = _probe_cpu_clock(_LateMemo(replays=True))
+    assert verdict.rule == "output-replayed" and verdict.by_time, verdict.message
+    _, verdict = _probe_cpu_clock(_LateMemo(replays=False))  # the same work every call: no replay
+    assert verdict.rule is None, verdict.message
+
+
+def test_one_seen_call_slowed_by_a_busy_machine_does_not_hide_a_replay() -> None:
+    import torch
+
+    from engine.eval.replay import probe
+
+    times = iter([8.0, 9.0, 1.0, 1.0] * 2)  # per set: fresh, then a seen call preempted, then two that were not
+
+    def clock(call) -> float:  # noqa: ANN001
+        call()
+        return next(times)
+
+    sets = [[torch.randn(384, 384, generator=torch.Generator().manual_seed(i))] for i in range(2)]
+    close = lambda e, g: _Same(bool(torch.allclose(e, g, rtol=1e-4, atol=1e-4)), "values differ")  # noqa: E731
+    measured, verdict = probe(_Kernels(memo=True), _Kernels(memo=False).own, sets, clock, close)
+    assert measured.seen_ms == [1.0, 1.0] and verdict.rule == "output-replayed" and verdict.by_time
+
+
 def test_the_profiler_is_asked_only_where_seen_calls_are_faster_by_a_margin_a_memo_could_gain() -> None:
     """A µs kernel's jitter crosses the ratio: profiling it would cost seconds where the profiler is cold."""
     import torch
 
     from engine.eval.replay import REPLAY_MIN_GAP_MS, probe
 
-    def timed(fresh_ms: float, seen_ms: float):  # noqa: ANN202 - a clock that reads fresh, seen, fresh, seen...
-        times = iter([fresh_ms, seen_ms] * 2)
+    def timed(fresh_ms: float, seen_ms: float):  # noqa: ANN202 - a clock that reads fresh, then seen for each seen call
+        times = iter(([fresh_ms] + [seen_ms] * SEEN_CALLS) * 2)
 
         def time_once(call) -> float:  # noqa: ANN001
             call()

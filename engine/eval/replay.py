@@ -11,12 +11,16 @@ as a lookup, and was caught only when the profiling pass happened to repeat inpu
    to another set's answer is a replay, any other mismatch means the timed path is not the checked one,
    and the same storage for two kept calls is a result returned again.
 2. **A probe after timing**, on ``PROBE_SETS`` input sets the candidate has never seen. Each set's
-   first call (*fresh*, after the reference's untimed call on it) and a second call on the very same
-   tensors (*seen*) are timed with the timer's own flush, and both outputs compared with the reference's. A candidate whose every seen call runs
-   ``REPLAY_RATIO`` times faster than its fresh one is replaying: a memo keyed by the inputs (pointers or
-   values) computes on the fresh call and looks up on the seen one, where an honest kernel takes the same
-   time (the L2 is flushed before each). It runs after timing, when a cache that waits for many calls
-   before it starts is already on.
+   first call (*fresh*, after the reference's untimed call on it) and ``SEEN_CALLS`` more calls on the
+   very same tensors (*seen*; the least of their times counts) are timed with the timer's own flush, and
+   every output compared with the reference's. A candidate whose seen calls run ``REPLAY_RATIO`` times
+   faster than its fresh one on every set is replaying: a memo keyed by the inputs (pointers or values)
+   computes on the fresh call and looks up on a seen one, where an honest kernel takes the same time (the
+   L2 is flushed before each). The least of several seen calls is what a memo that waits for a repeat or
+   two before it replays shows, and a machine busy elsewhere only ever lengthens a call. On CPU the clock
+   is the process's CPU time (``busy_time_once``): a preempted call keeps its work, so a loaded machine
+   neither hides a memo nor makes an honest kernel's first call look like one. It runs after timing,
+   when a cache that waits for many calls before it starts is already on.
 3. **The binary decides where it can.** Time alone does not separate a memo from an honest kernel: on the
    H200 an honest kernel's fresh call measured 2.5x its seen one, a value-keyed memo's 2.4x
    (benchmarks/RESULTS.md). So on CUDA, where the launch check attributed kernels to the candidate's own
@@ -46,6 +50,7 @@ from typing import Any
 
 SETS = 3  # input sets the timing cycles over
 PROBE_SETS = 2  # new input sets per probe after timing
+SEEN_CALLS = 3  # calls on each probe set after its first; the least of their times is the seen time
 # Fresh-call time over seen-call time beyond which results are being replayed. A memo pays only where the
 # work costs far more than the lookup (a copy of the answer, or a read of the inputs to compare them), so
 # its ratio is large; honest kernels' first calls on new memory measured up to 2.5x (benchmarks/RESULTS.md).
@@ -229,33 +234,37 @@ def probe(
     is compared with the reference on the inputs as that call found them. ``own_launches``: given where
     the candidate's own kernels are known from its binary (step 3)."""
     measured = Probe()
+    calls = 1 + SEEN_CALLS
     outputs: list[tuple[str, Any]] = []  # every output stays alive to the end: no storage handed out twice
-    answers: list[tuple[Any, Any]] = []
+    answers: list[list[Any]] = [[] for _ in range(calls)]  # by call, each set's answer as that call found it
     for index, inputs in enumerate(sets):
         got: list[Any] = []
-        # The reference runs first, untimed: it gives the answer and touches the new inputs' memory, so the
-        # candidate's first call does not pay for the pages' first use (on the H200 an honest kernel's first
-        # call on new memory measured up to 2.5x its second when it went first).
-        first = reference(*copies(inputs)) if copies else reference(*inputs)
-        measured.fresh_ms.append(time_once(lambda: got.append(candidate(*inputs))))  # noqa: B023 - called at once
-        if copies:  # an in-place answer is its input, which the next call changes again: keep it as it was
-            got[-1] = copies([got[-1]])[0]
-        second = reference(*copies(inputs)) if copies else first
-        measured.seen_ms.append(time_once(lambda: got.append(candidate(*inputs))))  # noqa: B023 - called at once
-        if copies:
-            got[-1] = copies([got[-1]])[0]
-        answers.append((first, second))
-        outputs += [(f"the first call on probe set {index}", got[0]), (f"the second call on probe set {index}", got[1])]
+        seen: list[float] = []
+        for call in range(calls):
+            # The reference runs first, untimed: it gives the answer and touches the new inputs' memory, so
+            # the candidate's first call does not pay for the pages' first use (on the H200 an honest kernel's
+            # first call on new memory measured up to 2.5x its second when it went first).
+            if call == 0 or copies:
+                answer = reference(*copies(inputs)) if copies else reference(*inputs)
+            took = time_once(lambda: got.append(candidate(*inputs)))  # noqa: B023 - called at once
+            if copies:  # an in-place answer is its input, which the next call changes again: keep it as it was
+                got[-1] = copies([got[-1]])[0]
+            answers[call].append(answer)
+            if call == 0:
+                measured.fresh_ms.append(took)
+            else:
+                seen.append(took)
+            outputs.append((f"call {call + 1} on probe set {index}" if call else f"the first call on probe set {index}", got[-1]))
+        measured.seen_ms.append(min(seen))
     figures = measured.figures()
     shared = _shared_storage(outputs, sets)
     if shared is not None:
         shared.figures = figures
         return measured, shared
-    firsts, seconds = [a for a, _ in answers], [b for _, b in answers]
     for index in range(len(sets)):
-        for call, their in ((0, firsts), (1, seconds)):
-            name, output = outputs[2 * index + call]
-            wrong = _judge(output, index, their, compare, name)
+        for call in range(calls):
+            name, output = outputs[calls * index + call]
+            wrong = _judge(output, index, answers[call], compare, name)
             if wrong is not None:
                 wrong.figures = figures
                 return measured, wrong

@@ -43,13 +43,14 @@ def _probe(ev: Evaluation, task: Any, reference: Any, new: Any, timer: Any, comp
     copies = clone if ev.reference_mutates else None
     seeds = ev.job.seed + 2000
     sets = [ev.make_inputs(task, seeds + i) for i in range(replay.PROBE_SETS)]
-    probed, verdict = replay.probe(new, reference, sets, timer.time_once, compare, copies, launches.own_launches(ev))
+    clock = getattr(timer, "busy_time_once", timer.time_once)  # on CPU, the work done, not the wall time
+    probed, verdict = replay.probe(new, reference, sets, clock, compare, copies, launches.own_launches(ev))
     figures = {**probed.figures(), **verdict.figures}  # the seen call's own launches, where looked at
     if verdict.deferred:  # the ablation stage calls it again on these very tensors, its kernels off
         ev.replay_suspect = sets[0]
     if verdict.by_time:  # named from times alone: it must show again on sets never seen
         others = [ev.make_inputs(task, seeds + 1000 + i) for i in range(replay.PROBE_SETS)]
-        again, verdict = replay.probe(new, reference, others, timer.time_once, compare, copies)
+        again, verdict = replay.probe(new, reference, others, clock, compare, copies)
         figures["confirmation"] = again.figures()
         figures["confirmed"] = verdict.by_time
     verdict.figures = figures
