@@ -49,6 +49,24 @@ def test_a_value_keyed_memo_is_refused_as_replayed(ext_cache: Path) -> None:
 
 
 @pytest.mark.slow
+def test_an_honest_kernel_whose_first_call_on_new_inputs_waits_is_not_a_replay(ext_cache: Path) -> None:
+    # the wait a busy machine adds to a call, made certain: 30 ms of wall time and no work on each new input.
+    # The probe's CPU clock sees the same work on every call; a wall clock would see a memo's 10x.
+    waits = candidate("matmul_naive").replace(
+        "        return ext.matmul_naive(a, b)",
+        "        import time\n"
+        "        if getattr(self, 'last', None) is None or not torch.equal(self.last, a):\n"
+        "            self.last = a.clone()\n"
+        "            time.sleep(0.03)\n"
+        "        return ext.matmul_naive(a, b)",
+    )
+    assert "time.sleep(0.03)" in waits
+    result = run(waits, ext_cache, static_guard=False)
+    assert result.status == "correct", result.messages
+    assert "output-replayed" not in runtime_rules(result)
+
+
+@pytest.mark.slow
 def test_a_kernel_that_returns_one_kept_tensor_once_timing_starts_is_refused_as_replayed(ext_cache: Path) -> None:
     result = run(candidate("matmul_replay_late"), ext_cache)
     assert result.status == "rejected" and runtime_rules(result)[-1] == "output-replayed", result.messages
