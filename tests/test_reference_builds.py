@@ -69,6 +69,19 @@ def test_a_retiming_loads_the_recorded_library_and_keeps_it_apart_from_the_candi
     assert candidate.build_dir == reference.build_dir  # the same sources: one folder, two seats, two records
 
 
+def test_a_candidate_of_the_same_extension_name_built_first_does_not_move_the_reference_off_its_record(
+    ext_cache: Path,
+) -> None:
+    # another source under the same name: the worker's prebuild thread builds it while the task is imported,
+    # and torch's load_inline would then version the reference's name and load another file
+    other = GAIN_KERNEL.replace("double gain() { return 1.0; }", "double gain() { return 2.0 / 2.0; }")
+    best = best_evaluated(ext_cache)
+    result = duel.retime(evaluate, RELU_TASK.read_text(), other, GAIN_KERNEL, options(ext_cache), "relu", best.to_dict())
+    assert result.ok, result.messages
+    assert [e.build_dir for e in result.build.reference_extensions] == [best.build.extensions[0].build_dir]
+    assert result.build.extensions[0].build_dir != best.build.extensions[0].build_dir
+
+
 def test_a_library_changed_since_its_record_is_built_in_a_folder_of_its_own(ext_cache: Path) -> None:
     record = best_evaluated(ext_cache).to_dict()
     record["build"]["extensions"][0]["digest"] = "0" * 64  # as if a later worker had rewritten the file

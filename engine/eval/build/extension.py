@@ -24,6 +24,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -51,7 +52,7 @@ from engine.eval.build.split.rewrite import (
     piece_tag,
     split_sources,
 )
-from engine.eval.build.trust import require_trusted
+from engine.eval.build.trust import load_trusted
 from engine.eval.result import ExtensionBuild
 
 TORCH_LOCK_NAME = "lock"
@@ -158,9 +159,10 @@ class BuildRecorder:
         # Failed builds, the build budget and the first compiler error, shared with the prebuild thread's
         # recorder (engine.eval.build.failures)
         self.ledger = BuildLedger()
-        # {library path: digest} a cached library must match before it is loaded (engine.eval.build.trust);
-        # None: no such check (a candidate's own builds)
+        # {library path: digest}: only these cached libraries are loaded, from copies in ``trusted_copies``,
+        # and nothing is built (engine.eval.build.trust); None: a candidate's builds, as they always were
         self.trusted: dict[str, str] | None = None
+        self.trusted_copies = Path(tempfile.gettempdir())
 
     def install(self) -> None:
         """Replace ``torch.utils.cpp_extension.load_inline`` before the candidate is imported."""
@@ -319,9 +321,14 @@ class BuildRecorder:
             )
             raise self.fault from error
         record, build_dir = prepared.record, prepared.build_dir
+        if self.trusted is not None:  # a reference's recorded library: its checked bytes, never a build
+            with prepared.lock:
+                module = load_trusted(self.trusted, build_dir, name, self.trusted_copies)
+                self._finish(record, prepared)
+            self.modules.append(module)
+            self.module_paths.append(path)
+            return module
         with prepared.lock:
-            if self.trusted is not None:  # before ninja: nothing is built in the shared cache for a reference
-                require_trusted(self.trusted, build_dir, name)
             note = ", precompiled header" if record.pch else ""
             print(f"[cudaforge] building extension {name!r} ({path} path{note}) in {build_dir}", flush=True)
             _ACTIVE.build = (self, record)
@@ -337,8 +344,6 @@ class BuildRecorder:
             finally:
                 _ACTIVE.build = None
             self._finish(record, prepared)
-            if self.trusted is not None:  # ninja may have rebuilt it: the loaded bytes must be the recorded ones
-                require_trusted(self.trusted, build_dir, name)
             done = self.prebuilt.get(str(build_dir))
             if done is not None and record.cached and not done.cached:  # built by this evaluation's prebuild
                 self.builds[self.builds.index(record)] = record = replace(done, cached=False, prebuilt=True)

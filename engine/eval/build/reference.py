@@ -7,9 +7,9 @@ timed call, for a library the best kernel's own evaluation had built already. Wh
 libraries an earlier evaluation ran (``WorkerJob.trusted_libraries``, sealed by the evaluating process:
 engine.eval.build.trust), the task is imported with a build recorder of its own:
 
-- a library is loaded from the shared cache only when its bytes are the recorded ones; anything else
-  (not on record, changed since, to be built) is built in a folder of this evaluation's own, by torch's
-  plain ``load_inline``, as before;
+- a library is loaded from the shared cache only when its bytes are the recorded ones, and then from a
+  private copy of the bytes checked, with no build; anything else (not on record, changed since) is
+  built in a folder of this evaluation's own, by torch's plain ``load_inline``, as before;
 - what it loaded is recorded apart from the candidate's builds (``BuildInfo.reference_extensions``), so a
   reference's kernel is never counted as the candidate's own, and it is not charged to the candidate's
   build budget;
@@ -39,6 +39,7 @@ class ReferenceBuilds:
         self.recorder = BuildRecorder(cache_root, use_pch=use_pch, make_pch=False)
         self.recorder.ledger = BuildLedger(budget_s=None)
         self.recorder.trusted = dict(trusted)
+        self.recorder.trusted_copies = private_root / "checked"
         self.private_root = private_root
         self.loaded: list[ExtensionBuild] = []  # the libraries taken from the cache
         self.notices: list[str] = []  # why a library was built privately instead

@@ -4,8 +4,10 @@ Why: every candidate's worker may write the build cache, so a library found ther
 rewritten by a kernel that gains from it: a candidate slowing down the best kernel it is re-timed
 against (engine.loop.duel) would win that re-timing. A reference's library is therefore loaded from the
 cache only when its bytes are the very bytes an earlier evaluation ran, as recorded by the evaluating
-process outside the sandbox (``seal``, into ``ExtensionBuild.digest``); otherwise the reference builds
-in a folder of its own, as a plain ``load_inline`` would.
+process outside the sandbox (``seal``, into ``ExtensionBuild.digest``), and it is loaded from a private
+copy of the bytes that were checked, without a build (``load_inline``'s own path could relink or
+version the name and load another file); otherwise the reference builds in a folder of its own, as a
+plain ``load_inline`` would.
 
 Reading a file the sandbox could write is done with care: no symlink is followed, only a regular file
 is read, and one larger than ``MAX_LIBRARY_BYTES`` gets no digest (a FIFO or a huge file must not hang or
@@ -21,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-MAX_LIBRARY_BYTES = 4 << 30
+MAX_LIBRARY_BYTES = 1 << 30
 LIBRARY_SUFFIX = ".so"
 
 
@@ -34,9 +36,9 @@ def library_path(build_dir: str | Path, name: str) -> Path:
     return Path(build_dir) / f"{name}{LIBRARY_SUFFIX}"
 
 
-def library_digest(path: str | Path) -> str | None:
-    """sha256 of the regular file at ``path`` (not through a symlink); None when there is none, it is
-    something else, or it is too large."""
+def library_bytes(path: str | Path) -> bytes | None:
+    """The regular file at ``path`` (not through a symlink); None when there is none, it is something
+    else, or it is too large."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -45,15 +47,18 @@ def library_digest(path: str | Path) -> str | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_LIBRARY_BYTES:
             return None
-        digest = hashlib.sha256()
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        return digest.hexdigest()
+            return handle.read(MAX_LIBRARY_BYTES + 1)[:MAX_LIBRARY_BYTES]
     except OSError:
         return None
     finally:
         os.close(fd)
+
+
+def library_digest(path: str | Path) -> str | None:
+    """sha256 of :func:`library_bytes`, or None."""
+    data = library_bytes(path)
+    return hashlib.sha256(data).hexdigest() if data is not None else None
 
 
 def seal(extensions: Iterable[Any]) -> None:
@@ -73,11 +78,25 @@ def trusted_libraries(eval_result: Mapping[str, Any] | None) -> dict[str, str]:
     return found
 
 
-def require_trusted(trusted: Mapping[str, str], build_dir: str | Path, name: str) -> None:
-    """Raise :class:`UntrustedLibrary` unless the library in ``build_dir`` has the recorded digest."""
+def load_trusted(trusted: Mapping[str, str], build_dir: str | Path, name: str, into: Path) -> Any:
+    """The extension module of the library in ``build_dir``, imported from a copy in ``into`` of the very
+    bytes whose digest was checked (no build, no window in which the cached file could change between
+    the check and the load); :class:`UntrustedLibrary` unless those bytes are the recorded ones."""
+    import importlib.util
+
     path = library_path(build_dir, name)
     expected = trusted.get(str(path))
     if expected is None:
         raise UntrustedLibrary(f"{path} was not built by an evaluation on record")
-    if library_digest(path) != expected:
+    data = library_bytes(path)
+    if data is None or hashlib.sha256(data).hexdigest() != expected:
         raise UntrustedLibrary(f"{path} changed since its evaluation recorded it")
+    folder = into / expected[:16]
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = library_path(folder, name)
+    copy.write_bytes(data)
+    spec = importlib.util.spec_from_file_location(name, copy)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
