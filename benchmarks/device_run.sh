@@ -40,6 +40,7 @@
 #   trust     issue 45's cheats and their honest twins through the evaluator (benchmarks/trust_gpu.py): an ATen
 #             fallback after a failed load, a kernel named like ATen's, a noise-level reference, a value memo,
 #             a storage replay, an L2-persisting copy under default and strict
+#   retime    a close call's re-timing with and without the best kernel's sealed library (benchmarks/retime_cost.py)
 #   failfast  how fast failing candidates end (issue 47): an error in the kernel's own code, a CUDA-L1-style
 #             UNet whose twenty blocks load one failing source, and twenty distinct ones (benchmarks/fail_fast.py)
 #   model     a user's model end to end (issue 44): torchvision ResNet-50 and a small transformers Llama in bf16,
@@ -202,6 +203,10 @@ section_trust() {
 
 section_failfast() {
   timeout "${FAILFAST_TIMEOUT:-560}" python3 benchmarks/fail_fast.py --out "$1" --device cuda 2>&1 | tail -10
+}
+
+section_retime() {
+  timeout "${RETIME_TIMEOUT:-400}" python3 benchmarks/retime_cost.py --device cuda --json "$1/retime.json" 2>&1 | tail -5
 }
 
 section_model() {
