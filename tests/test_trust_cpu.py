@@ -464,7 +464,14 @@ def _probe_cpu_clock(candidate):  # noqa: ANN001, ANN202 - the probe with the CP
 
     sets = [[torch.randn(384, 384, generator=torch.Generator().manual_seed(i))] for i in range(2)]
     close = lambda e, g: _Same(bool(torch.allclose(e, g, rtol=1e-4, atol=1e-4)), "values differ")  # noqa: E731
-    return probe(candidate, _LateMemo(replays=False), sets, make_timer(torch.device("cpu")).busy_time_once, close)
+    # one thread, as the worker runs a CPU evaluation (cpu_threads): the process's clock would otherwise also
+    # count torch's other threads spinning after the flush (CI measured a lookup at 1.3 ms that way)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return probe(candidate, _LateMemo(replays=False), sets, make_timer(torch.device("cpu")).busy_time_once, close)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_a_memo_that_waits_for_a_repeat_before_it_replays_is_seen_on_the_probes_later_calls() -> None:

@@ -181,7 +181,9 @@ class _CpuTimer:
     def busy_time_once(self, fn: Callable[[], object]) -> float:
         """The process's CPU milliseconds in one flushed call: what the replay probe compares on CPU. A busy
         machine delays a call's wall time (a preempted first call measured several times its second one
-        under CI's load) but not the work the call does, which is what a memo skips."""
+        under CI's load) but not the work the call does, which is what a memo skips. The worker runs CPU
+        evaluations on one thread (``cpu_threads``); with more, torch's idle threads spinning after the
+        flush count too."""
         self.cache.zero_()
         t0 = time.process_time_ns()
         fn()
