@@ -143,6 +143,10 @@ class _CudaTimer:
         torch.cuda.synchronize(self.device)  # device-wide: every stream is drained before reading
         return float(self.start.elapsed_time(self.end))
 
+    def busy_time_once(self, fn: Callable[[], object]) -> float:
+        """The replay probe's clock (``_CpuTimer.busy_time_once`` on CPU): CUDA events already time the
+        GPU's own work, which a busy host does not stretch."""
+        return self.time_once(fn)
     def host_time_once(self, fn: Callable[[], object]) -> float:
         import torch
 

@@ -43,7 +43,7 @@ def _probe(ev: Evaluation, task: Any, reference: Any, new: Any, timer: Any, comp
     copies = clone if ev.reference_mutates else None
     seeds = ev.job.seed + 2000
     sets = [ev.make_inputs(task, seeds + i) for i in range(replay.PROBE_SETS)]
-    clock = getattr(timer, "busy_time_once", timer.time_once)  # on CPU, the work done, not the wall time
+    clock = timer.busy_time_once  # on CPU, the work done, not the wall time
     probed, verdict = replay.probe(new, reference, sets, clock, compare, copies, launches.own_launches(ev))
     figures = {**probed.figures(), **verdict.figures}  # the seen call's own launches, where looked at
     if verdict.deferred:  # the ablation stage calls it again on these very tensors, its kernels off

@@ -24,7 +24,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -162,7 +161,7 @@ class BuildRecorder:
         # {library path: digest}: only these cached libraries are loaded, from copies in ``trusted_copies``,
         # and nothing is built (engine.eval.build.trust); None: a candidate's builds, as they always were
         self.trusted: dict[str, str] | None = None
-        self.trusted_copies = Path(tempfile.gettempdir())
+        self.trusted_copies: Path | None = None
 
     def install(self) -> None:
         """Replace ``torch.utils.cpp_extension.load_inline`` before the candidate is imported."""
@@ -322,6 +321,7 @@ class BuildRecorder:
             raise self.fault from error
         record, build_dir = prepared.record, prepared.build_dir
         if self.trusted is not None:  # a reference's recorded library: its checked bytes, never a build
+            assert self.trusted_copies is not None, "a recorder with trusted libraries names where their copies go"
             with prepared.lock:
                 module = load_trusted(self.trusted, build_dir, name, self.trusted_copies)
                 self._finish(record, prepared)

@@ -16,12 +16,13 @@ flood the evaluating process).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 MAX_LIBRARY_BYTES = 1 << 30
 LIBRARY_SUFFIX = ".so"
@@ -36,29 +37,42 @@ def library_path(build_dir: str | Path, name: str) -> Path:
     return Path(build_dir) / f"{name}{LIBRARY_SUFFIX}"
 
 
-def library_bytes(path: str | Path) -> bytes | None:
-    """The regular file at ``path`` (not through a symlink); None when there is none, it is something
-    else, or it is too large."""
+@contextlib.contextmanager
+def _regular_file(path: str | Path) -> Iterator[BinaryIO | None]:
+    """The regular file at ``path``, opened without following a symlink; None when there is none, it is
+    something else, or it is larger than ``MAX_LIBRARY_BYTES``."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return None
-    try:
+        yield None
+        return
+    with os.fdopen(fd, "rb") as handle:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_LIBRARY_BYTES:
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(MAX_LIBRARY_BYTES + 1)[:MAX_LIBRARY_BYTES]
+        yield handle if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_LIBRARY_BYTES else None
+
+
+def library_bytes(path: str | Path) -> bytes | None:
+    """The bytes of the regular file at ``path`` (see :func:`_regular_file`), or None."""
+    try:
+        with _regular_file(path) as handle:
+            return handle.read(MAX_LIBRARY_BYTES) if handle is not None else None
     except OSError:
         return None
-    finally:
-        os.close(fd)
 
 
 def library_digest(path: str | Path) -> str | None:
-    """sha256 of :func:`library_bytes`, or None."""
-    data = library_bytes(path)
-    return hashlib.sha256(data).hexdigest() if data is not None else None
+    """sha256 of the regular file at ``path``, read in blocks (the evaluating process seals every build);
+    None as :func:`library_bytes`."""
+    try:
+        with _regular_file(path) as handle:
+            if handle is None:
+                return None
+            digest = hashlib.sha256()
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+            return digest.hexdigest()
+    except OSError:
+        return None
 
 
 def seal(extensions: Iterable[Any]) -> None:
