@@ -322,6 +322,14 @@ MUTANTS: tuple[Mutant, ...] = (
            "        ext.digest = library_digest(library_path(ext.build_dir, ext.name)) if ext.ok else None\n",
            "        pass\n",
            ("tests/test_reference_builds.py::test_each_built_library_is_sealed_with_its_digest_by_the_evaluating_process",)),
+    Mutant("import-skips-prebuild-outcome", "engine/eval/build/extension.py", "_build_once",
+           "the import asks torch for a build the prebuild thread is still running: it builds again or loads nothing",
+           "                again = self.ledger.settled(identity)\n", "                again = None\n",
+           ("tests/test_build_failures.py::test_a_source_that_failed_is_not_built_again_and_its_first_error_leads_in_its_own_lines",)),
+    Mutant("ledger-settled-no-wait", "engine/eval/build/failures.py", "BuildLedger.settled",
+           "settled() answers at once: the import goes on before the prebuild thread's build has failed",
+           "            while identity in self._running:\n", "            while False:\n",
+           ("tests/test_build_failures.py::test_a_build_asked_for_while_the_prebuild_thread_builds_it_waits_for_that_builds_error",)),
 )
 
 

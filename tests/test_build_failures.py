@@ -104,9 +104,14 @@ def test_a_source_that_failed_is_not_built_again_and_its_first_error_leads_in_it
     task = (EXAMPLES / "tasks" / "relu.py").read_text()
     result = evaluate(task, FAILING, _options(ext_cache), task_name="relu")  # a failed build is never cached
     assert result.status == "compile_error", result.messages
-    assert len(result.build.extensions) == 1  # three calls, one build
+    [ext] = result.build.extensions  # three calls, one build: the prebuild thread's when it ran it
+    assert ext.ok is False and ext.name == "cf_fail_once"
     assert result.messages[0].startswith("compiler error at cpp_sources line 3: "), result.messages
+    assert any(m.startswith("the extension failed to build: ") for m in result.messages), result.messages
     assert "failed to build earlier in this evaluation: not built again" in result.build.log
+    # the compiler ran once: the import waited for the prebuild thread's failure instead of building again
+    # (or of loading the library that build never wrote, which CI once reported instead of the error)
+    assert result.build.log.count("FAILED: ") == 1, result.build.log
 
 
 @pytest.mark.slow
@@ -133,3 +138,33 @@ def test_a_build_still_running_counts_against_the_budget_before_it_is_charged() 
         ledger.start("b")
     ledger.finish("a", started)
     assert ledger.builds == 1 and ledger.spent_s > 0
+
+
+def test_a_build_asked_for_while_the_prebuild_thread_builds_it_waits_for_that_builds_error() -> None:
+    """torch's directory lock makes the import wait for the prebuild thread's build and then load its
+    library; when that build failed there is no library, and CI once read "cannot open shared object
+    file" where the compiler's error belonged. The import waits for the thread's outcome instead."""
+    import threading
+
+    from engine.eval.build.failures import BuildLedger
+
+    ledger = BuildLedger()
+    clock = ledger.start("a")  # the prebuild thread's build
+    order: list[str] = []
+    outcome: list[BaseException | None] = []
+
+    def import_asks() -> None:
+        assert ledger.start("a") is None
+        outcome.append(ledger.settled("a"))
+        order.append("import goes on")
+
+    asking = threading.Thread(target=import_asks)
+    asking.start()
+    asking.join(0.3)  # the import reaches settled() while the build still runs (or later: same order)
+    ledger.remember("a", RuntimeError("error: expected ';'"), [])
+    order.append("prebuild failed")
+    ledger.finish("a", clock)
+    asking.join()
+    assert order == ["prebuild failed", "import goes on"]
+    assert "expected ';'" in str(outcome[0]) and "not built again" in str(outcome[0])
+    assert ledger.settled("b") is None  # a build never started: nothing to wait for

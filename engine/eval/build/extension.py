@@ -277,11 +277,15 @@ class BuildRecorder:
     ) -> Any:
         assert self._original is not None
         identity = build_identity(name, path, _as_text(cpp_sources), _as_text(cuda_sources), args, kwargs)
-        again = self.ledger.remembered(identity)
+        again, clock = self.ledger.remembered(identity), None
+        if again is None:
+            clock = self.ledger.start(identity)
+            if clock is None:  # asked for again, perhaps while the prebuild thread still builds it: its outcome first
+                again = self.ledger.settled(identity)
         if again is not None:
+            self._adopt_failed(identity)
             print(f"[cudaforge] {name!r} ({path} path) failed to build earlier in this evaluation: not built again", flush=True)
             raise again
-        clock = self.ledger.start(identity)
         try:
             return self._build_counted(name, cpp_sources, cuda_sources, args, kwargs, path, split_skipped, host_lines)
         except (Prebuilt, faults.HarnessFault):
@@ -291,10 +295,23 @@ class BuildRecorder:
             errors = compiler_errors(str(error), host_lines)
             if errors:  # only the first is shown (messages[0]): one read of the written sources
                 place_in_stock_sources(errors[0], build_dir, _as_text(cpp_sources), _as_text(cuda_sources))
-            self.ledger.remember(identity, error, errors)
+            record = self.builds[-1] if self.builds else None
+            if record is not None and prebuilding():
+                record = replace(record, prebuilt=True)  # the import lists it: its time is the thread's
+            self.ledger.remember(identity, error, errors, record)
             raise
         finally:
             self.ledger.finish(identity, clock)
+
+    def _adopt_failed(self, identity: str) -> None:
+        """List the failed build the remembered error came from when another recorder ran it (the prebuild
+        thread's), so the result names the build the candidate's error is from, once however often asked."""
+        record = self.ledger.failed_record(identity)
+        if record is None:
+            return
+        where = (record.name, record.build_dir, record.path)
+        if not any((b.name, b.build_dir, b.path) == where for b in self.builds):
+            self.builds.append(record)
 
     def _build_counted(
         self,

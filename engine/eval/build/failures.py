@@ -130,9 +130,10 @@ class BuildLedger:
     builds: int = 0
     spent_s: float = 0.0
     first_error: str | None = None  # the compiler's first error of the last build that failed
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _lock: threading.Condition = field(default_factory=threading.Condition, repr=False)  # finish() notifies
     _started: set[str] = field(default_factory=set, repr=False)
     _running: dict[str, float] = field(default_factory=dict, repr=False)  # identity -> when its build began
+    _records: dict[str, Any] = field(default_factory=dict, repr=False)  # identity -> its failed build's record
 
     def start(self, identity: str) -> float | None:
         """A build about to run: refused once the budget is spent; the clock it is measured with. A build
@@ -161,6 +162,21 @@ class BuildLedger:
         with self._lock:
             self.spent_s += time.monotonic() - started
             self._running.pop(identity, None)
+            self._lock.notify_all()
+
+    def failed_record(self, identity: str) -> Any:
+        with self._lock:
+            return self._records.get(identity)
+
+    def settled(self, identity: str) -> BaseException | None:
+        """Wait for another thread's build of this very identity (the prebuild thread's) to end, then the
+        error it failed with, if it did. Why: torch's own lock makes the import wait for that build and
+        then load its library, which a failed build never wrote; the error would read "cannot open shared
+        object file" instead of the compiler's, and could be the one remembered."""
+        with self._lock:
+            while identity in self._running:
+                self._lock.wait()
+        return self.remembered(identity)
 
     def remembered(self, identity: str) -> BaseException | None:
         """The error this very build failed with earlier in this evaluation, as a new exception to raise."""
@@ -172,8 +188,14 @@ class BuildLedger:
         again.__cause__ = error
         return again
 
-    def remember(self, identity: str, error: BaseException, errors: list[CompilerError]) -> None:
+    def remember(
+        self, identity: str, error: BaseException, errors: list[CompilerError], record: Any = None
+    ) -> None:
+        """A build that failed, with the compiler's errors and its ExtensionBuild record (what a recorder
+        that did not run it lists when asked for it again)."""
         with self._lock:
             self.failed.setdefault(identity, error)
+            if record is not None:
+                self._records.setdefault(identity, record)
             if errors:  # the failure that ends the evaluation is the last one (a split's, then the stock build's)
                 self.first_error = errors[0].text()
