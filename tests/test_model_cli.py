@@ -113,7 +113,6 @@ def test_a_model_process_killed_by_a_signal_says_which_and_why_it_likely_was(tmp
     assert "the model process was killed by SIGKILL (on Linux most often the out-of-memory killer" in done.stderr
 
 
-@pytest.mark.slow
 def session_with(kernel: Path, task: Path, root: Path) -> str:
     """A session of ``task`` whose iteration 0 is ``kernel``, judged correct (as the loop would commit it)."""
     from sessions.repo import SessionRepo
@@ -123,6 +122,7 @@ def session_with(kernel: Path, task: Path, root: Path) -> str:
     return "block-session"
 
 
+@pytest.mark.slow
 def test_apply_checks_times_and_exports_a_drop_in_that_keeps_the_weights(extracted: Path, ext_cache: Path, tmp_path: Path) -> None:
     export = tmp_path / "optimized.py"
     session = session_with(GOOD, extracted / "tasks" / "block.py", tmp_path / "sessions")
