@@ -98,3 +98,13 @@ def test_a_transformers_llama_gives_its_decoder_layer_as_one_task() -> None:
     assert "class Model(LlamaDecoderLayer)" in task["source"] and "'attn_implementation': 'sdpa'" in task["source"]
     assert list(task["inputs"]) == ["hidden_states", "position_ids", "position_embeddings"]
     assert task["constants"]["attention_mask"] == "None"
+
+
+def test_a_llama_that_passes_its_kv_cache_says_how_its_decoder_layers_can_be_extracted() -> None:
+    pytest.importorskip("transformers")
+    model = FIXTURES / "llama_tiny.py"
+    result = extract(f"{model}:make_caching_model", f"{model}:example_inputs", paths=["model.layers.1"])
+    assert result["tasks"] == []
+    [skipped] = result["skipped"]
+    assert skipped["paths"] == ["model.layers.1"]
+    assert "Cache (only tensors and constants can be task inputs); it is the model's KV cache: call the model with use_cache=False" in skipped["reason"]

@@ -181,8 +181,22 @@ def _forward_parameter(name: str, how: str, spec: dict[str, Any]) -> Parameter:
     if values.has_tensor(spec):
         return Parameter(name, how, tensor_expression(spec))
     if spec["t"] == "object":
-        raise NotStandalone(f"forward argument `{name}` is a {spec['type']} (only tensors and constants can be task inputs)")
+        raise NotStandalone(f"forward argument `{name}` is a {spec['type']} (only tensors and constants can be task inputs){_object_hint(spec['type'])}")
     return Parameter(name, how, tensor_expression(spec), is_input=False)
+
+
+def _object_hint(type_name: str) -> str:
+    """How to make such an argument go away, where that is known: a transformers model passes its KV cache
+    to every decoder layer and attention unless it is called with ``use_cache=False``, and those layers are
+    most of an LLM's time. (The cache cannot become a task input: the layer fills it as a side effect, which
+    a kernel given only tensors would not do.)"""
+    module, _, cls = type_name.rpartition(".")
+    if module.split(".")[0] == "transformers" and cls.endswith("Cache"):
+        return (
+            "; it is the model's KV cache: call the model with use_cache=False to extract this module "
+            '(an --inputs function can return {"input_ids": ..., "use_cache": False})'
+        )
+    return ""
 
 
 def class_source_comment(cls: type) -> list[str]:
