@@ -26,6 +26,16 @@ def test_the_three_ways_to_name_a_model() -> None:
     assert build_spec(f"{MODEL}:make_model", input_shapes=["8,1024:int64"]).input_shapes[0].dtype == "int64"
 
 
+def test_a_missing_factory_lists_the_files_own_functions_before_what_it_imports(tmp_path: Path) -> None:
+    model = tmp_path / "llms.py"
+    imports = ", ".join(f"Imported{i}" for i in range(14))
+    model.write_text(f"from collections import {imports}\n\n\ndef gpt2():\n    pass\n\n\ndef ids():\n    pass\n")
+    with pytest.raises(ModelError) as raised:
+        build_spec(f"{model}:gpt", inputs=f"{model}:ids")
+    assert "defines no factory `gpt` (it defines: gpt2, ids, Imported0, Imported1," in str(raised.value)
+    assert str(raised.value).endswith(", … (16))")
+
+
 @pytest.mark.parametrize(
     ("target", "kwargs", "says"),
     [

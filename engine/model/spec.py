@@ -110,6 +110,9 @@ def _split_target(text: str) -> tuple[str, str | None]:
     return text, None
 
 
+SHOWN_NAMES = 12  # names an error lists
+
+
 def _top_level_names(path: Path) -> set[str]:
     try:
         tree = ast.parse(path.read_text(), str(path))
@@ -126,12 +129,22 @@ def _top_level_names(path: Path) -> set[str]:
     return names
 
 
+def _names_to_show(path: Path) -> list[str]:
+    """The file's public top-level names, its own functions and classes first: a factory file that imports
+    a dozen transformers classes listed only those (sorted, capitals first) and never its own factories."""
+    tree = ast.parse(path.read_text(), str(path))
+    own = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
+    rest = _top_level_names(path) - own
+    return [n for n in [*sorted(own), *sorted(rest)] if not n.startswith("_")]
+
+
 def _require_name(path: Path, name: str, what: str) -> None:
     names = _top_level_names(path)
     if name not in names:
-        callables = sorted(n for n in names if not n.startswith("_"))[:12]
+        shown = _names_to_show(path)
+        more = f", … ({len(shown)})" if len(shown) > SHOWN_NAMES else ""
         raise ModelError(
-            f"{path} defines no {what} `{name}` (it defines: {', '.join(callables) or 'nothing at the top level'})"
+            f"{path} defines no {what} `{name}` (it defines: {', '.join(shown[:SHOWN_NAMES]) or 'nothing at the top level'}{more})"
         )
 
 
