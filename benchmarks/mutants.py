@@ -330,6 +330,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "settled() answers at once: the import goes on before the prebuild thread's build has failed",
            "            while identity in self._running:\n", "            while False:\n",
            ("tests/test_build_failures.py::test_a_build_asked_for_while_the_prebuild_thread_builds_it_waits_for_that_builds_error",)),
+    Mutant("ninja-waits-for-other-units", "engine/eval/build/ninja.py", "run_ninja_teed",
+           "a failed unit's build waits for every other unit to finish compiling before its error is raised",
+           "                _stop(ninja)\n", "                pass\n",
+           ("tests/test_build_ninja.py::test_the_first_failed_unit_ends_the_build_without_waiting_for_the_others",)),
 )
 
 
