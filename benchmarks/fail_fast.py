@@ -13,7 +13,8 @@ On a machine without a GPU the CUDA sources still compile (nvcc), so the figures
 
     python benchmarks/fail_fast.py --out DIR [--device cuda]
 
-Writes DIR/fail_fast.jsonl (a row per candidate as it ends) and prints a table.
+Writes DIR/fail_fast.jsonl (a row per candidate as it ends: its builds' paths, how many ninja runs failed,
+the stages over half a second) and DIR/NAME.json (the whole verdict with its build log), and prints a table.
 """
 
 from __future__ import annotations
@@ -113,18 +114,27 @@ def run_one(name: str, source: str, device: str, out: Path) -> dict:
         result = json.loads(done.stdout)
     except ValueError:
         result = {"status": f"no JSON (exit {done.returncode})", "messages": [done.stderr[-300:]]}
+    (out / f"{name}.json").write_text(json.dumps(result, indent=1))  # the whole verdict, its build log too
     builds = (result.get("build") or {}).get("extensions") or []
+    log = (result.get("build") or {}).get("log") or ""
     row = {
         "candidate": name,
         "status": result.get("status"),
         "seconds": round(seconds, 1),
         "builds": len(builds),
+        "compiler_runs": log.count("FAILED: "),  # each failed ninja run prints one
+        "paths": [f"{b.get('name')}:{b.get('path')}{'' if b.get('ok') else ' failed'}" for b in builds],
+        "stage_s": {k: round(v, 1) for k, v in (result.get("durations") or {}).items() if v >= 0.5},
         "first_message": (result.get("messages") or [""])[0][:200],
         "last_message": (result.get("messages") or [""])[-1][:200],
     }
     with open(out / "fail_fast.jsonl", "a") as rows:
         rows.write(json.dumps(row) + "\n")
-    print(f"{name:14} {row['status']:14} {row['seconds']:7.1f} s  {row['builds']:2} build(s)  {row['first_message'][:90]}", flush=True)
+    print(
+        f"{name:14} {row['status']:14} {row['seconds']:7.1f} s  {row['builds']:2} build(s) "
+        f"{row['compiler_runs']:2} failed ninja run(s)  {row['first_message'][:90]}",
+        flush=True,
+    )
     return row
 
 

@@ -334,6 +334,18 @@ MUTANTS: tuple[Mutant, ...] = (
            "a failed unit's build waits for every other unit to finish compiling before its error is raised",
            "                _stop(ninja)\n", "                pass\n",
            ("tests/test_build_ninja.py::test_the_first_failed_unit_ends_the_build_without_waiting_for_the_others",)),
+    Mutant("sources-failure-forgotten", "engine/eval/build/extension.py", "_build_any_path",
+           "a source that failed on the candidate's own error is built again under each new extension name",
+           "                self.ledger.remember_sources(sources, name, error)\n", "                pass\n",
+           ("tests/test_build_failures.py::test_a_source_that_failed_is_not_built_again_and_its_first_error_leads_in_its_own_lines",)),
+    Mutant("sources-identity-ignores-name-macro", "engine/eval/build/failures.py", "sources_identity",
+           "sources that read TORCH_EXTENSION_NAME are taken to fail the same way under any name",
+           "    if EXTENSION_NAME_MACRO in cpp_text or EXTENSION_NAME_MACRO in cuda_text:\n", "    if False:\n",
+           ("tests/test_build_failures.py::test_sources_that_failed_are_known_by_their_text_and_options_unless_they_read_the_extensions_name",)),
+    Mutant("stock-errors-outside-own-code-count", "engine/eval/build/failures.py", "all_in_own_code",
+           "an error in torch's generated lines counts as the candidate's own, so its sources fail under any name",
+           "    return bool(errors) and all(e.own and not e.moved for e in errors)\n", "    return bool(errors)\n",
+           ("tests/test_build_failures.py::test_only_errors_all_in_the_candidates_text_stand_for_its_sources_under_any_name",)),
 )
 
 

@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.eval.build.failures import candidate_own_error, compiler_errors
+from engine.eval.build.failures import (
+    all_in_own_code,
+    candidate_own_error,
+    compiler_errors,
+    place_in_stock_sources,
+    sources_identity,
+)
 from engine.eval.build.split.rewrite import split_sources
 from engine.eval.evaluate import evaluate
 from engine.eval.options import EvalOptions
@@ -54,6 +60,30 @@ def test_only_errors_in_code_as_written_count_as_the_candidates_own() -> None:
     assert candidate_own_error("cpp_sources:4:10: error: expected ';' before '}' token")
 
 
+def test_sources_that_failed_are_known_by_their_text_and_options_unless_they_read_the_extensions_name() -> None:
+    source = "torch::Tensor twice(torch::Tensor x) { return x * 2 }"
+    key = sources_identity(source, "", (), {"functions": ["twice"], "verbose": False})
+    # where torch builds and how loudly never change what the compiler says about the code
+    assert key == sources_identity(source, "", (), {"functions": ["twice"], "verbose": True, "build_directory": "/b"})
+    assert key != sources_identity(source, "", (), {"functions": ["twice"], "extra_cflags": ["-O3"]})
+    assert key != sources_identity(source.replace("2", "3"), "", (), {"functions": ["twice"]})
+    # a source that reads its extension's name may compile differently under another one
+    named = source + "\nstatic const char* which = TORCH_STRINGIFY(TORCH_EXTENSION_NAME);"
+    assert sources_identity(named, "", (), {"functions": ["twice"]}) is None
+
+
+def test_only_errors_all_in_the_candidates_text_stand_for_its_sources_under_any_name(tmp_path: Path) -> None:
+    cuda = "__global__ void k(float* y) {\n    y[0] = blockIdx.q;\n}\n"
+    (tmp_path / "cuda.cu").write_text("#include <torch/extension.h>\n#include <cuda.h>\n" + cuda)
+    own = compiler_errors(f"{tmp_path}/cuda.cu(4): error: class \"uint3\" has no member \"q\"")
+    place_in_stock_sources(own[0], tmp_path, "", cuda)
+    assert (own[0].own, own[0].own_line) == ("cuda_sources", 2) and all_in_own_code(own)
+    # one error in torch's generated lines (where a bad name fails) and the sources alone do not explain it
+    generated = compiler_errors(f"{tmp_path}/cuda.cu(1): error: expected a declaration")
+    place_in_stock_sources(generated[0], tmp_path, "", cuda)
+    assert not all_in_own_code(own + generated) and not all_in_own_code([])
+
+
 FAILING = '''
 import torch
 import torch.nn as nn
@@ -67,6 +97,11 @@ torch::Tensor twice(torch::Tensor x) {
 for attempt in range(3):  # one per submodule, as a UNet candidate did
     try:
         ext = load_inline(name="cf_fail_once", cpp_sources=SOURCE, functions=["twice"])
+    except Exception as error:
+        last = error
+for block in range(2):  # and each block under a name of its own, as a CUDA-L1 UNet did
+    try:
+        ext = load_inline(name=f"cf_fail_block_{block}", cpp_sources=SOURCE, functions=["twice"])
     except Exception as error:
         last = error
 raise last
@@ -104,11 +139,13 @@ def test_a_source_that_failed_is_not_built_again_and_its_first_error_leads_in_it
     task = (EXAMPLES / "tasks" / "relu.py").read_text()
     result = evaluate(task, FAILING, _options(ext_cache), task_name="relu")  # a failed build is never cached
     assert result.status == "compile_error", result.messages
-    [ext] = result.build.extensions  # three calls, one build: the prebuild thread's when it ran it
+    [ext] = result.build.extensions  # five calls, one build: the prebuild thread's when it ran it
     assert ext.ok is False and ext.name == "cf_fail_once"
     assert result.messages[0].startswith("compiler error at cpp_sources line 3: "), result.messages
     assert any(m.startswith("the extension failed to build: ") for m in result.messages), result.messages
     assert "failed to build earlier in this evaluation: not built again" in result.build.log
+    # the same source under the blocks' own names: that failure again, named, without a compiler
+    assert "'cf_fail_block_1': the same sources failed to build earlier in this evaluation" in result.build.log
     # the compiler ran once: the import waited for the prebuild thread's failure instead of building again
     # (or of loading the library that build never wrote, which CI once reported instead of the error)
     assert result.build.log.count("FAILED: ") == 1, result.build.log

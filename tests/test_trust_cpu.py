@@ -218,6 +218,17 @@ def test_a_candidate_that_survives_its_failed_extension_is_refused_by_its_own_ru
     assert result.status == "rejected" and runtime_rules(result) == ["extension-load-failed"], result.messages
     assert "load_inline failed for 'cf_trust_failing_cpu'" in result.messages[-1]
     assert "caught the error and went on" in result.messages[-1]
+    assert "[compiler error at cpp_sources line " in result.messages[-1]  # why it failed, in its own lines
+
+
+def test_many_failed_loads_are_named_a_few_then_counted_with_the_compilers_first_error() -> None:
+    from engine.eval.blame import FAILED_LOADS_SHOWN, failed_loads
+
+    failed = [f"'block_{k}' (RuntimeError: Error building extension)" for k in range(20)]
+    text = failed_loads(failed, "compiler error at cuda_sources line 4: class uint3 has no member q")
+    assert text.count("Error building extension") == FAILED_LOADS_SHOWN and "and 17 more" in text
+    assert text.endswith("[compiler error at cuda_sources line 4: class uint3 has no member q]")
+    assert failed_loads(failed[:1], None) == failed[0]
 
 
 # ---- attribution from the binary ---------------------------------------------------------------------

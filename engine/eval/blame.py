@@ -97,8 +97,22 @@ def extension_failed(ev: Evaluation) -> bool:
         if environment:  # the machine could not build (no toolkit, a full disk): not the candidate's doing
             ev.harness(faults.ENVIRONMENT, f"the extension could not be built here: {environment}", error)
             return True
+    ledger = getattr(ev, "ledger", None)
     return ev.guard(
         "extension-load-failed",
-        f"load_inline failed for {'; '.join(failed)}, and the candidate caught the error and went on: "
-        "its results come from some other code path (a fallback), not from that extension",
+        f"load_inline failed for {failed_loads(failed, getattr(ledger, 'first_error', None))}, and the "
+        "candidate caught the error and went on: its results come from some other code path (a fallback), "
+        "not from that extension",
     )
+
+
+FAILED_LOADS_SHOWN = 3
+
+
+def failed_loads(failed: list[str], first_error: str | None) -> str:
+    """The failed ``load_inline`` calls, the first few by name and the rest counted, then the compiler's
+    first error: a UNet whose twenty blocks each caught the same failure made one line of twenty."""
+    shown = "; ".join(failed[:FAILED_LOADS_SHOWN])
+    if len(failed) > FAILED_LOADS_SHOWN:
+        shown += f"; and {len(failed) - FAILED_LOADS_SHOWN} more"
+    return f"{shown} [{first_error}]" if first_error else shown

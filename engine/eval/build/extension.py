@@ -34,10 +34,12 @@ from typing import IO, Any
 from engine.eval import faults
 from engine.eval.build.failures import (
     BuildLedger,
+    all_in_own_code,
     build_identity,
     candidate_own_error,
     compiler_errors,
     place_in_stock_sources,
+    sources_identity,
 )
 from engine.eval.build.ninja import run_ninja_teed
 from engine.eval.build.objects import ObjectCache, build_with_objects, includes_local_header
@@ -64,6 +66,8 @@ SPLIT_ENV = (
     "CUDAFORGE_BUILD_SPLIT"  # "0" builds stock-layout candidates the stock way (benchmarks compare both)
 )
 OBJECTS_ENV = "CUDAFORGE_OBJECT_CACHE"  # "0" compiles every unit of every build (benchmarks compare both)
+
+MAX_PLACED_ERRORS = 20  # a failed build's compiler errors read for where they are (one file read each)
 
 
 def default_cache_root() -> Path:
@@ -162,6 +166,7 @@ class BuildRecorder:
         # and nothing is built (engine.eval.build.trust); None: a candidate's builds, as they always were
         self.trusted: dict[str, str] | None = None
         self.trusted_copies: Path | None = None
+        self._own_failure = False  # the last build failed on compiler errors in the candidate's code alone
 
     def install(self) -> None:
         """Replace ``torch.utils.cpp_extension.load_inline`` before the candidate is imported."""
@@ -224,6 +229,24 @@ class BuildRecorder:
     def _build_any_path(
         self, name: str, cpp_sources: Any, cuda_sources: Any, args: tuple, kwargs: dict[str, Any]
     ) -> Any:
+        """A build, unless the same sources already failed on an error in the candidate's own code under
+        another name (then that error at once: the name does not change what the compiler says)."""
+        sources = sources_identity(_as_text(cpp_sources), _as_text(cuda_sources), args, kwargs)
+        again = self.ledger.remembered_sources(sources, name)
+        if again is not None:
+            print(f"[cudaforge] {name!r}: the same sources failed to build earlier in this evaluation: not built again", flush=True)
+            raise again
+        self._own_failure = False
+        try:
+            return self._build_split_or_stock(name, cpp_sources, cuda_sources, args, kwargs)
+        except Exception as error:
+            if sources is not None and self._own_failure:
+                self.ledger.remember_sources(sources, name, error)
+            raise
+
+    def _build_split_or_stock(
+        self, name: str, cpp_sources: Any, cuda_sources: Any, args: tuple, kwargs: dict[str, Any]
+    ) -> Any:
         cpp_text, cuda_text = _as_text(cpp_sources), _as_text(cuda_sources)
         path = classify_build_path(cuda_sources, bool(kwargs.get("no_implicit_headers")))
         if path != "stock":
@@ -258,6 +281,7 @@ class BuildRecorder:
                 raise
             if candidate_own_error(str(error), split.host_lines):  # the stock build would fail the same way
                 self.notices.append("the compile error is in the candidate's own code: not built again the stock way")
+                self._own_failure = True
                 raise
             del self.builds[recorded:]  # the split attempt's record: the stock build's takes its place
             reason = f"the split build failed ({type(error).__name__}); built the stock way"
@@ -292,9 +316,11 @@ class BuildRecorder:
             raise
         except Exception as error:
             build_dir = Path(self.builds[-1].build_dir) if self.builds else None
-            errors = compiler_errors(str(error), host_lines)
-            if errors:  # only the first is shown (messages[0]): one read of the written sources
-                place_in_stock_sources(errors[0], build_dir, _as_text(cpp_sources), _as_text(cuda_sources))
+            errors = compiler_errors(str(error), host_lines)[:MAX_PLACED_ERRORS]
+            for placed in errors:  # messages[0] shows the first; all of them say whose code failed
+                place_in_stock_sources(placed, build_dir, _as_text(cpp_sources), _as_text(cuda_sources))
+            if path != "split" and all_in_own_code(errors):  # a split's own errors are judged by its caller
+                self._own_failure = True
             record = self.builds[-1] if self.builds else None
             if record is not None and prebuilding():
                 record = replace(record, prebuilt=True)  # the import lists it: its time is the thread's

@@ -9,6 +9,10 @@ its verdict. So, within one evaluation (the prebuild thread's recorder and the i
 
 - a build that failed is remembered by everything that decides it (name, path, sources, arguments); the
   same build asked for again raises the same error at once;
+- a build that failed on a compiler error in the candidate's own code is also remembered by its sources and
+  options alone (:func:`sources_identity`): the same sources under another extension name fail the same
+  way, so they are not built again either. A CUDA-L1 UNet gave each of its twenty blocks its own name for
+  one failing source; each block cost a split and a stock build until the budget ran out;
 - a split build whose every compiler error is in the candidate's own code, copied verbatim into the
   split's units, is not built again the stock way (:func:`candidate_own_error`); an error the split's
   own rewriting may have caused (a name it left undeclared, a header it left out, the link) still is;
@@ -121,6 +125,28 @@ def build_identity(name: str, path: str, cpp_text: str, cuda_text: str, args: tu
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
+# load_inline's own arguments that never change what the compiler says about the candidate's code
+_NOT_THE_SOURCES = frozenset({"build_directory", "verbose"})
+EXTENSION_NAME_MACRO = "TORCH_EXTENSION_NAME"  # the one place an extension's name reaches its compiler
+
+
+def sources_identity(cpp_text: str, cuda_text: str, args: tuple, kwargs: dict[str, Any]) -> str | None:
+    """What decides a compile error in the candidate's own code, whatever the extension is named: its
+    sources and options. None when the sources read the name (``TORCH_EXTENSION_NAME``), so that a name
+    may change what they compile to."""
+    if EXTENSION_NAME_MACRO in cpp_text or EXTENSION_NAME_MACRO in cuda_text:
+        return None
+    options = {key: value for key, value in kwargs.items() if key not in _NOT_THE_SOURCES}
+    payload = {"cpp": cpp_text, "cuda": cuda_text, "args": args, "kwargs": options}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def all_in_own_code(errors: list[CompilerError]) -> bool:
+    """Every compiler error sits in the candidate's strings as written (none in torch's generated binding,
+    where a bad extension name would fail, and none in host code the split build rewrote)."""
+    return bool(errors) and all(e.own and not e.moved for e in errors)
+
+
 @dataclass
 class BuildLedger:
     """One evaluation's builds: what failed, what they cost against the budget, the first compiler error."""
@@ -134,6 +160,7 @@ class BuildLedger:
     _started: set[str] = field(default_factory=set, repr=False)
     _running: dict[str, float] = field(default_factory=dict, repr=False)  # identity -> when its build began
     _records: dict[str, Any] = field(default_factory=dict, repr=False)  # identity -> its failed build's record
+    _by_sources: dict[str, tuple[str, BaseException]] = field(default_factory=dict, repr=False)  # -> (name, error)
 
     def start(self, identity: str) -> float | None:
         """A build about to run: refused once the budget is spent; the clock it is measured with. A build
@@ -199,3 +226,23 @@ class BuildLedger:
                 self._records.setdefault(identity, record)
             if errors:  # the failure that ends the evaluation is the last one (a split's, then the stock build's)
                 self.first_error = errors[0].text()
+
+    def remember_sources(self, sources: str, name: str, error: BaseException) -> None:
+        """Sources whose build (named ``name``) failed on a compiler error in the candidate's own code."""
+        with self._lock:
+            self._by_sources.setdefault(sources, (name, error))
+
+    def remembered_sources(self, sources: str | None, name: str) -> BaseException | None:
+        """The error the same sources failed with under another name earlier in this evaluation, as a new
+        exception naming that build; None when they have not failed."""
+        with self._lock:
+            earlier = self._by_sources.get(sources) if sources is not None else None
+        if earlier is None:
+            return None
+        first, error = earlier
+        again = RuntimeError(
+            f"{error} (the same sources and options failed to build earlier in this evaluation as {first!r}; "
+            f"{name!r} was not built again)"
+        )
+        again.__cause__ = error
+        return again
