@@ -202,7 +202,9 @@ section_trust() {
 }
 
 section_failfast() {
-  timeout "${FAILFAST_TIMEOUT:-560}" python3 benchmarks/fail_fast.py --out "$1" --device cuda 2>&1 | tail -10
+  # FAILFAST_ONLY: candidates by name, space-separated (default: all three)
+  local only=(); for name in ${FAILFAST_ONLY:-}; do only+=(--only "$name"); done
+  timeout "${FAILFAST_TIMEOUT:-560}" python3 benchmarks/fail_fast.py --out "$1" --device cuda ${only[@]+"${only[@]}"} 2>&1 | tail -10
 }
 
 section_retime() {

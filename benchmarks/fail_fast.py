@@ -103,7 +103,7 @@ def run_one(name: str, source: str, device: str, out: Path) -> dict:
     folder = Path(tempfile.mkdtemp(prefix=f"failfast-{name}-"))
     kernel = folder / "kernel.py"
     kernel.write_text(source)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "CUDAFORGE_CACHE_DIR": str(folder / "cache")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])), "CUDAFORGE_CACHE_DIR": str(folder / "cache")}
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "tui.cli", "eval", str(TASK), str(kernel), "--device", device, "--json", "--no-timing"],

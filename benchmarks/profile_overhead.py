@@ -50,7 +50,7 @@ def target_alone(task: Path, kernel: Path, cache: Path) -> float:
                 {"task_path": str(task), "kernel_path": str(kernel), "cache_root": str(cache), "mode": "ncu"}
             )
         )
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         started = time.monotonic()
         subprocess.run([sys.executable, "-m", "engine.profile.target", str(job)], check=True, env=env)
         return time.monotonic() - started
