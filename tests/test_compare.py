@@ -231,6 +231,9 @@ CASES: list[Case] = [
 def check(compare_outputs: Callable[..., Any], case: Case) -> None:
     outcome = compare_outputs(case.ref, case.cand, case.tolerances)
     assert outcome.passed is case.passes, f"{case.id}: passed={outcome.passed}: {outcome.message}"
+    # the replay defence's quick reading: the same verdict and the same words, from one read-back per tensor
+    quick = compare_outputs(case.ref, case.cand, case.tolerances, quick=True)
+    assert (quick.passed, quick.message) == (outcome.passed, outcome.message), f"{case.id} (quick): {quick}"
     for words in case.says:
         assert words in outcome.message, f"{case.id}: {words!r} not in {outcome.message!r}"
     if case.passes:
@@ -293,7 +296,18 @@ LENGTH = """        if len(ref) != len(cand):
             return f"{where}: expected {len(ref)} outputs, got {len(cand)}"
         for i, (r, c) in enumerate(zip(ref, cand, strict=True)):
 """
+QUICK_FINITE_REFERENCE = " & torch.isfinite(r).all()"
+QUICK_BOUND = "((c - r).abs() <= tol + tol * r.abs())"
 MUTATIONS: list[Mutation] = [
+    # the quick reading must pass no more than the full one (what it does not pass is read in full anyway):
+    # an Inf reference is within an infinite bound, and a looser bound passes what the full one refuses
+    Mutation("quick-inf-reference-passes", QUICK_FINITE_REFERENCE, "", ("inf-in-reference",)),
+    Mutation(
+        "quick-bound-loosened",
+        QUICK_BOUND,
+        "((c - r).abs() <= 2 * tol + tol * r.abs())",
+        ("fp32-at-0-just-outside", "fp16-at-0-just-outside"),
+    ),
     # the three the issue names: a NaN passes, a dtype mismatch passes, an extra or missing dict key passes
     Mutation(
         "nan-passes",
