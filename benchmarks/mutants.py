@@ -347,6 +347,14 @@ MUTANTS: tuple[Mutant, ...] = (
            "an error in torch's generated lines counts as the candidate's own, so its sources fail under any name",
            "    return bool(errors) and all(e.own and not e.moved for e in errors)\n", "    return bool(errors)\n",
            ("tests/test_build_failures.py::test_only_errors_all_in_the_candidates_text_stand_for_its_sources_under_any_name",)),
+    Mutant("undefined-names-ignored", "engine/eval/build/torchnames.py", "undefined_is_own",
+           "a name torch's headers declare, undefined in a split unit, is taken for the candidate's own error",
+           "    if names is None or name in names:\n", "    if names is None:\n",
+           ("tests/test_build_failures.py::test_an_undefined_name_torchs_headers_do_not_declare_is_the_candidates_own_so_stock_is_not_tried",)),
+    Mutant("undefined-moved-mentions-ignored", "engine/eval/build/torchnames.py", "undefined_is_own",
+           "a name whose declaration the split moved out with a host piece is taken for the candidate's own error",
+           "    return len(word.findall(sources)) == len(word.findall(split_cuda))\n", "    return True\n",
+           ("tests/test_build_failures.py::test_an_undefined_name_some_of_whose_mentions_the_split_moved_out_stays_the_splits_possible_doing",)),
 )
 
 

@@ -19,6 +19,7 @@ from engine.eval.build.failures import (
     sources_identity,
 )
 from engine.eval.build.split.rewrite import split_sources
+from engine.eval.build.torchnames import torch_visible_names, undefined_is_own
 from engine.eval.evaluate import evaluate
 from engine.eval.options import EvalOptions
 from tests.conftest import EXAMPLES
@@ -50,6 +51,34 @@ def test_nvcc_on_a_split_unit_names_the_candidates_own_line_and_whose_fault_it_i
     # a name a header of torch's may have brought in the stock build (the split unit has none of them)
     undeclared = _nvcc_log(KERNEL.format(axis="x", body="CUDART_PI_F * x[i]"), tmp_path)
     assert compiler_errors(undeclared) and not candidate_own_error(undeclared)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_an_undefined_name_torchs_headers_do_not_declare_is_the_candidates_own_so_stock_is_not_tried(tmp_path: Path) -> None:
+    typo = KERNEL.format(axis="x", body="undefined_scale_7(x[i])")
+    log, split = _nvcc_log(typo, tmp_path), split_sources("", typo)
+    names = torch_visible_names(tmp_path / "cache", typo)
+    assert names is not None and "TORCH_CHECK" in names  # torch's headers, read by nvcc (macros too)
+    assert compiler_errors(log)[0].what.strip() == 'identifier "undefined_scale_7" is undefined'
+    judge = lambda name: undefined_is_own(name, names, typo, split.cuda)  # noqa: E731
+    assert candidate_own_error(log, split.host_lines, judge)
+    assert not candidate_own_error(log, split.host_lines)  # without the index the split may be at fault
+    # a name torch's headers do declare: the stock build may compile it, so it is still tried
+    borrowed = KERNEL.format(axis="x", body="x[i] * (float)sizeof(Py_ssize_t)")  # Python.h, through torch's
+    log, split = _nvcc_log(borrowed, tmp_path), split_sources("", borrowed)
+    assert 'identifier "Py_ssize_t" is undefined' in log
+    assert not candidate_own_error(log, split.host_lines, lambda n: undefined_is_own(n, names, borrowed, split.cuda))
+
+
+def test_an_undefined_name_some_of_whose_mentions_the_split_moved_out_stays_the_splits_possible_doing() -> None:
+    names = frozenset({"TORCH_CHECK"})
+    sources = "#define SCALE 2.0f\nvoid host() {}\n__global__ void k(float* y) { y[0] = SCALE; }\n"
+    kept_all = "__global__ void k(float* y) { y[0] = SCALE; }\n#define SCALE 2.0f\n"
+    moved_one = "__global__ void k(float* y) { y[0] = SCALE; }\n"  # its definition went with a host piece
+    assert undefined_is_own("SCALE", names, sources, kept_all)
+    assert not undefined_is_own("SCALE", names, sources, moved_one)
+    assert not undefined_is_own("TORCH_CHECK", names, sources + "TORCH_CHECK", kept_all + "TORCH_CHECK")
+    assert not undefined_is_own("SCALE", None, sources, kept_all)  # nothing known: nothing claimed
 
 
 def test_only_errors_in_code_as_written_count_as_the_candidates_own() -> None:
@@ -205,3 +234,40 @@ def test_a_build_asked_for_while_the_prebuild_thread_builds_it_waits_for_that_bu
     assert order == ["prebuild failed", "import goes on"]
     assert "expected ';'" in str(outcome[0]) and "not built again" in str(outcome[0])
     assert ledger.settled("b") is None  # a build never started: nothing to wait for
+
+
+UNDEFINED_HELPER = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CUDA = """#include <torch/extension.h>
+__global__ void relu_kernel(const float* x, float* y, long n) {
+    long i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = relu_helper_never_written(x[i]);
+}
+torch::Tensor relu(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    relu_kernel<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    return y;
+}
+"""
+ext = load_inline(name="cf_undefined_helper", cpp_sources="torch::Tensor relu(torch::Tensor x);", cuda_sources=CUDA, functions=["relu"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu(x)
+'''
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_helper_the_kernel_never_wrote_is_a_compile_error_after_the_split_build_alone(tmp_path: Path) -> None:
+    """A fresh cache, so nothing is found built: the split build fails in nvcc, and since torch's headers
+    declare no such name the stock build (a minute's nvcc over torch's headers) is not tried."""
+    task = (EXAMPLES / "tasks" / "relu.py").read_text()
+    result = evaluate(task, UNDEFINED_HELPER, EvalOptions(device="cuda", trials=1, do_timing=False, cache_root=tmp_path), task_name="relu")
+    assert result.status == "compile_error", result.messages
+    assert result.messages[0] == 'compiler error at cuda_sources line 4: identifier "relu_helper_never_written" is undefined'
+    assert [e.path for e in result.build.extensions] == ["split"]
+    assert "built the stock way" not in result.build.log and result.build.log.count("FAILED: ") == 1

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -53,6 +54,7 @@ from engine.eval.build.split.rewrite import (
     piece_tag,
     split_sources,
 )
+from engine.eval.build.torchnames import torch_visible_names, undefined_is_own
 from engine.eval.build.trust import load_trusted
 from engine.eval.result import ExtensionBuild
 
@@ -138,6 +140,7 @@ class BuildRecorder:
         use_pch: bool = True,
         make_pch: bool = True,
     ) -> None:
+        self.cache_root = cache_root
         self.root = extensions_root(cache_root)
         self.on_build_dir = on_build_dir
         self.use_pch = use_pch
@@ -279,7 +282,8 @@ class BuildRecorder:
         except Exception as error:  # noqa: BLE001 - any failure of the rewrite falls back to the stock build
             if not self.fallback:
                 raise
-            if candidate_own_error(str(error), split.host_lines):  # the stock build would fail the same way
+            undefined_is_own = functools.partial(self._undefined_is_own, cpp_text, cuda_text, split.cuda)
+            if candidate_own_error(str(error), split.host_lines, undefined_is_own):  # stock would fail the same way
                 self.notices.append("the compile error is in the candidate's own code: not built again the stock way")
                 self._own_failure = True
                 raise
@@ -287,6 +291,11 @@ class BuildRecorder:
             reason = f"the split build failed ({type(error).__name__}); built the stock way"
             print(f"[cudaforge] {reason}", flush=True)
             return self._build_once(name, cpp_sources, cuda_sources, args, kwargs, path, reason)
+
+    def _undefined_is_own(self, cpp_text: str, cuda_text: str, split_cuda: str, name: str) -> bool:
+        """Whether a name the split's CUDA unit found undefined is undefined in the stock build too."""
+        names = torch_visible_names(self.cache_root, cuda_text)
+        return undefined_is_own(name, names, f"{cpp_text}\n{cuda_text}", split_cuda)
 
     def _build_once(
         self,

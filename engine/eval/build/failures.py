@@ -30,6 +30,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,10 @@ _SPLIT_SUSPECT = re.compile(
     r"cannot open source file|No such file|incomplete type|undefined (?:reference|symbol)|not a template",
     re.IGNORECASE,
 )
+
+
+# nvcc's whole message for a name nothing declares (the one split-suspect error a name index can settle)
+_UNDEFINED = re.compile(r'identifier "(?P<name>[A-Za-z_]\w*)" is undefined')
 
 
 class BuildBudgetSpent(BaseException):  # noqa: N818 - a verdict's reason, not an error the candidate may catch
@@ -112,11 +117,22 @@ def place_in_stock_sources(error: CompilerError, build_dir: Path | None, cpp_tex
         error.own, error.own_line = written[0], own_line
 
 
-def candidate_own_error(log: str, host_lines: dict[str, int] | None = None) -> bool:
+def candidate_own_error(
+    log: str, host_lines: dict[str, int] | None = None, undefined_is_own: Callable[[str], bool] | None = None
+) -> bool:
     """True when a failed split build's every compiler error sits in the candidate's code as written and is
-    not one the split's rewriting can cause: the stock build would fail on it the same way."""
+    not one the split's rewriting can cause: the stock build would fail on it the same way. An undefined
+    identifier is the split's possible doing unless ``undefined_is_own(name)`` says the stock build would
+    not declare it either (engine.eval.build.torchnames)."""
     errors = compiler_errors(log, host_lines)
-    return bool(errors) and all(e.own and not e.moved and not _SPLIT_SUSPECT.search(e.what) for e in errors)
+    return bool(errors) and all(e.own and not e.moved and not _suspect(e.what, undefined_is_own) for e in errors)
+
+
+def _suspect(what: str, undefined_is_own: Callable[[str], bool] | None) -> bool:
+    if not _SPLIT_SUSPECT.search(what):
+        return False
+    undefined = _UNDEFINED.fullmatch(what.strip())
+    return not (undefined and undefined_is_own is not None and undefined_is_own(undefined["name"]))
 
 
 def build_identity(name: str, path: str, cpp_text: str, cuda_text: str, args: tuple, kwargs: dict[str, Any]) -> str:
