@@ -325,10 +325,12 @@ class BuildRecorder:
             raise
         except Exception as error:
             build_dir = Path(self.builds[-1].build_dir) if self.builds else None
-            errors = compiler_errors(str(error), host_lines)[:MAX_PLACED_ERRORS]
+            found = compiler_errors(str(error), host_lines)
+            errors = found[:MAX_PLACED_ERRORS]
             for placed in errors:  # messages[0] shows the first; all of them say whose code failed
                 place_in_stock_sources(placed, build_dir, _as_text(cpp_sources), _as_text(cuda_sources))
-            if path != "split" and all_in_own_code(errors):  # a split's own errors are judged by its caller
+            # a split's own errors are judged by its caller; more errors than were placed: not known to be own
+            if path != "split" and len(found) == len(errors) and all_in_own_code(errors):
                 self._own_failure = True
             record = self.builds[-1] if self.builds else None
             if record is not None and prebuilding():

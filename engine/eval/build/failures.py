@@ -15,7 +15,9 @@ its verdict. So, within one evaluation (the prebuild thread's recorder and the i
   one failing source; each block cost a split and a stock build until the budget ran out;
 - a split build whose every compiler error is in the candidate's own code, copied verbatim into the
   split's units, is not built again the stock way (:func:`candidate_own_error`); an error the split's
-  own rewriting may have caused (a name it left undeclared, a header it left out, the link) still is;
+  own rewriting may have caused (a name it left undeclared, a header it left out, the link) still is,
+  except a name that torch's headers do not declare and that the split moved nowhere
+  (engine.eval.build.torchnames): the stock build would not have it either;
 - the builds share a budget (``EvalOptions.build_budget_s``): once spent, the next build raises
   :class:`BuildBudgetSpent`, a ``BaseException`` so that a candidate's ``except Exception`` does not
   swallow it, and the verdict is ``compile_error`` saying so.
