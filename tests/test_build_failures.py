@@ -81,6 +81,21 @@ def test_an_undefined_name_some_of_whose_mentions_the_split_moved_out_stays_the_
     assert not undefined_is_own("SCALE", None, sources, kept_all)  # nothing known: nothing claimed
 
 
+def test_a_failed_load_is_described_by_the_compilers_first_error_not_by_ninjas_command_line(tmp_path: Path) -> None:
+    from engine.eval.build.extension import BuildRecorder, _first_words
+
+    torch_text = (
+        "Error building extension 'block_3': [1/3] /usr/local/cuda/bin/nvcc -DTORCH_EXTENSION_NAME=block_3 -isystem /t\n"
+        "FAILED: cuda.cuda.o\n/usr/local/cuda/bin/nvcc -c cuda.cu\ncuda_sources(4): error: identifier \"helper\" is undefined\n"
+    )
+    assert _first_words(torch_text) == 'compiler error at cuda_sources line 4: identifier "helper" is undefined'
+    assert _first_words("\nNo module named 'tree_sitter_cuda'\n") == "No module named 'tree_sitter_cuda'"
+    recorder = BuildRecorder(tmp_path)  # twenty blocks that each give the same note leave it once
+    for _ in range(20):
+        recorder._notice("the compile error is in the candidate's own code: not built again the stock way")
+    assert len(recorder.notices) == 1
+
+
 def test_only_errors_in_code_as_written_count_as_the_candidates_own() -> None:
     moved = "cuda_sources@ext.2:5:3: error: expected ';' before '}' token"
     assert compiler_errors(moved, {"ext.2": 40})[0].own_line == 44 and not candidate_own_error(moved, {"ext.2": 40})

@@ -219,6 +219,7 @@ def test_a_candidate_that_survives_its_failed_extension_is_refused_by_its_own_ru
     assert "load_inline failed for 'cf_trust_failing_cpu'" in result.messages[-1]
     assert "caught the error and went on" in result.messages[-1]
     assert "[compiler error at cpp_sources line " in result.messages[-1]  # why it failed, in its own lines
+    assert "(RuntimeError: compiler error at " in result.messages[-1]  # each load by its error, not ninja's command
 
 
 def test_many_failed_loads_are_named_a_few_then_counted_with_the_compilers_first_error() -> None:

@@ -219,7 +219,7 @@ class BuildRecorder:
             raise
         except BaseException as error:
             if self.fault is None:  # cudaforge's own failure is a harness fault, not the candidate's
-                first = next((line for line in str(error).strip().splitlines() if line.strip()), "")
+                first = _first_words(str(error))
                 self.failed.append(f"{name!r} ({type(error).__name__}{': ' + first[:200] if first else ''})")
                 self.failed_errors.append(error)
             raise
@@ -266,7 +266,7 @@ class BuildRecorder:
                 f"cudaforge's split transform failed ({type(error).__name__}: {str(error)[:200]}); "
                 "built the stock way"
             )
-            self.notices.append(reason)
+            self._notice(reason)
             print(f"[cudaforge] {reason}", flush=True)
             return self._build_once(name, cpp_sources, cuda_sources, args, kwargs, path, reason)
         print(
@@ -284,13 +284,18 @@ class BuildRecorder:
                 raise
             undefined_is_own = functools.partial(self._undefined_is_own, cpp_text, cuda_text, split.cuda)
             if candidate_own_error(str(error), split.host_lines, undefined_is_own):  # stock would fail the same way
-                self.notices.append("the compile error is in the candidate's own code: not built again the stock way")
+                self._notice("the compile error is in the candidate's own code: not built again the stock way")
                 self._own_failure = True
                 raise
             del self.builds[recorded:]  # the split attempt's record: the stock build's takes its place
             reason = f"the split build failed ({type(error).__name__}); built the stock way"
             print(f"[cudaforge] {reason}", flush=True)
             return self._build_once(name, cpp_sources, cuda_sources, args, kwargs, path, reason)
+
+    def _notice(self, text: str) -> None:
+        """A note for the verdict's messages, once however many builds give it (a UNet's twenty blocks)."""
+        if text not in self.notices:
+            self.notices.append(text)
 
     def _undefined_is_own(self, cpp_text: str, cuda_text: str, split_cuda: str, name: str) -> bool:
         """Whether a name the split's CUDA unit found undefined is undefined in the stock build too."""
@@ -490,6 +495,15 @@ class _Prepared:
     lock: IO[str]  # the fcntl lock on the build directory; closing it releases it
     started: float
     before: dict[str, int]  # the libraries' modification times before (unchanged after: a cache hit)
+
+
+def _first_words(error_text: str) -> str:
+    """What a failed load is described by: the compiler's first error where the text has one (torch's own
+    first line is ninja's command line, flags and paths), else its first line."""
+    errors = compiler_errors(error_text)
+    if errors:
+        return errors[0].text()
+    return next((line for line in error_text.strip().splitlines() if line.strip()), "")
 
 
 def _split_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
