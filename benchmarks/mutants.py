@@ -355,6 +355,14 @@ MUTANTS: tuple[Mutant, ...] = (
            "a name whose declaration the split moved out with a host piece is taken for the candidate's own error",
            "    return len(word.findall(sources)) == len(word.findall(split_cuda))\n", "    return True\n",
            ("tests/test_build_failures.py::test_an_undefined_name_some_of_whose_mentions_the_split_moved_out_stays_the_splits_possible_doing",)),
+    Mutant("sources-any-failure-remembered", "engine/eval/build/extension.py", "_build_any_path",
+           "any failed build stands for its sources under every name, a bad extension name's failure too",
+           "            if sources is not None and self._own_failure:\n", "            if sources is not None:\n",
+           ("tests/test_build_failures.py::test_a_failure_outside_the_candidates_own_lines_does_not_stand_for_its_sources_under_another_name",)),
+    Mutant("sources-shortcut-lists-nothing", "engine/eval/build/extension.py", "_build_any_path",
+           "sources failed in the prebuild thread are refused at the import without listing the failed build",
+           "            self._adopt(self.ledger.sources_record(sources))  # the failed build, listed once\n", "",
+           ("tests/test_build_failures.py::test_sources_remembered_by_another_recorder_are_listed_where_they_are_asked_for_again",)),
 )
 
 

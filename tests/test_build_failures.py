@@ -96,6 +96,32 @@ def test_a_failed_load_is_described_by_the_compilers_first_error_not_by_ninjas_c
     assert len(recorder.notices) == 1
 
 
+def test_sources_that_read_header_files_of_their_own_are_not_known_by_their_text_alone() -> None:
+    from engine.eval.build.extension import sources_key
+
+    plain = "torch::Tensor twice(torch::Tensor x) { return x * 2 }"
+    assert sources_key(plain, None, (), {"functions": ["twice"]}) is not None
+    assert sources_key('#include "mine.h"\n' + plain, None, (), {"functions": ["twice"]}) is None
+    assert sources_key(plain, "__global__ void k() {}", (), {"extra_include_paths": ["/tmp/inc"]}) is None
+
+
+def test_sources_remembered_by_another_recorder_are_listed_where_they_are_asked_for_again(tmp_path: Path) -> None:
+    """The prebuild thread's recorder may fail a source first and remember it by its text; the import's
+    recorder asked for it then lists that build, so the result still names the build the error is from."""
+    from engine.eval.build.extension import BuildRecorder, sources_key
+    from engine.eval.result import ExtensionBuild
+
+    source = "torch::Tensor twice(torch::Tensor x) { return x * 2 }"
+    failed = ExtensionBuild(name="cf_a", build_dir=str(tmp_path / "a"), cached=False, seconds=1.0, path="cpp", ok=False)
+    importing = BuildRecorder(tmp_path)
+    key = sources_key(source, None, (), {"functions": ["twice"]})
+    assert key is not None
+    importing.ledger.remember_sources(key, "cf_a", RuntimeError("compiler error"), failed)
+    with pytest.raises(RuntimeError, match="failed to build earlier in this evaluation as 'cf_a'"):
+        importing._build_any_path("cf_b", source, None, (), {"functions": ["twice"]})
+    assert importing.builds == [failed]
+
+
 def test_only_errors_in_code_as_written_count_as_the_candidates_own() -> None:
     moved = "cuda_sources@ext.2:5:3: error: expected ';' before '}' token"
     assert compiler_errors(moved, {"ext.2": 40})[0].own_line == 44 and not candidate_own_error(moved, {"ext.2": 40})
@@ -286,3 +312,33 @@ def test_on_the_gpu_a_helper_the_kernel_never_wrote_is_a_compile_error_after_the
     assert result.messages[0] == 'compiler error at cuda_sources line 4: identifier "relu_helper_never_written" is undefined'
     assert [e.path for e in result.build.extensions] == ["split"]
     assert "built the stock way" not in result.build.log and result.build.log.count("FAILED: ") == 1
+
+
+BAD_NAME_THEN_GOOD = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SOURCE = "torch::Tensor twice(torch::Tensor x) { return x * 2; }"
+for name in ("cf-bad-name", "cf_good_name"):  # a name pybind11 cannot take fails outside the source
+    try:
+        ext = load_inline(name=name, cpp_sources=SOURCE, functions=["twice"])
+        break
+    except Exception:
+        ext = None
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.twice(x) / 2
+'''
+
+
+@pytest.mark.slow
+def test_a_failure_outside_the_candidates_own_lines_does_not_stand_for_its_sources_under_another_name(ext_cache: Path) -> None:
+    """Only an error in the candidate's own lines is the same under any name: a bad extension name fails in
+    torch's generated binding, and the same source under a good name builds and is correct."""
+    task = (EXAMPLES / "tasks" / "relu.py").read_text().replace("torch.relu(x)", "x")
+    result = evaluate(task, BAD_NAME_THEN_GOOD, _options(ext_cache), task_name="identity")
+    assert [(e.name, e.ok) for e in result.build.extensions] == [("cf-bad-name", False), ("cf_good_name", True)], result.messages
+    assert "the same sources failed to build earlier" not in result.build.log

@@ -170,6 +170,7 @@ class BuildRecorder:
         self.trusted: dict[str, str] | None = None
         self.trusted_copies: Path | None = None
         self._own_failure = False  # the last build failed on compiler errors in the candidate's code alone
+        self._failed_record: ExtensionBuild | None = None  # ... and its record, as the ledger keeps it
 
     def install(self) -> None:
         """Replace ``torch.utils.cpp_extension.load_inline`` before the candidate is imported."""
@@ -234,17 +235,19 @@ class BuildRecorder:
     ) -> Any:
         """A build, unless the same sources already failed on an error in the candidate's own code under
         another name (then that error at once: the name does not change what the compiler says)."""
-        sources = sources_identity(_as_text(cpp_sources), _as_text(cuda_sources), args, kwargs)
+        sources = sources_key(cpp_sources, cuda_sources, args, kwargs)
         again = self.ledger.remembered_sources(sources, name)
         if again is not None:
+            assert sources is not None
+            self._adopt(self.ledger.sources_record(sources))  # the failed build, listed once
             print(f"[cudaforge] {name!r}: the same sources failed to build earlier in this evaluation: not built again", flush=True)
             raise again
-        self._own_failure = False
+        self._own_failure, self._failed_record = False, None
         try:
             return self._build_split_or_stock(name, cpp_sources, cuda_sources, args, kwargs)
         except Exception as error:
             if sources is not None and self._own_failure:
-                self.ledger.remember_sources(sources, name, error)
+                self.ledger.remember_sources(sources, name, error, self._failed_record)
             raise
 
     def _build_split_or_stock(
@@ -322,6 +325,7 @@ class BuildRecorder:
                 again = self.ledger.settled(identity)
         if again is not None:
             self._adopt_failed(identity)
+            self._failed_record = self.ledger.failed_record(identity)
             print(f"[cudaforge] {name!r} ({path} path) failed to build earlier in this evaluation: not built again", flush=True)
             raise again
         try:
@@ -341,6 +345,7 @@ class BuildRecorder:
             if record is not None and prebuilding():
                 record = replace(record, prebuilt=True)  # the import lists it: its time is the thread's
             self.ledger.remember(identity, error, errors, record)
+            self._failed_record = record
             raise
         finally:
             self.ledger.finish(identity, clock)
@@ -348,7 +353,9 @@ class BuildRecorder:
     def _adopt_failed(self, identity: str) -> None:
         """List the failed build the remembered error came from when another recorder ran it (the prebuild
         thread's), so the result names the build the candidate's error is from, once however often asked."""
-        record = self.ledger.failed_record(identity)
+        self._adopt(self.ledger.failed_record(identity))
+
+    def _adopt(self, record: ExtensionBuild | None) -> None:
         if record is None:
             return
         where = (record.name, record.build_dir, record.path)
@@ -495,6 +502,15 @@ class _Prepared:
     lock: IO[str]  # the fcntl lock on the build directory; closing it releases it
     started: float
     before: dict[str, int]  # the libraries' modification times before (unchanged after: a cache hit)
+
+
+def sources_key(cpp_sources: Any, cuda_sources: Any, args: tuple, kwargs: dict[str, Any]) -> str | None:
+    """:func:`sources_identity`, or None where the build also reads header files of the candidate's own
+    (a quoted include, an include folder): a rewritten header under a new name is a new build."""
+    cpp_text = _as_text(cpp_sources)
+    if _watch_headers(cuda_sources, kwargs) or includes_local_header(cpp_text):
+        return None
+    return sources_identity(cpp_text, _as_text(cuda_sources), args, kwargs)
 
 
 def _first_words(error_text: str) -> str:

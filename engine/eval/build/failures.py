@@ -178,7 +178,7 @@ class BuildLedger:
     _started: set[str] = field(default_factory=set, repr=False)
     _running: dict[str, float] = field(default_factory=dict, repr=False)  # identity -> when its build began
     _records: dict[str, Any] = field(default_factory=dict, repr=False)  # identity -> its failed build's record
-    _by_sources: dict[str, tuple[str, BaseException]] = field(default_factory=dict, repr=False)  # -> (name, error)
+    _by_sources: dict[str, tuple[str, BaseException, Any]] = field(default_factory=dict, repr=False)  # -> (name, error, record)
 
     def start(self, identity: str) -> float | None:
         """A build about to run: refused once the budget is spent; the clock it is measured with. A build
@@ -245,19 +245,26 @@ class BuildLedger:
             if errors:  # the failure that ends the evaluation is the last one (a split's, then the stock build's)
                 self.first_error = errors[0].text()
 
-    def remember_sources(self, sources: str, name: str, error: BaseException) -> None:
-        """Sources whose build (named ``name``) failed on a compiler error in the candidate's own code."""
+    def remember_sources(self, sources: str, name: str, error: BaseException, record: Any = None) -> None:
+        """Sources whose build (named ``name``, its ExtensionBuild ``record``) failed on a compiler error in
+        the candidate's own code."""
         with self._lock:
-            self._by_sources.setdefault(sources, (name, error))
+            self._by_sources.setdefault(sources, (name, error, record))
+
+    def sources_record(self, sources: str) -> Any:
+        """The failed build's record the sources' error came from (what a recorder asked again lists)."""
+        with self._lock:
+            earlier = self._by_sources.get(sources)
+        return earlier[2] if earlier is not None else None
 
     def remembered_sources(self, sources: str | None, name: str) -> BaseException | None:
-        """The error the same sources failed with under another name earlier in this evaluation, as a new
-        exception naming that build; None when they have not failed."""
+        """The error the same sources failed with earlier in this evaluation (under this name or another),
+        as a new exception naming that build; None when they have not failed."""
         with self._lock:
             earlier = self._by_sources.get(sources) if sources is not None else None
         if earlier is None:
             return None
-        first, error = earlier
+        first, error, _ = earlier
         again = RuntimeError(
             f"{error} (the same sources and options failed to build earlier in this evaluation as {first!r}; "
             f"{name!r} was not built again)"

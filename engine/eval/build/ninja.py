@@ -23,18 +23,20 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
 import threading
 
-from engine.procgroups import descendants
+from engine.procgroups import kill_tree
 
 # ninja prints a failed unit's whole output at once after its ``FAILED:`` line; a pause this long after it
 # means the output is all there (a bound on reading, not a claim about the compilers' speed)
 AFTER_FAILURE_QUIET_S = 0.5
 STOP_WAIT_S = 10.0  # how long ninja may take to stop its compilers before it is killed
 FAILED_PREFIX = "FAILED: "
+_STATUS = re.compile(r"^\[\d+/\d+\] ")  # ninja's "[k/n] command" line, printed as a unit ends
 STOPPED_NOTE = "[cudaforge] stopped the build's other units after the first failure: the verdict does not wait for them\n"
 
 
@@ -75,7 +77,8 @@ def run_ninja_teed(build_directory: str, error_prefix: str) -> None:
                 continue
             if line is None:
                 break
-            failed = failed or line.startswith(FAILED_PREFIX)
+            # ninja's own line, right after the failed unit's status line (not a compiler's output)
+            failed = failed or (line.startswith(FAILED_PREFIX) and bool(kept) and _STATUS.match(kept[-1]) is not None)
             kept.append(line)
             sys.stdout.write(line)
             sys.stdout.flush()
@@ -101,8 +104,6 @@ def _stop(ninja: subprocess.Popen) -> None:
     try:
         ninja.wait(timeout=STOP_WAIT_S)
     except subprocess.TimeoutExpired:
-        under = descendants(ninja.pid)  # read while ninja still holds them
+        kill_tree(ninja.pid)  # its compilers and their process groups (ninja gives each unit one)
         ninja.kill()
-        for pid in under:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+        ninja.wait()

@@ -7,8 +7,8 @@ errors are the candidate's own: a helper it never wrote, a typo. Each cost a sto
 H200) before the verdict. This module answers whether torch could have declared ``X``: the stock unit's
 prelude (torch's own ``#include``s for ``cuda_sources`` and ``torch/extension.h``) preprocessed once by nvcc
 with every macro kept (``-dD``), its identifiers stored per torch, nvcc and include set in the build cache.
-The prelude also has the torch, ATen and c10 headers the candidate's ``cuda_sources`` include themselves
-(the split leaves exactly those out of its CUDA unit), and the macros torch puts on every build's command
+The prelude also has the torch, ATen, c10 and pybind11 headers the candidate's ``cuda_sources`` include
+themselves (the split leaves exactly those out of its CUDA unit), and the macros torch puts on every build's command
 line. When the answer cannot be had (no nvcc, a header missing), nothing is claimed and the stock build is
 tried as before.
 """
@@ -24,6 +24,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 from pathlib import Path
 
 # What a stock build's CUDA unit starts with (torch's load_inline writes the first three before the
@@ -31,7 +32,7 @@ from pathlib import Path
 PRELUDE = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n#include <torch/extension.h>\n"
 _IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
 # the candidate's own includes the split leaves out of its CUDA unit (engine.eval.build.extension's rule)
-_TORCH_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"](?:torch|ATen|c10)/[^>\"]+[>\"]", re.MULTILINE)
+_TORCH_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"](?:torch|ATen|c10|pybind11)/[^>\"]+[>\"]", re.MULTILINE)
 COMMAND_LINE_MACROS = frozenset({"TORCH_EXTENSION_NAME", "TORCH_API_INCLUDE_EXTENSION_H"})
 PREPROCESS_TIMEOUT_S = 120.0
 
@@ -55,7 +56,7 @@ def _torch_includes() -> list[str]:
 
 
 def torch_includes_of(cuda_text: str) -> list[str]:
-    """The candidate's ``#include`` lines of torch, ATen and c10 headers, each once, in order."""
+    """The candidate's ``#include`` lines of torch, ATen, c10 and pybind11 headers, each once, in order."""
     return list(dict.fromkeys(line.strip() for line in _TORCH_INCLUDE.findall(cuda_text)))
 
 
@@ -86,7 +87,7 @@ def torch_visible_names(cache_root: Path, cuda_text: str = "") -> frozenset[str]
         return None
     with contextlib.suppress(OSError):  # a cache that cannot be written costs the next failure 2-3 s
         stored.parent.mkdir(parents=True, exist_ok=True)
-        partial = stored.with_name(f"{stored.name}.{os.getpid()}.tmp")
+        partial = stored.with_name(f"{stored.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # prebuild and import
         partial.write_text("\n".join(sorted(names)))
         partial.replace(stored)
     return names
