@@ -127,7 +127,7 @@ def candidate_own_error(
     identifier is the split's possible doing unless ``undefined_is_own(name)`` says the stock build would
     not declare it either (engine.eval.build.torchnames)."""
     errors = compiler_errors(log, host_lines)
-    return bool(errors) and all(e.own and not e.moved and not _suspect(e.what, undefined_is_own) for e in errors)
+    return all_in_own_code(errors) and not any(_suspect(e.what, undefined_is_own) for e in errors)
 
 
 def _suspect(what: str, undefined_is_own: Callable[[str], bool] | None) -> bool:

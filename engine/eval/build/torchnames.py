@@ -34,6 +34,7 @@ _IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
 # the candidate's own includes the split leaves out of its CUDA unit (engine.eval.build.extension's rule)
 _TORCH_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"](?:torch|ATen|c10|pybind11)/[^>\"]+[>\"]", re.MULTILINE)
 COMMAND_LINE_MACROS = frozenset({"TORCH_EXTENSION_NAME", "TORCH_API_INCLUDE_EXTENSION_H"})
+_READ: dict[Path, frozenset[str]] = {}  # this process's readings, by their cache file
 PREPROCESS_TIMEOUT_S = 120.0
 
 
@@ -78,13 +79,17 @@ def torch_visible_names(cache_root: Path, cuda_text: str = "") -> frozenset[str]
     prelude = PRELUDE + "".join(f"{line}\n" for line in torch_includes_of(cuda_text))
     try:
         stored = _cache_file(cache_root, nvcc, prelude)
+        if stored in _READ:  # a build with several undefined names asks once per name
+            return _READ[stored]
         if stored.is_file():
-            return frozenset(stored.read_text().split())
+            names = _READ[stored] = frozenset(stored.read_text().split())
+            return names
         names = _preprocess(nvcc, _torch_includes(), prelude)
     except Exception:  # noqa: BLE001 - not knowing is answered by the stock build, as before
         return None
     if names is None:
         return None
+    _READ[stored] = names
     with contextlib.suppress(OSError):  # a cache that cannot be written costs the next failure 2-3 s
         stored.parent.mkdir(parents=True, exist_ok=True)
         partial = stored.with_name(f"{stored.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # prebuild and import
