@@ -37,6 +37,7 @@ RANKING = "tests/test_ranking.py::"
 ABL = "tests/test_ablation.py::"
 TRUST = "tests/test_trust_cpu.py::"
 ARB = "tests/test_arbiter_cpu.py::"
+FORK = "tests/test_forkserver.py::"
 
 
 @dataclass(frozen=True)
@@ -363,6 +364,29 @@ MUTANTS: tuple[Mutant, ...] = (
            "sources failed in the prebuild thread are refused at the import without listing the failed build",
            "            self._adopt(self.ledger.sources_record(sources))  # the failed build, listed once\n", "",
            ("tests/test_build_failures.py::test_sources_remembered_by_another_recorder_are_listed_where_they_are_asked_for_again",)),
+    # -- workers forked from the fork server (engine/eval/forkserver.py, engine/eval/zygote.py) ----------
+    Mutant("forked-worker-unconfined", "engine/sandbox/select.py", "prepare_forked",
+           "a forked worker gets no Landlock rules of its own: it shares the server's sandbox with its siblings",
+           "    _confine_to(env, job_dir, _readable(parent_env), [job_dir, *writable])\n    return Launch([], env, mechanism)\n",
+           "    return Launch([], env, mechanism)\n",
+           (FORK + "test_a_forked_worker_cannot_reach_its_server_or_a_sibling",)),
+    Mutant("forked-worker-keeps-server-fds", "engine/eval/zygote.py", "_become_worker",
+           "a forked worker keeps the server's descriptors: its control socket and the other workers' replies",
+           "    _close_all_but(verdict_fd)\n", "",
+           (FORK + "test_a_forked_worker_cannot_reach_its_server_or_a_sibling",)),
+    Mutant("fork-exit-status-lost", "engine/eval/zygote.py", "_reap",
+           "the server reports every reaped worker as exited 0: a crash loses its signal",
+           "reply.send(exit_message(os.waitstatus_to_exitcode(status)))", "reply.send(exit_message(0))",
+           (FORK + "test_a_forked_worker_gives_the_verdicts_a_started_one_gives",)),
+    Mutant("fork-server-started-by-any-thread", "engine/eval/forkserver.py", "server_for",
+           "the server is started by whichever thread asks first, and dies with it (bwrap's --die-with-parent)",
+           "server = _STARTER.submit(_start, key, options, cache_root).result()",
+           "server = _start(key, options, cache_root)",
+           (FORK + "test_a_server_first_asked_for_by_a_thread_that_ends_outlives_that_thread",)),
+    Mutant("fork-without-signal-scopes", "engine/sandbox/select.py", "fork_blocker",
+           "workers are forked under bwrap where Landlock cannot keep siblings from signalling each other",
+           "    if abi < 6:\n", "    if abi < 1:\n",
+           (FORK + "test_workers_that_could_not_be_kept_apart_start_as_new_interpreters",)),
 )
 
 

@@ -43,6 +43,10 @@ MetricSet = Literal["default", "small", "large"]
 ProviderName = Literal["openai", "anthropic"]
 DEVICES: tuple[str, ...] = get_args(Device)
 SANDBOX_MODES: tuple[str, ...] = get_args(SandboxMode)
+# how a worker process starts (engine.eval.forkserver): forked from a server that imported torch once, or
+# as a new interpreter; auto forks CPU workers and starts CUDA ones anew until forking is measured on a GPU
+WorkerStart = Literal["auto", "fork", "exec"]
+WORKER_STARTS: tuple[str, ...] = get_args(WorkerStart)
 METRIC_SETS: tuple[str, ...] = get_args(MetricSet)
 PROVIDER_NAMES: tuple[str, ...] = get_args(ProviderName)
 DTYPES = ("float32", "float64", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
@@ -96,6 +100,7 @@ class EvalConfig:
     build_budget_s: float = 180.0
     seed: int = 42
     sandbox: SandboxMode = "auto"
+    workers: WorkerStart = "auto"
     # re-check correctness at perturbed sizes (engine.eval.shapes); evalset and bench do unless --no-shapes
     shapes: bool = False
     # torch.compile modes timed beside eager for each correct kernel ("default", "max-autotune"):
@@ -313,6 +318,7 @@ def validate(config: Config) -> None:
     choice(config.loop.approval, APPROVAL_POLICIES, "[loop] approval")
     choice(config.eval.device, DEVICES, "[eval] device")
     choice(config.eval.sandbox, SANDBOX_MODES, "[eval] sandbox")
+    choice(config.eval.workers, WORKER_STARTS, "[eval] workers")
     if config.loop.rounds < 0:
         raise ConfigError("[loop] rounds must be >= 0")
     if config.loop.repeat_asks < 0 or config.loop.retime_within < 0:

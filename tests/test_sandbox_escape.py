@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.config import USER_CONFIG_ENV
 from engine.sandbox import available_mechanisms, prepare
 from engine.sandbox.bwrap import find_bwrap
 from tests.conftest import EXAMPLES, REPO, python_path
@@ -352,8 +353,12 @@ def test_escape_payload_works_unsandboxed(names: tuple[str, ...], tmp_path: Path
         source = candidate_source(names, world, mark)
         kernel = tmp_path / "payloads.py"
         kernel.write_text(source)
-        tmpdir = {"TMPDIR": str(tmp_path / "tmpdir")}
-        done = run_eval(kernel, "off", world, refusing_rules(source), cache=ext_cache, extra_env=tmpdir)
+        # Workers started as new interpreters: kill_parent aims at the process that started the worker,
+        # which a forked worker's parent (the fork server, engine.eval.forkserver) is not.
+        config = tmp_path / "config.toml"
+        config.write_text('[eval]\nworkers = "exec"\n')
+        settings = {"TMPDIR": str(tmp_path / "tmpdir"), USER_CONFIG_ENV: str(config)}
+        done = run_eval(kernel, "off", world, refusing_rules(source), cache=ext_cache, extra_env=settings)
         deadline = time.monotonic() + 15  # a worker whose cudaforge was killed finishes on its own
         while _processes_naming(tmp_path / "tmpdir", "engine.eval.worker") and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -61,7 +61,7 @@ def _wait_until_idle(pid: int, quiet_s: float = 1.5, limit_s: float = 180.0) -> 
 
 
 def test_a_spare_serves_one_evaluation_as_a_fresh_worker_would(ext_cache: Path) -> None:
-    options = _options(ext_cache)
+    options = _options(ext_cache, workers="exec")  # against a worker that imports torch itself (no fork server)
     spare.discard_all()  # one an earlier test in this process warmed for these settings would serve this one
     cold = evaluate(TASK, PYBIND, options)
     assert cold.settings["worker"] == "cold"

@@ -13,13 +13,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.eval import plausibility, spare, stagetimes
+from engine.eval import jobdirs, plausibility, spare, stagetimes
 from engine.eval.build import makers
 from engine.eval.build.extension import default_cache_root
 from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
@@ -88,7 +87,7 @@ def evaluate(
     else:
         cache_root = _cache_root(options)
         waiting = spare.claim(worker, options, cache_root) if worker else spare.take(options, cache_root)
-        job_dir = waiting.job_dir if waiting else Path(tempfile.mkdtemp(prefix="cudaforge-eval-"))
+        job_dir = waiting.job_dir if waiting else jobdirs.new_job_dir()
         try:
             kernel_names = kernel_names_from_source(kernel_source) if device == "cuda" else []
             run = WorkerSupervisor(
@@ -187,7 +186,7 @@ def check_task(task_source: str, options: EvalOptions | None = None, task_name: 
     options = options or EvalOptions()
     device = options.device
     cache_root = _cache_root(options)
-    job_dir = Path(tempfile.mkdtemp(prefix="cudaforge-taskcheck-"))
+    job_dir = jobdirs.new_job_dir("cudaforge-taskcheck-")
     try:
         run = WorkerSupervisor(job_dir, options, cache_root, None, reference_only=True)
         result = run.execute(task_source, "", task_name)

@@ -76,6 +76,7 @@ class EvalOptions:
     # other work takes the cores (seen on the 2-core CI machine), which would fake a large speedup.
     cpu_threads: int = 1
     sandbox: str = EvalConfig.sandbox  # auto | bwrap | landlock | off: what confines the worker (engine.sandbox)
+    workers: str = EvalConfig.workers  # auto | fork | exec: how a worker starts (engine.eval.forkserver)
     shapes: bool = EvalConfig.shapes  # re-check correctness at perturbed sizes (engine.eval.shapes)
     # torch.compile modes timed beside eager for a correct kernel (engine.eval.baselines); none by default
     compile_baselines: tuple[str, ...] = ()
@@ -124,6 +125,7 @@ class EvalOptions:
             cache_root=cache_root,
             guard=guard if guard is not None else guard_of(config.guard),
             sandbox=e.sandbox,
+            workers=e.workers,
             shapes=e.shapes,
             compile_baselines=tuple(e.compile_baselines),
             build_budget_s=e.build_budget_s,
@@ -155,7 +157,7 @@ def guard_of(section: Any) -> GuardSettings:
 # Where and how this machine ran it (the result's ``device``/``env``/``build`` say so), not how it was judged;
 # whether it was timed shows in ``timing`` itself (an evalset times in a second pass).
 NOT_RECORDED = frozenset(
-    {"device", "cache_root", "gpu_index", "use_pch", "make_pch", "do_timing", "prebuild", "compile_baselines"}
+    {"device", "cache_root", "gpu_index", "use_pch", "make_pch", "do_timing", "prebuild", "compile_baselines", "workers"}
 )
 
 

@@ -25,12 +25,12 @@ import contextlib
 import os
 import shutil
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine import procgroups
+from engine.eval import jobdirs
 from engine.eval.options import EvalOptions, EvaluationError
 from engine.eval.supervisor import StartedWorker, start_worker
 
@@ -91,7 +91,7 @@ def prestart(options: EvalOptions, cache_root: Path) -> None:
 
 
 def _start(key: tuple[object, ...], options: EvalOptions, cache_root: Path) -> Spare | None:
-    job_dir = Path(tempfile.mkdtemp(prefix="cudaforge-eval-"))
+    job_dir = jobdirs.new_job_dir()
     try:
         worker = start_worker(job_dir, options, cache_root, job_dir / JOB_FILE, spare=True)
     except (EvaluationError, OSError):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import procgroups, sandbox
-from engine.eval import faults, pipe
+from engine.eval import faults, forkserver, jobdirs, pipe
 from engine.eval.build.extension import remove_stale_torch_lock
 from engine.eval.build.split.lines import absolute_lines
 from engine.eval.build.trust import seal
@@ -148,13 +148,14 @@ class WorkerSupervisor:
         job_path = self.write_job(task_source, kernel_source, task_name, kernel_name)
         spare, self.spare = self.spare, None
         gated = self.gate is not None
+        started = time.monotonic()  # the start stage counts the fork server's own start, when it starts now
         worker = spare or start_worker(self.job_dir, self.options, self.cache_root, job_path, gated=gated)
         self._worker = worker
         process, read_fd, output = worker.process, worker.read_fd, worker.output
         self.sandbox_used, self.sandbox_warnings = worker.mechanism, worker.warnings
-        started = time.monotonic()
         self._whole_deadline = started + self.options.max_seconds if self.options.max_seconds else float("inf")
         self._set_stage("start")
+        self.stage_started = started
         if spare is not None:
             spare.go(keep_open=gated)  # the job is written: the waiting worker reads it and goes on
         timed_out = False
@@ -176,10 +177,11 @@ class WorkerSupervisor:
             )
         self.durations["total"] = time.monotonic() - started
         returncode = process.returncode
-        if worker.mechanism == "bwrap" and returncode is not None and returncode > 128:
+        if worker.mechanism == "bwrap" and not worker.forked and returncode is not None and returncode > 128:
             returncode = 128 - returncode  # bwrap exits 128+N when its child died of signal N
         result = self._assemble(returncode, timed_out)
         result.settings["worker"] = "spare" if spare is not None else "cold"  # started ahead (engine.eval.spare) or now
+        result.settings["worker_start"] = "fork" if worker.forked else "exec"  # engine.eval.forkserver
         if (result.error or {}).get("type") == "JobError":  # the harness's own fault: blame no side
             raise EvaluationError(f"cudaforge's worker refused its job: {result.error.get('message')}")
         return result
@@ -216,7 +218,7 @@ class WorkerSupervisor:
         self._worker.go()
         self._set_stage("setup")
 
-    def _listen(self, process: subprocess.Popen, read_fd: int) -> bool:
+    def _listen(self, process: subprocess.Popen | forkserver.ForkedProcess, read_fd: int) -> bool:
         """Read messages until the worker is gone; True when a stage timed out."""
         while True:
             now = time.monotonic()
@@ -433,14 +435,16 @@ class WorkerSupervisor:
 @dataclass
 class StartedWorker:
     """A worker process under its sandbox: the verdict pipe's read end, its output being logged, and,
-    for a spare (engine.eval.spare), the pipe on which it waits for the word to go."""
+    for a spare (engine.eval.spare), the pipe on which it waits for the word to go. ``forked``: a fork
+    of the fork server (engine.eval.forkserver), whose exit code is its own, never bwrap's."""
 
-    process: subprocess.Popen
+    process: subprocess.Popen | forkserver.ForkedProcess
     read_fd: int
     output: CappedLog
     mechanism: str
     warnings: list[str]
     go_fd: int | None = None
+    forked: bool = False
 
     def go(self, keep_open: bool = False) -> None:
         """The word to go on; ``keep_open`` for a gated job, whose worker waits for a second one."""
@@ -460,15 +464,28 @@ class StartedWorker:
 def start_worker(
     job_dir: Path, options: EvalOptions, cache_root: Path, job_path: Path, spare: bool = False, gated: bool = False
 ) -> StartedWorker:
-    """Start ``python -m engine.eval.worker`` for ``job_path`` in the sandbox, in its own process group,
-    on ``options.device`` (its GPU: ``options.gpu_index``); a ``spare`` imports what the stages need and
-    waits on its stdin until the job is written; a ``gated`` job's worker waits there for its GPU
-    (pipe.GPU_WAIT)."""
-    read_fd, write_fd = os.pipe()
-    extra = {pipe.VERDICT_FD_ENV: str(write_fd), "PYTHONUNBUFFERED": "1"}
+    """Start the worker for ``job_path`` in the sandbox, in its own process group, on ``options.device``
+    (its GPU: ``options.gpu_index``): forked by the fork server where these options' workers are
+    (engine.eval.forkserver), else ``python -m engine.eval.worker``. A ``spare`` imports what the stages
+    need and waits on its stdin until the job is written; a ``gated`` job's worker waits there for its
+    GPU (pipe.GPU_WAIT)."""
+    extra = {"PYTHONUNBUFFERED": "1"}
     if options.gpu_index is not None:
         extra["CUDA_VISIBLE_DEVICES"] = str(options.gpu_index)
-    command = [sys.executable, "-m", "engine.eval.worker", *([pipe.SPARE_FLAG] if spare else []), str(job_path)]
+    args = [*([pipe.SPARE_FLAG] if spare else []), str(job_path)]
+    server = forkserver.server_for(options, cache_root) if job_dir.parent == jobdirs.jobs_root() else None
+    if server is not None:
+        with contextlib.suppress(forkserver.ForkError):
+            return _fork_worker(server, job_dir, cache_root, args, extra, needs_stdin=spare or gated)
+    return _exec_worker(job_dir, options, cache_root, args, extra, needs_stdin=spare or gated)
+
+
+def _exec_worker(
+    job_dir: Path, options: EvalOptions, cache_root: Path, args: list[str], extra: dict[str, str], needs_stdin: bool
+) -> StartedWorker:
+    read_fd, write_fd = os.pipe()
+    extra = {**extra, pipe.VERDICT_FD_ENV: str(write_fd)}
+    command = [sys.executable, "-m", "engine.eval.worker", *args]
     try:
         launch = sandbox.prepare(
             options.sandbox, command, job_dir=job_dir, writable=[cache_root], extra_env=extra, device=options.device
@@ -478,7 +495,7 @@ def start_worker(
         os.close(write_fd)
         raise EvaluationError(str(error)) from error
     out_read, out_write = os.pipe()
-    go_read, go_write = os.pipe() if spare or gated else (None, None)
+    go_read, go_write = os.pipe() if needs_stdin else (None, None)
     output = CappedLog(out_read, job_dir / "worker.log")
     try:
         process = subprocess.Popen(
@@ -499,6 +516,35 @@ def start_worker(
             os.close(go_read)
     output.start()
     return StartedWorker(process, read_fd, output, launch.mechanism, launch.warnings, go_write)
+
+
+def _fork_worker(
+    server: forkserver.ForkServer,
+    job_dir: Path,
+    cache_root: Path,
+    args: list[str],
+    extra: dict[str, str],
+    needs_stdin: bool,
+) -> StartedWorker:
+    """The worker forked by ``server``, given the same pipes a started one gets (raises ForkError)."""
+    launch = sandbox.prepare_forked(server.mechanism, job_dir=job_dir, writable=[cache_root], extra_env=extra)
+    read_fd, write_fd = os.pipe()
+    out_read, out_write = os.pipe()
+    go_read, go_write = os.pipe() if needs_stdin else (os.open(os.devnull, os.O_RDONLY), None)
+    try:
+        process = server.spawn(job_dir, args, launch.env, go_read, out_write, write_fd)
+    except forkserver.ForkError:
+        for fd in (read_fd, out_read, go_write):
+            if fd is not None:
+                os.close(fd)
+        raise
+    finally:
+        for fd in (write_fd, out_write, go_read):
+            os.close(fd)
+    procgroups.track(process)  # type: ignore[arg-type]  # a Popen's pid and returncode, which is all it reads
+    output = CappedLog(out_read, job_dir / "worker.log")
+    output.start()
+    return StartedWorker(process, read_fd, output, launch.mechanism, launch.warnings, go_write, forked=True)
 
 
 def late_stage_death(result: EvalResult, stage: str, how: str, guard: GuardSettings, guards: bool) -> None:
@@ -535,6 +581,6 @@ def _signal_name(number: int) -> str | None:
         return None
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+def _kill_group(process: subprocess.Popen | forkserver.ForkedProcess) -> None:
     """The worker's group and everything under it (ninja puts each compile in a group of its own)."""
     procgroups.kill_tree(process.pid)

@@ -7,6 +7,24 @@ here, else under Landlock applied by the worker itself before it imports candida
 no sandbox at all (``off``, which warns every time).
 """
 
-from engine.sandbox.select import MODES, Launch, SandboxError, available_mechanisms, prepare, resolve_mode
+from engine.sandbox.select import (
+    MODES,
+    Launch,
+    SandboxError,
+    available_mechanisms,
+    fork_blocker,
+    prepare,
+    prepare_forked,
+    resolve_mode,
+)
 
-__all__ = ["MODES", "Launch", "SandboxError", "available_mechanisms", "prepare", "resolve_mode"]
+__all__ = [
+    "MODES",
+    "Launch",
+    "SandboxError",
+    "available_mechanisms",
+    "fork_blocker",
+    "prepare",
+    "prepare_forked",
+    "resolve_mode",
+]

@@ -97,6 +97,36 @@ def hidden_dirs(env: Mapping[str, str], extra: Sequence[Path | str] = ()) -> lis
     return folders
 
 
+def _engine_env(parent_env: Mapping[str, str], extra_env: Mapping[str, str] | None) -> dict[str, str]:
+    """What the engine sets for every worker: cudaforge on the path, then the caller's own settings."""
+    extra = {"PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), parent_env.get("PYTHONPATH")]))}
+    extra.update(extra_env or {})
+    return extra
+
+
+def _readable(parent_env: Mapping[str, str]) -> list[Path]:
+    """Folders a confined worker may read besides the system's: Python, cudaforge, its tools' paths."""
+    return [
+        *_python_dirs(),
+        PACKAGE_ROOT,
+        *(
+            Path(p)
+            for name in ("PYTHONPATH", "PATH", "LD_LIBRARY_PATH")
+            for p in parent_env.get(name, "").split(os.pathsep)
+            if p
+        ),
+        *(Path(parent_env[n]) for n in ("CUDA_HOME", "CUDA_PATH") if parent_env.get(n)),
+    ]
+
+
+def _confine_to(env: dict[str, str], job_dir: Path, readable: Sequence[Path], writable: Sequence[Path]) -> None:
+    """Landlock's rules for one worker, in ``env``: its temporary files in its own job folder."""
+    tmp = job_dir / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env["TMPDIR"] = str(tmp)
+    env[landlock.LANDLOCK_ENV] = json.dumps(landlock.rules_for(readable, writable))
+
+
 def prepare(
     mode: str,
     command: Sequence[str],
@@ -117,19 +147,8 @@ def prepare(
     mechanism = resolve_mode(mode, parent_env)
     home = job_dir / "home"
     home.mkdir(parents=True, exist_ok=True)
-    extra = {"PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_ROOT), parent_env.get("PYTHONPATH")]))}
-    extra.update(extra_env or {})
-    readable = [
-        *_python_dirs(),
-        PACKAGE_ROOT,
-        *(
-            Path(p)
-            for name in ("PYTHONPATH", "PATH", "LD_LIBRARY_PATH")
-            for p in parent_env.get(name, "").split(os.pathsep)
-            if p
-        ),
-        *(Path(parent_env[n]) for n in ("CUDA_HOME", "CUDA_PATH") if parent_env.get(n)),
-    ]
+    extra = _engine_env(parent_env, extra_env)
+    readable = _readable(parent_env)
     if mechanism == "off":
         env = {**parent_env, **extra}
         return Launch(list(command), env, "off", [OFF_WARNING])
@@ -149,10 +168,7 @@ def prepare(
             chdir=job_dir,
         )
         return Launch(argv, env, "bwrap")
-    tmp = job_dir / "tmp"
-    tmp.mkdir(exist_ok=True)
-    env["TMPDIR"] = str(tmp)
-    env[landlock.LANDLOCK_ENV] = json.dumps(landlock.rules_for(readable, writable_dirs))
+    _confine_to(env, job_dir, readable, writable_dirs)
     if device and device.startswith("cuda"):
         why = cudaprobe.landlock_blocks_cuda(env)
         if why:
@@ -167,3 +183,43 @@ def prepare(
                 'then runs with your full rights, set [eval] sandbox = "off"'
             )
     return Launch(list(command), env, "landlock")
+
+
+def fork_blocker(mechanism: str) -> str | None:
+    """None when workers forked from one sandboxed server can each be confined apart under
+    ``mechanism``, else why not (engine.eval.forkserver then starts each worker the usual way).
+
+    Under bubblewrap the server's workers share its namespaces, so each confines itself with Landlock
+    too: its own job folder only, and no signal to a process outside its own domain (a sibling, the
+    server), which needs Landlock's scopes (ABI 6, Linux 6.12).
+    """
+    if mechanism == "off":
+        return None
+    abi = landlock.abi_version()
+    if abi < 6:
+        return f"workers forked under {mechanism} need Landlock ABI 6 (signal scopes) to be kept apart; this kernel has {abi}"
+    return None
+
+
+def prepare_forked(
+    mechanism: str,
+    *,
+    job_dir: Path,
+    writable: Sequence[Path],
+    extra_env: Mapping[str, str] | None = None,
+    parent_env: Mapping[str, str] | None = None,
+) -> Launch:
+    """The environment of one worker forked by a fork server that ``prepare`` started under the resolved
+    ``mechanism``; its argv is empty (nothing is executed). Under bwrap and Landlock it carries the
+    worker's own Landlock rules (its job folder and ``writable``, read as ``prepare``'s worker reads),
+    which the worker applies before reading any candidate code, as a Landlock worker always has."""
+    parent_env = dict(os.environ if parent_env is None else parent_env)
+    home = job_dir / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    extra = _engine_env(parent_env, extra_env)
+    if mechanism == "off":
+        return Launch([], {**parent_env, **extra}, "off", [OFF_WARNING])
+    env = worker_env(parent_env, home, extra)
+    env["CUDAFORGE_SANDBOX"] = mechanism
+    _confine_to(env, job_dir, _readable(parent_env), [job_dir, *writable])
+    return Launch([], env, mechanism)

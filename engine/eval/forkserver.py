@@ -1,0 +1,259 @@
+"""Workers forked from a sandboxed server that has imported torch once (the engine's side).
+
+Why (ARCHITECTURE.md §3, "Workers forked from one that has torch"): each worker started with
+``python -m engine.eval.worker`` imports torch again, 1.3-1.4 CPU-s here and seconds on a GPU box; the
+test suite starts over five hundred, a loop or an exploration one or more a round. A fork server
+(``engine.eval.zygote``) is started once per evaluating process and sandbox setting, in the sandbox a
+worker would get, with the folder of all job folders (``engine.eval.jobdirs``) and the build cache
+writable; each worker is then a fork of it, which sets itself up as a started worker would be and
+confines itself to its own job folder with Landlock before any candidate code runs.
+
+What stays as it was: one process per evaluation, its own session and group, its own allow-listed
+environment and private home, its verdict on its own pipe; the supervisor sees a :class:`ForkedProcess`
+as it sees a ``subprocess.Popen``. Where a worker could not be kept apart from its siblings (Landlock
+without signal scopes under bubblewrap) or the server cannot start, workers start the usual way.
+``[eval] workers``: ``auto`` forks on CPU and, until it is measured on a GPU box, starts CUDA workers
+the usual way; ``fork`` forks for both; ``exec`` never forks.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine import procgroups, sandbox
+from engine.eval import jobdirs, zygote
+from engine.eval.options import EvalOptions
+
+SERVER_START_TIMEOUT_S = 120.0  # its torch import on a loaded machine
+FORK_TIMEOUT_S = 30.0
+WORKER_CHOICES = ("auto", "fork", "exec")
+
+
+class ForkError(RuntimeError):
+    """The server could not fork this worker (the caller starts it the usual way)."""
+
+
+class ForkedProcess:
+    """One forked worker as the supervisor uses a ``subprocess.Popen``: ``pid`` (numbered as this
+    process sees it), ``poll``, ``wait`` and ``returncode`` (negative: the signal that killed it)."""
+
+    def __init__(self, pid: int, reply: socket.socket, args: Sequence[str]) -> None:
+        self.pid = pid
+        self.args = list(args)
+        self.returncode: int | None = None
+        self._reply = reply
+        self._lock = threading.Lock()
+
+    def poll(self) -> int | None:
+        self._read(0.0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+            self._read(remaining)
+        return self.returncode
+
+    def _read(self, timeout: float | None) -> None:
+        with self._lock:
+            if self.returncode is not None:
+                return
+            reply = self._reply
+        with contextlib.suppress(OSError, ValueError):
+            select.select([reply], [], [], timeout)
+        with self._lock:
+            if self.returncode is not None:
+                return
+            try:
+                data = self._reply.recv(256, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            # No message at all: the server went away, and its workers die with it (PR_SET_PDEATHSIG).
+            self.returncode = _exit_code(data)
+            self._reply.close()
+
+
+def _exit_code(data: bytes) -> int:
+    with contextlib.suppress(ValueError, KeyError, TypeError):
+        return int(json.loads(data)["exit"])
+    return -signal.SIGKILL
+
+
+@dataclass
+class ForkServer:
+    key: tuple[object, ...]
+    process: subprocess.Popen
+    control: socket.socket
+    mechanism: str
+    jobs_root: Path
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def spawn(
+        self, job_dir: Path, args: Sequence[str], env: Mapping[str, str], stdin_fd: int, output_fd: int, verdict_fd: int
+    ) -> ForkedProcess:
+        """Fork one worker in ``job_dir`` with ``env`` as its whole environment and ``args`` as the
+        worker's arguments; its standard input, output (and error) and verdict pipe are these."""
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        mine.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        try:
+            request = json.dumps({"cwd": str(job_dir), "env": dict(env), "args": list(args)}).encode()
+            socket.send_fds(self.control, [request], [stdin_fd, output_fd, verdict_fd, theirs.fileno()])
+        except OSError as error:
+            mine.close()
+            raise ForkError(f"the fork server took no request: {error}") from error
+        finally:
+            theirs.close()
+        if not select.select([mine], [], [], FORK_TIMEOUT_S)[0]:
+            mine.close()
+            raise ForkError(f"the fork server forked nothing within {FORK_TIMEOUT_S:g} s")
+        message, ancillary, _, _ = mine.recvmsg(256, socket.CMSG_SPACE(struct.calcsize("iII")))
+        pid = next(
+            (
+                struct.unpack("iII", data[: struct.calcsize("iII")])[0]
+                for level, kind, data in ancillary
+                if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS
+            ),
+            None,
+        )
+        if message != zygote.STARTED or not pid:
+            mine.close()
+            raise ForkError(f"the forked worker did not start (the server said {message[:200]!r})")
+        return ForkedProcess(pid, mine, args)
+
+    def close(self) -> None:
+        """The server and every worker it forked, ended (the server kills its workers when the
+        control socket closes; what is left is killed here)."""
+        with contextlib.suppress(OSError):
+            self.control.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=2.0)
+        procgroups.kill_tree(self.process.pid)
+        self.process.wait()
+
+
+_LOCK = threading.Lock()
+# Servers start from this one thread, which lives as long as the process: bwrap's --die-with-parent (and
+# PR_SET_PDEATHSIG under it) ends a child when the *thread* that started it ends, and the first worker may
+# be asked for by a branch's or a spare's thread that ends long before the server's last worker.
+_STARTER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="cudaforge-forkserver")
+_SERVERS: dict[tuple[object, ...], ForkServer] = {}
+_BROKEN: dict[tuple[object, ...], str] = {}  # settings whose server failed once: why, never retried
+
+
+def wanted(options: EvalOptions) -> bool:
+    """Whether these options' workers are forked (``[eval] workers``, above)."""
+    if options.workers == "fork":
+        return True
+    return options.workers == "auto" and options.device == "cpu"
+
+
+def server_key(options: EvalOptions, cache_root: Path) -> tuple[object, ...]:
+    """What a server's start depends on (its sandbox's folders and tools, what its imports find); the
+    GPU is each worker's."""
+    kind = "cuda" if options.device.startswith("cuda") else "cpu"
+    path, python_path = os.environ.get("PATH"), os.environ.get("PYTHONPATH")
+    return (options.sandbox, str(cache_root), sys.executable, path, python_path, kind)
+
+
+def server_for(options: EvalOptions, cache_root: Path) -> ForkServer | None:
+    """The running server for these settings, started now if there is none; None where workers for
+    them are not forked, or the server could not start (then, for good: why is in ``broken``)."""
+    if not wanted(options):
+        return None
+    key = server_key(options, cache_root)
+    with _LOCK:
+        server = _SERVERS.get(key)
+        if server is not None and server.alive():
+            return server
+        if key in _BROKEN:
+            return None
+        try:
+            server = _STARTER.submit(_start, key, options, cache_root).result()
+        except ForkError as error:
+            _BROKEN[key] = str(error)
+            return None
+        _SERVERS[key] = server
+        return server
+
+
+def broken(options: EvalOptions, cache_root: Path) -> str | None:
+    """Why these settings' server could not start, if it could not."""
+    with _LOCK:
+        return _BROKEN.get(server_key(options, cache_root))
+
+
+def _start(key: tuple[object, ...], options: EvalOptions, cache_root: Path) -> ForkServer:
+    try:
+        mechanism = sandbox.resolve_mode(options.sandbox)
+    except sandbox.SandboxError as error:
+        raise ForkError(str(error)) from error
+    blocker = sandbox.fork_blocker(mechanism)
+    if blocker:
+        raise ForkError(blocker)
+    root = jobdirs.jobs_root()
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    extra = {zygote.FD_ENV: str(theirs.fileno()), "PYTHONUNBUFFERED": "1"}
+    try:
+        launch = sandbox.prepare(
+            options.sandbox,
+            [sys.executable, "-m", "engine.eval.zygote"],
+            job_dir=root,
+            writable=[cache_root],
+            extra_env=extra,
+            device=options.device,
+        )
+        with open(root / "forkserver.log", "ab") as log:
+            process = subprocess.Popen(
+                launch.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=root,
+                env=launch.env,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+            )
+        procgroups.track(process)
+    except (sandbox.SandboxError, OSError) as error:
+        mine.close()
+        raise ForkError(f"the fork server did not start: {error}") from error
+    finally:
+        theirs.close()
+    server = ForkServer(key, process, mine, launch.mechanism, root)
+    ready = select.select([mine], [], [], SERVER_START_TIMEOUT_S)[0] and mine.recv(64) == zygote.READY
+    if not ready:
+        server.close()
+        tail = (root / "forkserver.log").read_bytes()[-400:].decode(errors="replace").strip()
+        raise ForkError(f"the fork server did not get ready: {tail or 'no output'}")
+    return server
+
+
+@atexit.register
+def close_all() -> None:
+    with _LOCK:
+        servers = list(_SERVERS.values())
+        _SERVERS.clear()
+    for server in servers:
+        server.close()

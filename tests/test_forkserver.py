@@ -1,0 +1,202 @@
+"""Workers forked from a sandboxed server that imported torch once (engine/eval/forkserver.py,
+engine/eval/zygote.py), on CPU with real servers, real sandboxes and real C++ extensions.
+
+A forked worker must give the verdict a started one gives (a crash included: its exit status comes from
+the server), and must be kept apart from its siblings and its server although they share the server's
+sandbox: no signal, no look into their memory or environment, no write into their folders, none of the
+server's descriptors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from engine import procgroups
+from engine.config import ConfigError, load_config
+from engine.eval import forkserver, spare
+from engine.eval.evaluate import evaluate
+from engine.eval.options import EvalOptions
+from engine.guard.policy import GuardSettings
+from engine.guard.static import check_source
+from engine.sandbox import available_mechanisms
+from tests.conftest import EXAMPLES, until
+
+TASK = (EXAMPLES / "tasks" / "relu.py").read_text()
+HONEST = (EXAMPLES / "kernels" / "relu_cpu.py").read_text()
+CRASHING = HONEST.replace("return ext.relu(x)", "return ext.crash(x)")
+CONFINED = ["bwrap", "landlock"]
+
+# Run at the candidate's import, before its honest kernel: everything a forked worker could try against
+# the processes and folders it shares a sandbox with. SIBLING_DIR is the test's own knowledge of where
+# the other worker waits (a candidate could not list the folder of job folders to find it).
+HOSTILE = r'''
+import json as _json, os as _os, signal as _signal, stat as _stat
+_report, _me, _server = [], _os.getpid(), _os.getppid()
+
+def _parent_of(pid):
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+_targets = sorted(
+    p for p in (int(n) for n in _os.listdir("/proc") if n.isdigit())
+    if p != _me and (p == _server or _parent_of(p) == _server)
+)
+for _pid in _targets:
+    def _secret():
+        if b"FORKLEAK" in open(f"/proc/{_pid}/environ", "rb").read():
+            return
+        raise PermissionError("no secret there")
+
+    for _what, _try in (
+        ("secret", _secret),
+        ("mem", lambda: open(f"/proc/{_pid}/mem", "rb").close()),
+        ("kill", lambda: _os.kill(_pid, _signal.SIGKILL)),
+    ):
+        try:
+            _try()
+            _report.append(f"REACHED {_what} {'server' if _pid == _server else 'sibling'}")
+        except OSError:
+            _report.append(f"BLOCKED {_what} {'server' if _pid == _server else 'sibling'}")
+for _folder in ("SIBLING_DIR", _os.path.dirname(_os.getcwd())):
+    try:
+        open(_os.path.join(_folder, "planted.txt"), "w").write("x")
+        _report.append(f"REACHED write {_folder}")
+    except OSError:
+        _report.append(f"BLOCKED write {_folder}")
+for _fd in _os.listdir("/proc/self/fd"):
+    try:
+        if _stat.S_ISSOCK(_os.fstat(int(_fd)).st_mode):
+            _report.append(f"REACHED socket {_fd}")
+    except OSError:
+        pass
+print("ESCAPE-REPORT " + _json.dumps(_report), flush=True)
+'''
+
+
+def _options(cache: Path, mechanism: str, **overrides: object) -> EvalOptions:
+    settings: dict[str, object] = {"workers": "fork", "do_timing": False, "trials": 2, **overrides}
+    return EvalOptions(device="cpu", cache_root=cache, sandbox=mechanism, **settings)  # type: ignore[arg-type]
+
+
+def _skip_unless(mechanism: str) -> None:
+    why = available_mechanisms().get(mechanism)
+    if why:
+        pytest.skip(f"{mechanism} cannot run here: {why}")
+
+
+def _report(stderr_tail: str) -> list[str]:
+    [line] = [line for line in stderr_tail.splitlines() if line.startswith("ESCAPE-REPORT ")]
+    return json.loads(line.removeprefix("ESCAPE-REPORT "))
+
+
+@pytest.mark.parametrize("mechanism", [*CONFINED, "off"])
+def test_a_forked_worker_gives_the_verdicts_a_started_one_gives(mechanism: str, ext_cache: Path) -> None:
+    _skip_unless(mechanism)
+    for source, status in ((HONEST, "correct"), (CRASHING, "runtime_error")):
+        forked = evaluate(TASK, source, _options(ext_cache, mechanism))
+        started = evaluate(TASK, source, _options(ext_cache, mechanism, workers="exec"))
+        assert (forked.settings["worker_start"], started.settings["worker_start"]) == ("fork", "exec")
+        assert forked.status == started.status == status, (forked.messages, started.messages)
+        assert forked.signal == started.signal  # a crash's signal, from the server's reaping of it
+        assert forked.sandbox == started.sandbox == mechanism
+    assert forked.signal == "SIGSEGV"
+
+
+@pytest.mark.parametrize("mechanism", CONFINED)
+def test_a_forked_worker_cannot_reach_its_server_or_a_sibling(
+    mechanism: str, ext_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _skip_unless(mechanism)
+    # A key in the evaluating process's environment, and a PATH of this test's own, so that the server
+    # (its settings include PATH) starts now, from this environment.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-FORKLEAK-0123456789")
+    monkeypatch.setenv("PATH", f"{os.environ['PATH']}{os.pathsep}{tmp_path}")
+    options = _options(ext_cache, mechanism)
+    sibling = spare.start(options, ext_cache)  # another forked worker of the same server, waiting for its job
+    assert sibling is not None and sibling.worker.forked
+    try:
+        hostile = HOSTILE.replace("SIBLING_DIR", str(sibling.job_dir)) + HONEST
+        # the sandbox is under test, not the static guard, which would refuse this source unrun
+        relax = tuple(sorted({f.rule for f in check_source(hostile, backend="cpu") if f.severity == "refuse"}))
+        result = evaluate(TASK, hostile, _options(ext_cache, mechanism, guard=GuardSettings(relax=relax)))
+        report = _report(result.stderr_tail)
+        assert result.status == "correct", result.messages
+        assert [line for line in report if line.startswith("REACHED")] == [], report
+        # the attempts were made, against both kinds of neighbour
+        for what in ("secret", "mem", "kill"):
+            assert {f"BLOCKED {what} server", f"BLOCKED {what} sibling"} <= set(report), report
+        assert f"BLOCKED write {sibling.job_dir}" in report
+        assert not (sibling.job_dir / "planted.txt").exists()
+        served = evaluate(TASK, HONEST, options, worker=sibling)  # the sibling lived through it
+        assert (served.status, served.settings["worker"], served.settings["worker_start"]) == ("correct", "spare", "fork")
+    finally:
+        spare.release(sibling)
+    after = evaluate(TASK, HONEST, options)  # and so did the server
+    assert (after.status, after.settings["worker_start"]) == ("correct", "fork")
+
+
+def test_when_the_server_dies_its_workers_end_and_the_next_evaluation_gets_a_new_one(ext_cache: Path) -> None:
+    mechanism = next((m for m in CONFINED if not available_mechanisms().get(m)), "off")
+    options = _options(ext_cache, mechanism)
+    waiting = spare.start(options, ext_cache)
+    assert waiting is not None and waiting.worker.forked
+    server = forkserver.server_for(options, ext_cache)
+    assert server is not None
+    procgroups.kill_tree(server.process.pid)
+    assert until(lambda: waiting.worker.process.poll() is not None, 60)
+    assert waiting.worker.process.returncode == -signal.SIGKILL
+    assert spare.claim(waiting, options, ext_cache) is None  # a dead spare is given up, not used
+    result = evaluate(TASK, HONEST, options)
+    assert (result.status, result.settings["worker_start"]) == ("correct", "fork")
+    assert forkserver.server_for(options, ext_cache) is not server
+
+
+def test_a_server_first_asked_for_by_a_thread_that_ends_outlives_that_thread(
+    ext_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # bwrap's --die-with-parent ends its child when the *thread* that started it ends: an exploration's
+    # branch thread or a spare's must not take the server, and every later worker, with it.
+    mechanism = next((m for m in CONFINED if not available_mechanisms().get(m)), "off")
+    monkeypatch.setenv("PATH", f"{os.environ['PATH']}{os.pathsep}{tmp_path}")  # a server of this test's own
+    options = _options(ext_cache, mechanism)
+    first: list = []
+    thread = threading.Thread(target=lambda: first.append(evaluate(TASK, HONEST, options)))
+    thread.start()
+    thread.join()
+    assert (first[0].status, first[0].settings["worker_start"]) == ("correct", "fork")
+    server = forkserver.server_for(options, ext_cache)
+    later = evaluate(TASK, HONEST, options)
+    assert (later.status, later.settings["worker_start"]) == ("correct", "fork")
+    assert forkserver.server_for(options, ext_cache) is server and server is not None and server.alive()
+
+
+def test_workers_that_could_not_be_kept_apart_start_as_new_interpreters(
+    ext_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _skip_unless("bwrap")
+    # A kernel whose Landlock has no signal scopes (before Linux 6.12): siblings under one bwrap could
+    # signal each other, so no server is started and each worker gets a sandbox of its own.
+    monkeypatch.setattr("engine.sandbox.landlock.abi_version", lambda: 5)
+    cache = ext_cache / "never-forked"  # settings no earlier test started a server for
+    options = _options(cache, "bwrap")
+    result = evaluate(TASK, HONEST, options)
+    assert (result.status, result.settings["worker_start"]) == ("correct", "exec")
+    assert "Landlock ABI 6" in (forkserver.broken(options, cache.resolve()) or "")
+
+
+def test_the_workers_setting_is_checked_and_auto_forks_only_on_cpu(tmp_path: Path) -> None:
+    (tmp_path / "cudaforge.toml").write_text('[eval]\nworkers = "sometimes"\n')
+    with pytest.raises(ConfigError, match=r"\[eval\] workers"):
+        load_config(cwd=tmp_path, env={})
+    assert forkserver.wanted(EvalOptions(device="cpu"))
+    assert not forkserver.wanted(EvalOptions(device="cuda"))
+    assert forkserver.wanted(EvalOptions(device="cuda", workers="fork"))
+    assert not forkserver.wanted(EvalOptions(device="cpu", workers="exec"))
