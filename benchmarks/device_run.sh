@@ -40,6 +40,8 @@
 #   trust     issue 45's cheats and their honest twins through the evaluator (benchmarks/trust_gpu.py): an ATen
 #             fallback after a failed load, a kernel named like ATen's, a noise-level reference, a value memo,
 #             a storage replay, an L2-persisting copy under default and strict
+#   forked    workers forked from one server that imported torch, on CUDA, beside new interpreters
+#             (benchmarks/fork_workers.py), then the GPU tests with CUDA workers forked (CUDAFORGE_WORKERS=fork)
 #   retime    a close call's re-timing with and without the best kernel's sealed library (benchmarks/retime_cost.py)
 #   failfast  how fast failing candidates end (issue 47): an error in the kernel's own code, a CUDA-L1-style
 #             UNet whose twenty blocks load one failing source, and twenty distinct ones (benchmarks/fail_fast.py)
@@ -205,6 +207,14 @@ section_failfast() {
   # FAILFAST_ONLY: candidates by name, space-separated (default: all three)
   local only=(); for name in ${FAILFAST_ONLY:-}; do only+=(--only "$name"); done
   timeout "${FAILFAST_TIMEOUT:-560}" python3 benchmarks/fail_fast.py --out "$1" --device cuda ${only[@]+"${only[@]}"} 2>&1 | tail -10
+}
+
+section_forked() {
+  # workers forked from the fork server on CUDA (issue 47): the start's cost beside new interpreters, then
+  # the GPU tests with every CUDA worker forked (TESTS narrows them, as for the tests section)
+  timeout "${FORKED_TIMEOUT:-560}" python3 benchmarks/fork_workers.py --device cuda --runs "${FORKED_RUNS:-8}" \
+    --json "$1/fork_workers.json" 2>&1 | tail -8
+  CUDAFORGE_WORKERS=fork section_tests "$1"
 }
 
 section_retime() {

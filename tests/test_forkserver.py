@@ -200,3 +200,9 @@ def test_the_workers_setting_is_checked_and_auto_forks_only_on_cpu(tmp_path: Pat
     assert not forkserver.wanted(EvalOptions(device="cuda"))
     assert forkserver.wanted(EvalOptions(device="cuda", workers="fork"))
     assert not forkserver.wanted(EvalOptions(device="cpu", workers="exec"))
+    with pytest.MonkeyPatch.context() as env:  # how the GPU box's runs choose where the config says auto
+        env.setenv(forkserver.WORKERS_ENV, "fork")
+        assert forkserver.wanted(EvalOptions(device="cuda"))
+        assert not forkserver.wanted(EvalOptions(device="cuda", workers="exec"))
+        env.setenv(forkserver.WORKERS_ENV, "exec")
+        assert not forkserver.wanted(EvalOptions(device="cpu"))

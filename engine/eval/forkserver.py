@@ -41,7 +41,7 @@ from engine.eval.options import EvalOptions
 
 SERVER_START_TIMEOUT_S = 120.0  # its torch import on a loaded machine
 FORK_TIMEOUT_S = 30.0
-WORKER_CHOICES = ("auto", "fork", "exec")
+WORKERS_ENV = "CUDAFORGE_WORKERS"
 
 
 class ForkError(RuntimeError):
@@ -163,10 +163,15 @@ _BROKEN: dict[tuple[object, ...], str] = {}  # settings whose server failed once
 
 
 def wanted(options: EvalOptions) -> bool:
-    """Whether these options' workers are forked (``[eval] workers``, above)."""
-    if options.workers == "fork":
+    """Whether these options' workers are forked (``[eval] workers``, above). Where they say ``auto``,
+    ``$CUDAFORGE_WORKERS`` (``fork`` or ``exec``) may choose instead: how the GPU box's tests and
+    benchmarks run forked CUDA workers before ``auto`` forks them."""
+    choice = options.workers
+    if choice == "auto":
+        choice = os.environ.get(WORKERS_ENV, "auto")
+    if choice == "fork":
         return True
-    return options.workers == "auto" and options.device == "cpu"
+    return choice == "auto" and options.device == "cpu"
 
 
 def server_key(options: EvalOptions, cache_root: Path) -> tuple[object, ...]:
