@@ -33,6 +33,7 @@ KINDS = (
     ("collect2", "linker"),
     ("/ld ", "linker"),
     ("engine.eval.worker", "evaluation worker"),
+    ("engine.eval.zygote", "fork server and its forked workers"),
     ("exec(eval(sys.stdin.readline()))", "pytest-xdist worker"),
     ("ray", "ray"),
     ("tmux", "tmux"),

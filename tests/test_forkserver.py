@@ -178,6 +178,25 @@ def test_a_server_first_asked_for_by_a_thread_that_ends_outlives_that_thread(
     assert forkserver.server_for(options, ext_cache) is server and server is not None and server.alive()
 
 
+def test_a_server_that_stops_answering_is_given_up_and_workers_start_anew(
+    ext_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mechanism = next((m for m in CONFINED if not available_mechanisms().get(m)), "off")
+    monkeypatch.setenv("PATH", f"{os.environ['PATH']}{os.pathsep}{tmp_path}")  # a server of this test's own
+    monkeypatch.setattr(forkserver, "FORK_TIMEOUT_S", 2.0)  # the bound on one fork, shortened for the test
+    options = _options(ext_cache, mechanism)
+    server = forkserver.server_for(options, ext_cache)
+    assert server is not None
+    for pid in [server.process.pid, *procgroups.descendants(server.process.pid)]:
+        os.kill(pid, signal.SIGSTOP)  # alive, but it answers nothing
+    result = evaluate(TASK, HONEST, options)
+    assert (result.status, result.settings["worker_start"]) == ("correct", "exec")
+    assert server.process.poll() is not None  # ended, with what it had forked
+    assert "forked nothing" in (forkserver.broken(options, ext_cache) or "")
+    again = evaluate(TASK, HONEST, options)  # no second wait for it
+    assert (again.status, again.settings["worker_start"]) == ("correct", "exec")
+
+
 def test_workers_that_could_not_be_kept_apart_start_as_new_interpreters(
     ext_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -203,6 +203,16 @@ def server_for(options: EvalOptions, cache_root: Path) -> ForkServer | None:
         return server
 
 
+def give_up(server: ForkServer, why: str) -> None:
+    """``server`` failed to fork a worker: it is ended, and these settings' workers start as new
+    interpreters from now on (a stuck server must not cost every later evaluation the fork's timeout)."""
+    with _LOCK:
+        if _SERVERS.get(server.key) is server:
+            del _SERVERS[server.key]
+        _BROKEN[server.key] = why
+    server.close()
+
+
 def broken(options: EvalOptions, cache_root: Path) -> str | None:
     """Why these settings' server could not start, if it could not."""
     with _LOCK:

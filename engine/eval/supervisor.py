@@ -475,8 +475,10 @@ def start_worker(
     args = [*([pipe.SPARE_FLAG] if spare else []), str(job_path)]
     server = forkserver.server_for(options, cache_root) if job_dir.parent == jobdirs.jobs_root() else None
     if server is not None:
-        with contextlib.suppress(forkserver.ForkError):
+        try:
             return _fork_worker(server, job_dir, cache_root, args, extra, needs_stdin=spare or gated)
+        except forkserver.ForkError as error:
+            forkserver.give_up(server, str(error))
     return _exec_worker(job_dir, options, cache_root, args, extra, needs_stdin=spare or gated)
 
 
