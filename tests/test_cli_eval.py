@@ -113,3 +113,4 @@ def test_doctor_reports_keys_as_set_never_their_values() -> None:
     assert secret not in done.stdout + done.stderr
     as_json = json.loads(cudaforge("doctor", "--json", extra_env={"OPENAI_API_KEY": secret}).stdout)
     assert {c["name"]: c["detail"] for c in as_json}["OPENAI_API_KEY"] == "set"
+    assert "workers" in {c["name"] for c in as_json}  # how evaluation workers start here

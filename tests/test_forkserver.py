@@ -25,6 +25,7 @@ from engine.eval.options import EvalOptions
 from engine.guard.policy import GuardSettings
 from engine.guard.static import check_source
 from engine.sandbox import available_mechanisms
+from engine.sandbox.report import workers_status
 from tests.conftest import EXAMPLES, until
 
 TASK = (EXAMPLES / "tasks" / "relu.py").read_text()
@@ -33,30 +34,17 @@ CRASHING = HONEST.replace("return ext.relu(x)", "return ext.crash(x)")
 CONFINED = ["bwrap", "landlock"]
 
 # Run at the candidate's import, before its honest kernel: everything a forked worker could try against
-# the processes and folders it shares a sandbox with. SIBLING_DIR is the test's own knowledge of where
-# the other worker waits (a candidate could not list the folder of job folders to find it).
+# the processes and folders it shares a sandbox with. SIBLING_DIR and SIBLING_PID are the test's own
+# knowledge of where the other worker waits and which pid it has (a candidate could not list the folder
+# of job folders, nor read /proc beyond its own entry, to find them; it could guess a pid).
 HOSTILE = r'''
 import json as _json, os as _os, signal as _signal, stat as _stat
 _report, _me, _server = [], _os.getpid(), _os.getppid()
 
-def _parent_of(pid):
-    try:
-        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-_targets = sorted(
-    p for p in (int(n) for n in _os.listdir("/proc") if n.isdigit())
-    if p != _me and (p == _server or _parent_of(p) == _server)
-)
+_targets = [_server, SIBLING_PID]  # its parent; the sibling as its own pid namespace numbers it
 for _pid in _targets:
-    def _secret():
-        if b"FORKLEAK" in open(f"/proc/{_pid}/environ", "rb").read():
-            return
-        raise PermissionError("no secret there")
-
     for _what, _try in (
-        ("secret", _secret),
+        ("environ", lambda: open(f"/proc/{_pid}/environ", "rb").read()),
         ("mem", lambda: open(f"/proc/{_pid}/mem", "rb").close()),
         ("kill", lambda: _os.kill(_pid, _signal.SIGKILL)),
     ):
@@ -92,6 +80,14 @@ def _skip_unless(mechanism: str) -> None:
         pytest.skip(f"{mechanism} cannot run here: {why}")
 
 
+def _innermost_pid(pid: int) -> int:
+    """``pid`` as its own (innermost) pid namespace numbers it: under bwrap, the sandbox's numbering."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("NSpid:"):
+            return int(line.split()[-1])
+    return pid
+
+
 def _report(stderr_tail: str) -> list[str]:
     [line] = [line for line in stderr_tail.splitlines() if line.startswith("ESCAPE-REPORT ")]
     return json.loads(line.removeprefix("ESCAPE-REPORT "))
@@ -115,15 +111,13 @@ def test_a_forked_worker_cannot_reach_its_server_or_a_sibling(
     mechanism: str, ext_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _skip_unless(mechanism)
-    # A key in the evaluating process's environment, and a PATH of this test's own, so that the server
-    # (its settings include PATH) starts now, from this environment.
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-FORKLEAK-0123456789")
-    monkeypatch.setenv("PATH", f"{os.environ['PATH']}{os.pathsep}{tmp_path}")
+    monkeypatch.setenv("PATH", f"{os.environ['PATH']}{os.pathsep}{tmp_path}")  # a server of this test's own
     options = _options(ext_cache, mechanism)
     sibling = spare.start(options, ext_cache)  # another forked worker of the same server, waiting for its job
     assert sibling is not None and sibling.worker.forked
     try:
-        hostile = HOSTILE.replace("SIBLING_DIR", str(sibling.job_dir)) + HONEST
+        hostile = HOSTILE.replace("SIBLING_DIR", str(sibling.job_dir))
+        hostile = hostile.replace("SIBLING_PID", str(_innermost_pid(sibling.worker.process.pid))) + HONEST
         # the sandbox is under test, not the static guard, which would refuse this source unrun
         relax = tuple(sorted({f.rule for f in check_source(hostile, backend="cpu") if f.severity == "refuse"}))
         result = evaluate(TASK, hostile, _options(ext_cache, mechanism, guard=GuardSettings(relax=relax)))
@@ -131,7 +125,7 @@ def test_a_forked_worker_cannot_reach_its_server_or_a_sibling(
         assert result.status == "correct", result.messages
         assert [line for line in report if line.startswith("REACHED")] == [], report
         # the attempts were made, against both kinds of neighbour
-        for what in ("secret", "mem", "kill"):
+        for what in ("environ", "mem", "kill"):
             assert {f"BLOCKED {what} server", f"BLOCKED {what} sibling"} <= set(report), report
         assert f"BLOCKED write {sibling.job_dir}" in report
         assert not (sibling.job_dir / "planted.txt").exists()
@@ -209,6 +203,15 @@ def test_workers_that_could_not_be_kept_apart_start_as_new_interpreters(
     result = evaluate(TASK, HONEST, options)
     assert (result.status, result.settings["worker_start"]) == ("correct", "exec")
     assert "Landlock ABI 6" in (forkserver.broken(options, cache.resolve()) or "")
+    state, detail, _ = workers_status("auto", "bwrap")  # and the doctor says so
+    assert state == "warn" and "each a new interpreter" in detail and "Landlock ABI 6" in detail
+
+
+def test_the_doctor_says_how_workers_start() -> None:
+    assert workers_status("exec", "off") == ("ok", "each a new interpreter ([eval] workers = exec)", "")
+    state, detail, _ = workers_status("auto", "off")
+    assert state == "ok" and detail.startswith("CPU workers forked") and "CUDA ones each a new interpreter" in detail
+    assert "CUDA ones too" in workers_status("fork", "off")[1]
 
 
 def test_the_workers_setting_is_checked_and_auto_forks_only_on_cpu(tmp_path: Path) -> None:

@@ -251,7 +251,7 @@ def escape_effects(world: dict, done: subprocess.CompletedProcess[str], mark: st
     found |= {f"sessions/victim/{p.name}" for p in (world["sessions"] / "victim").iterdir()}
     found |= {f"home/{n}" for n in ("system_call", "raw_write", "cpp_system") if (world["home"] / n).exists()}
     found |= {f"repo/{n}" for n in ("raw_write", "mount_escape") if (world["repo"] / n).exists()}
-    for leak in ("api_key_leak", "ssh_key_leak"):
+    for leak in ("api_key_leak", "ssh_key_leak", "proc_environ_leak"):
         path = world["cache"] / leak
         if path.exists():
             text = path.read_text()
@@ -289,6 +289,7 @@ UNSANDBOXED_EFFECTS: dict[str, set[str]] = {
     "cwd_write": {"cwd/cwd_write"},
     "daemon": {"daemon"},
     "kill_parent": {"cudaforge killed", "engine killed"},
+    "proc_environ": {"out/proc_environ", "cache/proc_environ_leak"},
     "raw_write": {"out/raw_write", "home/raw_write", "repo/raw_write"},
     "session_repo": {"sessions/victim/pwned", "out/other_session", "printed SANDBOXLEAK"},
     "socket_connect": {"socket"},

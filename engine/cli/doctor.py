@@ -63,6 +63,7 @@ def run_checks() -> list[Check]:
     checks += _toolchain_checks()
     checks.extend(_profiling_checks())
     checks.append(_sandbox_check())
+    checks.append(_workers_check())
     checks.extend(_dependency_checks())
     checks += _provider_checks()
     checks.append(_cache_check())
@@ -191,6 +192,20 @@ def _sandbox_check() -> Check:
         configured = "auto"
     state, detail, fix = sandbox_status(configured)
     return Check("sandbox", state, detail, fix)
+
+
+def _workers_check() -> Check:
+    """How evaluation workers start here (engine.eval.forkserver)."""
+    from engine.config import ConfigError, load_config
+    from engine.sandbox.report import workers_status
+
+    try:
+        section = load_config().eval
+        workers, sandbox = section.workers, section.sandbox
+    except ConfigError:
+        workers, sandbox = "auto", "auto"
+    state, detail, fix = workers_status(workers, sandbox)
+    return Check("workers", state, detail, fix)
 
 
 def _first_line(command: list[str]) -> str:

@@ -3,7 +3,8 @@
 Applied in-process by the worker (``apply_from_env``) after its own imports and before it reads any
 candidate code; the rules hold for the process and everything it starts, and cannot be lifted.
 - files: read and execute only below the system folders, the Python environment, cudaforge and the
-  build/job folders (so ``$HOME``, the sessions and the working directory are unreadable); write only
+  build/job folders (so ``$HOME``, the sessions and the working directory are unreadable), and of
+  ``/proc`` only the confined process's own entry and machine-wide files (``PROC_READ``); write only
   to the job folder, the build cache and ``/dev`` (the GPU's device files), plus *writing* (no
   creating or deleting; opening with ``O_TRUNC`` as ``fopen(…, "w")`` does) the files of the confined
   process's own threads,
@@ -46,6 +47,24 @@ NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 
 READ_ACCESS = EXECUTE | READ_FILE | READ_DIR
+# What of /proc a confined process may read: its own entry (``/proc/self`` is resolved by the process that
+# applies the rules, so it names that process alone) and the machine-wide files the toolchain and CUDA's
+# start-up read. Never another process's entry: Landlock refuses a ptrace *attach* outside the domain but
+# not a ptrace *read*, so with all of /proc readable a worker read ``/proc/<pid>/environ`` of the process
+# that started it, API keys included (tests/fixtures/escape/proc_environ.py).
+PROC_READ = (
+    "/proc/self",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/loadavg",
+    "/proc/uptime",
+    "/proc/version",
+    "/proc/filesystems",
+    "/proc/devices",
+    "/proc/sys",
+    "/proc/driver",
+)
 SYSTEM_READ = (
     "/usr",
     "/lib",
@@ -55,7 +74,6 @@ SYSTEM_READ = (
     "/sbin",
     "/etc",
     "/opt",
-    "/proc",
     "/sys",
     "/dev",
     "/run",
@@ -172,7 +190,7 @@ def _add_path(libc: ctypes.CDLL, add_rule: int, ruleset: int, path: str, access:
 def rules_for(readable: Iterable[Path | str | None], writable: Iterable[Path | str]) -> dict[str, list[str]]:
     """The JSON the engine hands the worker in ``$CUDAFORGE_LANDLOCK``."""
     write = [str(Path(p).resolve()) for p in writable]
-    read = [*SYSTEM_READ, *(str(Path(p).resolve()) for p in readable if p)]
+    read = [*SYSTEM_READ, *PROC_READ, *(str(Path(p).resolve()) for p in readable if p)]
     return {"read": read, "write": [*write, "/dev"], "write_files": [OWN_THREADS]}
 
 

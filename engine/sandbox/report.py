@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 
 from engine.sandbox import landlock
-from engine.sandbox.select import SandboxError, available_mechanisms, resolve_mode
+from engine.sandbox.select import SandboxError, available_mechanisms, fork_blocker, resolve_mode
 
 HOW_TO_GET_BWRAP = (
     "install bubblewrap (apt-get install bubblewrap), or unpack its .deb with dpkg -x and set "
@@ -45,6 +45,24 @@ def sandbox_status(configured: str, env: Mapping[str, str] | None = None) -> tup
         f"off: candidate code runs with your full rights ({why})",
         ('set [eval] sandbox = "auto" and ' + HOW_TO_GET_BWRAP),
     )
+
+
+def workers_status(workers: str, sandbox: str, env: Mapping[str, str] | None = None) -> tuple[str, str, str]:
+    """(state, detail, fix) for the doctor's ``workers`` line: how evaluation workers start here
+    (engine.eval.forkserver: forked from one server that imported torch, or each a new interpreter)."""
+    env = os.environ if env is None else env
+    if workers == "exec":
+        return "ok", "each a new interpreter ([eval] workers = exec)", ""
+    try:
+        active = resolve_mode(sandbox, env)
+    except SandboxError as error:
+        return "warn", f"each a new interpreter: {error}", HOW_TO_GET_BWRAP
+    blocker = fork_blocker(active)
+    if blocker:
+        return "warn", f"each a new interpreter: {blocker}", "a kernel with Landlock ABI 6 (Linux 6.12+)"
+    apart = "each confined to its own job folder by Landlock" if active != "off" else "no sandbox"
+    cuda = "CUDA ones too" if workers == "fork" else 'CUDA ones each a new interpreter ([eval] workers = "fork" forks them too)'
+    return "ok", f"CPU workers forked from one server that imported torch once ({apart}); {cuda}", ""
 
 
 def _landlock_blocks_cuda(env: Mapping[str, str]) -> str | None:
