@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -185,10 +187,64 @@ def test_a_server_that_stops_answering_is_given_up_and_workers_start_anew(
         os.kill(pid, signal.SIGSTOP)  # alive, but it answers nothing
     result = evaluate(TASK, HONEST, options)
     assert (result.status, result.settings["worker_start"]) == ("correct", "exec")
-    assert server.process.poll() is not None  # ended, with what it had forked
     assert "forked nothing" in (forkserver.broken(options, ext_cache) or "")
+    assert forkserver.server_for(options, ext_cache) is None  # given up: what it forked may still be finishing
     again = evaluate(TASK, HONEST, options)  # no second wait for it
     assert (again.status, again.settings["worker_start"]) == ("correct", "exec")
+
+
+def _relaxed(source: str) -> GuardSettings:
+    """The static guard's refusing rules relaxed: the sandbox and the fork server are under test."""
+    return GuardSettings(relax=tuple(sorted({f.rule for f in check_source(source, backend="cpu") if f.severity == "refuse"})))
+
+
+def _alive(mark: str) -> bool:
+    return bool(subprocess.run(["pgrep", "-f", f"sleep {mark}"], capture_output=True, text=True).stdout.strip())
+
+
+@pytest.mark.parametrize("mechanism", CONFINED)
+def test_what_a_forked_worker_leaves_behind_ends_with_its_evaluation(mechanism: str, ext_cache: Path) -> None:
+    """A setsid'd grandchild, orphaned while the worker runs, must not outlive the evaluation although
+    the server, and under bwrap its pid namespace, live on."""
+    _skip_unless(mechanism)
+    mark = f"{os.getpid() % 1000 + 1000}.{int(time.time() * 1000) % 100000}"
+    leave = (
+        "import os as _o\n"
+        "if _o.fork() == 0:\n"
+        "    _o.setsid()\n"
+        "    if _o.fork() == 0:\n"
+        f"        _o.execvp('sleep', ['sleep', '{mark}'])\n"
+        "    _o._exit(0)\n"
+        "_o.wait()\n"
+    )
+    source = leave + HONEST
+    try:
+        result = evaluate(TASK, source, _options(ext_cache, mechanism, guard=_relaxed(source)))
+        assert (result.status, result.settings["worker_start"]) == ("correct", "fork"), result.messages
+        assert forkserver.server_for(_options(ext_cache, mechanism), ext_cache) is not None  # the server lives on
+        assert not _alive(mark)
+    finally:
+        subprocess.run(["pkill", "-9", "-f", f"sleep {mark}"], capture_output=True)
+
+
+def test_a_worker_lost_with_its_server_is_cudaforges_fault(ext_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mechanism = next((m for m in CONFINED if not available_mechanisms().get(m)), "off")
+    monkeypatch.setenv("PATH", f"{os.environ['PATH']}{os.pathsep}{tmp_path}")  # a server of this test's own
+    source = "import time as _t\nprint('WAITING-AT-IMPORT', flush=True)\n_t.sleep(120)\n" + HONEST
+    options = _options(ext_cache, mechanism, guard=_relaxed(source))
+    seen = threading.Event()
+    on_event = lambda event: seen.set() if "WAITING-AT-IMPORT" in (event.text or "") else None  # noqa: E731
+    results: list = []
+    thread = threading.Thread(target=lambda: results.append(evaluate(TASK, source, options, on_event)))
+    thread.start()
+    assert seen.wait(120)  # the candidate is being imported: its worker is running
+    server = forkserver.server_for(options, ext_cache)
+    assert server is not None
+    procgroups.kill_tree(server.process.pid)  # the server dies (the OOM killer's choice, say), its workers with it
+    thread.join(120)
+    [result] = results
+    assert (result.status, result.failed_side) == ("harness_error", "harness"), result.messages
+    assert "fork server" in result.messages[-1] and "not the kernel's" in result.messages[-1]
 
 
 def test_workers_that_could_not_be_kept_apart_start_as_new_interpreters(

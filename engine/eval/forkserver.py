@@ -23,6 +23,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import queue
 import select
 import signal
 import socket
@@ -31,7 +32,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,12 +51,17 @@ class ForkError(RuntimeError):
 
 class ForkedProcess:
     """One forked worker as the supervisor uses a ``subprocess.Popen``: ``pid`` (numbered as this
-    process sees it), ``poll``, ``wait`` and ``returncode`` (negative: the signal that killed it)."""
+    process sees it), ``poll``, ``wait`` and ``returncode`` (negative: the signal that killed it).
+
+    The server keeps the ended process unreaped until :meth:`release`, so that its pid stays its own
+    while the engine kills what it left. ``server_lost``: the server ended before the worker's status
+    came (its workers die with it), which is cudaforge's fault, never the kernel's."""
 
     def __init__(self, pid: int, reply: socket.socket, args: Sequence[str]) -> None:
         self.pid = pid
         self.args = list(args)
         self.returncode: int | None = None
+        self.server_lost = False
         self._reply = reply
         self._lock = threading.Lock()
 
@@ -72,15 +78,30 @@ class ForkedProcess:
             self._read(remaining)
         return self.returncode
 
+    def abandon(self) -> None:
+        """No status came in time (a stuck server): read as lost with its server."""
+        with self._lock:
+            if self.returncode is None:
+                self.returncode, self.server_lost = -signal.SIGKILL, True
+
+    def release(self) -> None:
+        """The engine is done with this worker (it has killed what the worker left and read its
+        status): the server may reap it now. Idempotent."""
+        with self._lock, contextlib.suppress(OSError):
+            self._reply.close()
+
     def _read(self, timeout: float | None) -> None:
         with self._lock:
             if self.returncode is not None:
                 return
-            reply = self._reply
-        with contextlib.suppress(OSError, ValueError):
-            select.select([reply], [], [], timeout)
+            if self._reply.fileno() < 0:  # released before its status came: nothing more will
+                self.returncode, self.server_lost = -signal.SIGKILL, True
+                return
+            poller = select.poll()
+            poller.register(self._reply.fileno(), select.POLLIN)
+        poller.poll(None if timeout is None else max(0, int(timeout * 1000)))
         with self._lock:
-            if self.returncode is not None:
+            if self.returncode is not None or self._reply.fileno() < 0:
                 return
             try:
                 data = self._reply.recv(256, socket.MSG_DONTWAIT)
@@ -88,15 +109,20 @@ class ForkedProcess:
                 return
             except OSError:
                 data = b""
-            # No message at all: the server went away, and its workers die with it (PR_SET_PDEATHSIG).
             self.returncode = _exit_code(data)
-            self._reply.close()
+            self.server_lost = not data  # no message at all: the server went away, its workers with it
 
 
 def _exit_code(data: bytes) -> int:
     with contextlib.suppress(ValueError, KeyError, TypeError):
         return int(json.loads(data)["exit"])
     return -signal.SIGKILL
+
+
+def _wait_readable(sock: socket.socket, seconds: float) -> bool:
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return bool(poller.poll(int(seconds * 1000)))
 
 
 @dataclass
@@ -106,6 +132,7 @@ class ForkServer:
     control: socket.socket
     mechanism: str
     jobs_root: Path
+    closed: bool = False
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -114,21 +141,26 @@ class ForkServer:
         self, job_dir: Path, args: Sequence[str], env: Mapping[str, str], stdin_fd: int, output_fd: int, verdict_fd: int
     ) -> ForkedProcess:
         """Fork one worker in ``job_dir`` with ``env`` as its whole environment and ``args`` as the
-        worker's arguments; its standard input, output (and error) and verdict pipe are these."""
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        mine.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        worker's arguments; its standard input, output (and error) and verdict pipe are these. Raises
+        ForkError when the server forked nothing (the caller then starts the worker anew)."""
         try:
+            mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        except OSError as error:
+            raise ForkError(f"no socket for the fork server's reply: {error}") from error
+        try:
+            mine.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
             request = json.dumps({"cwd": str(job_dir), "env": dict(env), "args": list(args)}).encode()
             socket.send_fds(self.control, [request], [stdin_fd, output_fd, verdict_fd, theirs.fileno()])
-        except OSError as error:
-            mine.close()
-            raise ForkError(f"the fork server took no request: {error}") from error
-        finally:
             theirs.close()
-        if not select.select([mine], [], [], FORK_TIMEOUT_S)[0]:
+            if not _wait_readable(mine, FORK_TIMEOUT_S):
+                raise ForkError(f"the fork server forked nothing within {FORK_TIMEOUT_S:g} s")
+            message, ancillary, _, _ = mine.recvmsg(256, socket.CMSG_SPACE(struct.calcsize("iII")))
+        except (OSError, ForkError) as error:
+            theirs.close()
             mine.close()
-            raise ForkError(f"the fork server forked nothing within {FORK_TIMEOUT_S:g} s")
-        message, ancillary, _, _ = mine.recvmsg(256, socket.CMSG_SPACE(struct.calcsize("iII")))
+            if isinstance(error, ForkError):
+                raise
+            raise ForkError(f"the fork server took no request: {error}") from error
         pid = next(
             (
                 struct.unpack("iII", data[: struct.calcsize("iII")])[0]
@@ -144,21 +176,52 @@ class ForkServer:
 
     def close(self) -> None:
         """The server and every worker it forked, ended (the server kills its workers when the
-        control socket closes; what is left is killed here)."""
+        control socket closes; what is left is killed here). Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
         with contextlib.suppress(OSError):
             self.control.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=2.0)
-        procgroups.kill_tree(self.process.pid)
+        if self.process.returncode is None:  # never a reaped pid: it may be another process's by now
+            procgroups.kill_tree(self.process.pid)
         self.process.wait()
 
 
+class _Starter:
+    """The one thread servers start from, a daemon that lives as long as the process: bwrap's
+    --die-with-parent (PR_SET_PDEATHSIG under it) ends a child when the *thread* that started it ends,
+    and the first worker may be asked for by a branch's or a spare's thread that ends long before the
+    server's last worker (a pool's thread would end at exit before the threads still evaluating)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue[tuple[Callable[[], ForkServer], concurrent.futures.Future]] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, start: Callable[[], ForkServer]) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="cudaforge-forkserver", daemon=True)
+                self._thread.start()
+        self._jobs.put((start, future))
+        return future
+
+    def _run(self) -> None:
+        while True:
+            start, future = self._jobs.get()
+            try:
+                future.set_result(start())
+            except BaseException as error:  # noqa: BLE001 - handed to the caller, which waits on it
+                future.set_exception(error)
+
+
 _LOCK = threading.Lock()
-# Servers start from this one thread, which lives as long as the process: bwrap's --die-with-parent (and
-# PR_SET_PDEATHSIG under it) ends a child when the *thread* that started it ends, and the first worker may
-# be asked for by a branch's or a spare's thread that ends long before the server's last worker.
-_STARTER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="cudaforge-forkserver")
+_STARTER = _Starter()
 _SERVERS: dict[tuple[object, ...], ForkServer] = {}
+_RETIRED: list[ForkServer] = []  # given up on (no new workers), left to finish the ones they have
 _BROKEN: dict[tuple[object, ...], str] = {}  # settings whose server failed once: why, never retried
 
 
@@ -179,7 +242,8 @@ def server_key(options: EvalOptions, cache_root: Path) -> tuple[object, ...]:
     GPU is each worker's."""
     kind = "cuda" if options.device.startswith("cuda") else "cpu"
     path, python_path = os.environ.get("PATH"), os.environ.get("PYTHONPATH")
-    return (options.sandbox, str(cache_root), sys.executable, path, python_path, kind)
+    jobs = str(jobdirs.jobs_root())  # made anew if it was deleted: a server bound the old one
+    return (options.sandbox, str(cache_root), sys.executable, path, python_path, kind, jobs)
 
 
 def server_for(options: EvalOptions, cache_root: Path) -> ForkServer | None:
@@ -192,10 +256,14 @@ def server_for(options: EvalOptions, cache_root: Path) -> ForkServer | None:
         server = _SERVERS.get(key)
         if server is not None and server.alive():
             return server
+        if server is not None:  # it died: its control socket goes, and a new one starts
+            with contextlib.suppress(OSError):
+                server.control.close()
+            del _SERVERS[key]
         if key in _BROKEN:
             return None
         try:
-            server = _STARTER.submit(_start, key, options, cache_root).result()
+            server = _STARTER.submit(lambda: _start(key, options, cache_root)).result()
         except ForkError as error:
             _BROKEN[key] = str(error)
             return None
@@ -204,13 +272,15 @@ def server_for(options: EvalOptions, cache_root: Path) -> ForkServer | None:
 
 
 def give_up(server: ForkServer, why: str) -> None:
-    """``server`` failed to fork a worker: it is ended, and these settings' workers start as new
-    interpreters from now on (a stuck server must not cost every later evaluation the fork's timeout)."""
+    """``server`` failed to fork a worker: these settings' workers start as new interpreters from now
+    on (a stuck server must not cost every later evaluation the fork's timeout). It is not ended: the
+    workers it forked already finish their evaluations (it is ended at exit; if it dies first, each of
+    its evaluations says so as cudaforge's fault)."""
     with _LOCK:
         if _SERVERS.get(server.key) is server:
             del _SERVERS[server.key]
+            _RETIRED.append(server)
         _BROKEN[server.key] = why
-    server.close()
 
 
 def broken(options: EvalOptions, cache_root: Path) -> str | None:
@@ -257,7 +327,7 @@ def _start(key: tuple[object, ...], options: EvalOptions, cache_root: Path) -> F
     finally:
         theirs.close()
     server = ForkServer(key, process, mine, launch.mechanism, root)
-    ready = select.select([mine], [], [], SERVER_START_TIMEOUT_S)[0] and mine.recv(64) == zygote.READY
+    ready = _wait_readable(mine, SERVER_START_TIMEOUT_S) and mine.recv(64) == zygote.READY
     if not ready:
         server.close()
         tail = (root / "forkserver.log").read_bytes()[-400:].decode(errors="replace").strip()
@@ -268,7 +338,8 @@ def _start(key: tuple[object, ...], options: EvalOptions, cache_root: Path) -> F
 @atexit.register
 def close_all() -> None:
     with _LOCK:
-        servers = list(_SERVERS.values())
+        servers = [*_SERVERS.values(), *_RETIRED]
         _SERVERS.clear()
+        _RETIRED.clear()
     for server in servers:
         server.close()

@@ -32,7 +32,7 @@ from pathlib import Path
 from engine import procgroups
 from engine.eval import jobdirs
 from engine.eval.options import EvalOptions, EvaluationError
-from engine.eval.supervisor import StartedWorker, start_worker
+from engine.eval.supervisor import StartedWorker, start_worker, wait_for_status
 
 JOB_FILE = "job.json"
 
@@ -53,7 +53,7 @@ class Spare:
                 os.close(self.worker.go_fd)
         with contextlib.suppress(OSError):
             os.close(self.worker.read_fd)
-        self.worker.process.wait()
+        wait_for_status(self.worker.process)
         self.worker.output.join(timeout=2.0)
         shutil.rmtree(self.job_dir, ignore_errors=True)
 

@@ -52,6 +52,7 @@ DRAIN_AFTER_EXIT_BYTES = 8 * 1024 * 1024
 KERNEL_FILE = "kernel.py"  # the candidate's file name in the job folder unless the caller names it
 LOG_LIMIT_BYTES = 400_000
 STDERR_TAIL_LINES = 40
+FORKED_STATUS_WAIT_S = 30.0  # for a killed forked worker's status from its server (engine.eval.forkserver)
 MAX_HOST_PIECES = 10_000  # entries of a split build's piece lines taken from one worker message
 
 
@@ -168,7 +169,7 @@ class WorkerSupervisor:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=2.0)
             _kill_group(process)  # also what the worker left behind in its group (ninja, a stray child)
-            process.wait()
+            wait_for_status(process)
         output.join(timeout=2.0)
         self._drain_log()
         if self.final is None:  # the stage it died or was killed in still gets its time
@@ -180,6 +181,8 @@ class WorkerSupervisor:
         if worker.mechanism == "bwrap" and not worker.forked and returncode is not None and returncode > 128:
             returncode = 128 - returncode  # bwrap exits 128+N when its child died of signal N
         result = self._assemble(returncode, timed_out)
+        if isinstance(process, forkserver.ForkedProcess) and process.server_lost and self.final is None:
+            self._blame_lost_server(result)
         result.settings["worker"] = "spare" if spare is not None else "cold"  # started ahead (engine.eval.spare) or now
         result.settings["worker_start"] = "fork" if worker.forked else "exec"  # engine.eval.forkserver
         if (result.error or {}).get("type") == "JobError":  # the harness's own fault: blame no side
@@ -416,6 +419,15 @@ class WorkerSupervisor:
         )
 
 
+    def _blame_lost_server(self, result: EvalResult) -> None:
+        """The fork server ended (or stopped answering) before this worker's verdict: its workers die
+        with it, so the death is cudaforge's, never the kernel's."""
+        message = f"the fork server that started this worker ended during the {self.stage} stage (engine.eval.forkserver)"
+        result.status = HARNESS_ERROR
+        result.failed_side = HARNESS_SIDE
+        result.harness_fault = faults.record(faults.ENVIRONMENT, message, stage=self.stage)
+        result.messages.append(f"cudaforge's own fault ({faults.ENVIRONMENT}), not the kernel's: {message}")
+
     def _explain_startup_failure(self, result: EvalResult, returncode: int | None, timed_out: bool) -> None:
         """The worker (or its sandbox) never got to the task: a harness fault, with its last words."""
         tail = [line for line in self._log_text().splitlines() if line.strip()]
@@ -581,6 +593,19 @@ def _signal_name(number: int) -> str | None:
         return signal.Signals(number).name
     except ValueError:
         return None
+
+
+def wait_for_status(process: subprocess.Popen | forkserver.ForkedProcess) -> None:
+    """The killed worker's exit status. A forked one's comes from its server: a stuck server gives
+    none, and the worker is then read as lost with it; once read, the server may reap it."""
+    if not isinstance(process, forkserver.ForkedProcess):
+        process.wait()
+        return
+    try:
+        process.wait(timeout=FORKED_STATUS_WAIT_S)
+    except subprocess.TimeoutExpired:
+        process.abandon()
+    process.release()
 
 
 def _kill_group(process: subprocess.Popen | forkserver.ForkedProcess) -> None:

@@ -8,8 +8,9 @@ socket. Each request brings the worker's standard input, its output pipe, its ve
 socket; the server forks, and the child becomes exactly the worker ``python -m engine.eval.worker``
 would be:
 
-- a session and process group of its own (the engine kills it whole), a subreaper (an orphan it leaves
-  stays below it, where the engine's kill finds it), killed if the server dies;
+- a session and process group of its own (the engine kills it whole), killed if the server dies, and
+  a subreaper that forks the worker and stays as its init: once the worker ends, whatever it left behind
+  (reparented to the init, not to the sandbox's) is killed before the init ends as the worker did;
 - only its own descriptors open, its own folder as working directory, its own allow-listed environment;
 - then ``engine.eval.worker.main``, which applies the worker's own Landlock rules (sent in its
   environment) before it reads any candidate code: its job folder only, and no signal or ptrace to a
@@ -17,7 +18,8 @@ would be:
 
 The child's first message on the reply socket carries its pid as the kernel numbers it for the engine
 (``SO_PASSCRED``), so the engine can kill it even across bubblewrap's pid namespace; the server sends
-its exit status there when it has reaped it. Nothing here reads candidate code.
+its exit status there once it has ended, and reaps it only when the engine closes its end, so the pid
+the engine kills is never another process's. Nothing here reads candidate code.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ import select
 import signal
 import socket
 import sys
+import time
 import traceback
+from dataclasses import dataclass
 from typing import Any
 
 FD_ENV = "CUDAFORGE_FORKSERVER_FD"
@@ -49,6 +53,17 @@ def exit_message(code: int) -> bytes:
     return json.dumps({"exit": code}).encode()
 
 
+@dataclass
+class _Child:
+    """One forked worker as the server keeps it: its reply socket, whether its exit was reported, and
+    whether the engine has let it go (closed its end): only then is it reaped, so that until the engine
+    has killed what it left, its pid cannot be another process's."""
+
+    reply: socket.socket
+    reported: bool = False
+    released: bool = False
+
+
 def main() -> int:
     control = socket.socket(fileno=int(os.environ.pop(FD_ENV)))
     from engine.sandbox.landlock import LANDLOCK_ENV
@@ -63,16 +78,21 @@ def main() -> int:
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     control.send(READY)
-    children: dict[int, socket.socket] = {}
+    children: dict[int, _Child] = {}
     try:
         while True:
-            ready, _, _ = select.select([control, wake_read], [], [])
+            poller = select.poll()
+            waiting = (c.reply.fileno() for c in children.values() if not c.released)
+            for fd in (control.fileno(), wake_read, *waiting):
+                poller.register(fd, select.POLLIN)
+            ready = {fd for fd, _ in poller.poll()}
             if wake_read in ready:
                 with contextlib.suppress(BlockingIOError):
                     while os.read(wake_read, 512):
                         pass
-                _reap(children)
-            if control in ready and not _take_request(control, children):
+            _let_go(children, ready)
+            _report_exits(children)
+            if control.fileno() in ready and not _take_request(control, children):
                 break  # the engine went away (or closed the server): the workers go with it
     finally:
         for pid in children:
@@ -81,22 +101,47 @@ def main() -> int:
     os._exit(0)
 
 
-def _reap(children: dict[int, socket.socket]) -> None:
-    while True:
+def _report_exits(children: dict[int, _Child]) -> None:
+    """Each worker that has ended: its status sent, the process left unreaped (``WNOWAIT``) until the
+    engine lets it go; one the engine let go already is reaped now."""
+    for pid, child in list(children.items()):
+        if child.reported:
+            continue
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            ended = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        reply = children.pop(pid, None)
-        if reply is not None:
+            ended = None
+            child.released = True
+        if ended is None and not child.released:
+            continue
+        if ended is not None and not child.released:
+            code = ended.si_status if ended.si_code == os.CLD_EXITED else -ended.si_status
             with contextlib.suppress(OSError):
-                reply.send(exit_message(os.waitstatus_to_exitcode(status)))
-            reply.close()
+                child.reply.send(exit_message(code))
+            child.reported = True
+            continue
+        _reap(children, pid)
 
 
-def _take_request(control: socket.socket, children: dict[int, socket.socket]) -> bool:
+def _let_go(children: dict[int, _Child], ready: set[int]) -> None:
+    """Workers whose engine closed its end of the reply socket: reaped when they have ended."""
+    for pid, child in list(children.items()):
+        if child.reply.fileno() in ready:
+            child.released = True
+            if child.reported:
+                _reap(children, pid)
+
+
+def _reap(children: dict[int, _Child], pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        ended, _ = os.waitpid(pid, os.WNOHANG)
+        if ended == 0:
+            return  # still running: reaped once it ends (its reply is closed, nothing is reported)
+    child = children.pop(pid)
+    child.reply.close()
+
+
+def _take_request(control: socket.socket, children: dict[int, _Child]) -> bool:
     """Fork one worker for the request waiting on ``control``; False once the engine has closed it."""
     try:
         data, fds, _, _ = socket.recv_fds(control, MAX_REQUEST_BYTES, 8)
@@ -113,7 +158,13 @@ def _take_request(control: socket.socket, children: dict[int, socket.socket]) ->
     sys.stdout.flush()
     sys.stderr.flush()
     server = os.getpid()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as error:  # no process to be had (a candidate's fork bomb, memory): the engine starts one anew
+        with contextlib.suppress(OSError):
+            reply.send(f"fork failed: {error}".encode())
+        reply.close()
+        pid = -1
     if pid == 0:
         try:
             _become_worker(json.loads(data), server, stdin_fd, output_fd, verdict_fd, reply)
@@ -123,7 +174,8 @@ def _take_request(control: socket.socket, children: dict[int, socket.socket]) ->
         os._exit(FAILED_TO_BECOME_WORKER)
     for fd in (stdin_fd, output_fd, verdict_fd):
         os.close(fd)
-    children[pid] = reply
+    if pid > 0:
+        children[pid] = _Child(reply)
     return True
 
 
@@ -131,7 +183,7 @@ def _become_worker(
     request: dict[str, Any], server: int, stdin_fd: int, output_fd: int, verdict_fd: int, reply: socket.socket
 ) -> None:
     """In the forked child: everything ``engine.eval.supervisor.start_worker``'s Popen would have set
-    up, then the worker itself. Never returns."""
+    up; then it forks the worker itself and stays as its init (``_watch``). Never returns."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
@@ -143,17 +195,60 @@ def _become_worker(
     os.dup2(stdin_fd, 0)
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
-    reply.send(STARTED)  # the kernel attaches this process's pid, numbered for the engine
-    reply.detach()  # closed below by number; the object must never close a number reused by then
-    _close_all_but(verdict_fd)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
     os.environ["CUDAFORGE_VERDICT_FD"] = str(verdict_fd)
-    from engine.eval.worker import main as worker_main
+    if sys.path and sys.path[0] == os.path.dirname(request["cwd"]):  # ``-m``'s entry: the server's folder
+        sys.path[0] = request["cwd"]  # as a worker started in its job folder has it
+    reply.send(STARTED)  # the kernel attaches this process's pid, numbered for the engine
+    reply.detach()  # closed below by number; the object must never close a number reused by then
+    _close_all_but(verdict_fd)
+    init = os.getpid()
+    worker = os.fork()
+    if worker == 0:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != init:
+            os._exit(FAILED_TO_BECOME_WORKER)
+        from engine.eval.worker import main as worker_main
 
-    sys.argv = ["engine.eval.worker", *request["args"]]
-    os._exit(worker_main(sys.argv))
+        sys.argv = ["engine.eval.worker", *request["args"]]
+        os._exit(worker_main(sys.argv))
+    _watch(worker, verdict_fd)
+
+
+def _watch(worker: int, verdict_fd: int) -> None:
+    """The worker's init: waits for it, ends every process it left behind (they were reparented here,
+    a subreaper, and would otherwise outlive the evaluation in the server's sandbox), and ends as the
+    worker ended, so the server reports the worker's own status. Runs no candidate code."""
+    os.close(verdict_fd)
+    quiet = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(quiet, fd)
+    _, status = os.waitpid(worker, 0)
+    _end_orphans()
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        os._exit(128 - code)  # a signal whose default is not to end a process
+    os._exit(code)
+
+
+def _end_orphans(limit_s: float = 10.0) -> None:
+    from engine.procgroups import descendants
+
+    me, deadline = os.getpid(), time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        for pid in descendants(me):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            reaped, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if reaped == 0:
+            time.sleep(0.01)
 
 
 def _close_all_but(keep: int) -> None:

@@ -16,8 +16,9 @@ candidate code; the rules hold for the process and everything it starts, and can
 - network (ABI 4+): no TCP bind or connect;
 - scopes (ABI 6+): no signals to processes outside the sandbox (``kill(getppid())`` fails with EPERM)
   and no connect to abstract unix sockets outside it.
-Not covered, unlike bwrap: UDP and named unix sockets, and a ``setsid`` daemon is not tied to the
-run (the engine kills the worker's process group, which a new session leaves).
+Not covered, unlike bwrap: UDP and named unix sockets, and a ``setsid`` daemon of a worker started
+anew is not tied to the run (the engine kills the worker's process group, which a new session leaves;
+a forked worker's init, engine.eval.zygote, ends what it leaves behind).
 """
 
 from __future__ import annotations
