@@ -26,7 +26,7 @@ import pytest
 from engine.config import USER_CONFIG_ENV
 from engine.sandbox import available_mechanisms, prepare
 from engine.sandbox.bwrap import find_bwrap
-from tests.conftest import EXAMPLES, REPO, python_path
+from tests.conftest import EXAMPLES, REPO, python_path, until
 
 ESCAPES = Path(__file__).parent / "fixtures" / "escape"
 TASK = EXAMPLES / "tasks" / "relu.py"
@@ -235,8 +235,8 @@ def check_escape(name: str, mechanism: str, world: dict, device: str) -> None:
     if name == "cpp_escape":  # its C++ was built and loaded, so the attempt ran (a compile error would hide it)
         built = {e["name"]: e["ok"] for e in result["build"]["extensions"]}
         assert built.get("cf_escape_cpp") is True, result["build"]
-    if name == "daemon":
-        time.sleep(0.5)  # what bwrap takes to end its pid namespace
+    if name == "daemon":  # bwrap ends its pid namespace a moment after cudaforge has returned
+        until(lambda: not _alive(mark), 30)
     assert escape_effects(world, done, mark) == set()
 
 
