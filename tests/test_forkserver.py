@@ -76,6 +76,11 @@ def _options(cache: Path, mechanism: str, **overrides: object) -> EvalOptions:
     return EvalOptions(device="cpu", cache_root=cache, sandbox=mechanism, **settings)  # type: ignore[arg-type]
 
 
+def _strongest_here() -> str:
+    """The first confining mechanism this machine can run, else ``off``."""
+    return next((m for m in CONFINED if not available_mechanisms().get(m)), "off")
+
+
 def _skip_unless(mechanism: str) -> None:
     why = available_mechanisms().get(mechanism)
     if why:
@@ -140,7 +145,7 @@ def test_a_forked_worker_cannot_reach_its_server_or_a_sibling(
 
 
 def test_when_the_server_dies_its_workers_end_and_the_next_evaluation_gets_a_new_one(ext_cache: Path) -> None:
-    mechanism = next((m for m in CONFINED if not available_mechanisms().get(m)), "off")
+    mechanism = _strongest_here()
     options = _options(ext_cache, mechanism)
     waiting = spare.start(options, ext_cache)
     assert waiting is not None and waiting.worker.forked
@@ -160,7 +165,7 @@ def test_a_server_first_asked_for_by_a_thread_that_ends_outlives_that_thread(
 ) -> None:
     # bwrap's --die-with-parent ends its child when the *thread* that started it ends: an exploration's
     # branch thread or a spare's must not take the server, and every later worker, with it.
-    mechanism = next((m for m in CONFINED if not available_mechanisms().get(m)), "off")
+    mechanism = _strongest_here()
     monkeypatch.setenv("PATH", f"{os.environ['PATH']}{os.pathsep}{tmp_path}")  # a server of this test's own
     options = _options(ext_cache, mechanism)
     first: list = []
@@ -177,7 +182,7 @@ def test_a_server_first_asked_for_by_a_thread_that_ends_outlives_that_thread(
 def test_a_server_that_stops_answering_is_given_up_and_workers_start_anew(
     ext_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mechanism = next((m for m in CONFINED if not available_mechanisms().get(m)), "off")
+    mechanism = _strongest_here()
     monkeypatch.setenv("PATH", f"{os.environ['PATH']}{os.pathsep}{tmp_path}")  # a server of this test's own
     monkeypatch.setattr(forkserver, "FORK_TIMEOUT_S", 2.0)  # the bound on one fork, shortened for the test
     options = _options(ext_cache, mechanism)
@@ -228,7 +233,7 @@ def test_what_a_forked_worker_leaves_behind_ends_with_its_evaluation(mechanism: 
 
 
 def test_a_worker_lost_with_its_server_is_cudaforges_fault(ext_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    mechanism = next((m for m in CONFINED if not available_mechanisms().get(m)), "off")
+    mechanism = _strongest_here()
     monkeypatch.setenv("PATH", f"{os.environ['PATH']}{os.pathsep}{tmp_path}")  # a server of this test's own
     source = "import time as _t\nprint('WAITING-AT-IMPORT', flush=True)\n_t.sleep(120)\n" + HONEST
     options = _options(ext_cache, mechanism, guard=_relaxed(source))

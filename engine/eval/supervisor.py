@@ -418,7 +418,6 @@ class WorkerSupervisor:
             "(the candidate may have called exit() or crashed the interpreter)"
         )
 
-
     def _blame_lost_server(self, result: EvalResult) -> None:
         """The fork server ended (or stopped answering) before this worker's verdict: its workers die
         with it, so the death is cudaforge's, never the kernel's."""
@@ -456,7 +455,10 @@ class StartedWorker:
     mechanism: str
     warnings: list[str]
     go_fd: int | None = None
-    forked: bool = False
+
+    @property
+    def forked(self) -> bool:
+        return isinstance(self.process, forkserver.ForkedProcess)
 
     def go(self, keep_open: bool = False) -> None:
         """The word to go on; ``keep_open`` for a gated job, whose worker waits for a second one."""
@@ -558,7 +560,7 @@ def _fork_worker(
     procgroups.track(process)  # type: ignore[arg-type]  # a Popen's pid and returncode, which is all it reads
     output = CappedLog(out_read, job_dir / "worker.log")
     output.start()
-    return StartedWorker(process, read_fd, output, launch.mechanism, launch.warnings, go_write, forked=True)
+    return StartedWorker(process, read_fd, output, launch.mechanism, launch.warnings, go_write)
 
 
 def late_stage_death(result: EvalResult, stage: str, how: str, guard: GuardSettings, guards: bool) -> None:
