@@ -66,10 +66,19 @@ def _measure(ev: Evaluation, task: Any, reference: Any, new: Any) -> dict[str, A
     except Exception as error:  # no CUPTI here: say so rather than refuse
         ev.guard("kernel-launch-unverified", f"the PyTorch profiler could not list launches: {error}")
         return None
+    _record_warmup(ev)
     measured = {"candidate": {k: list(v) for k, v in times.items()}, "reference": list(theirs)}
     memo.parent.mkdir(parents=True, exist_ok=True)
     memo.write_text(json.dumps(measured))
     return measured
+
+
+def _record_warmup(ev: Evaluation) -> None:
+    """The profiler warm-up's own seconds (engine.guard.profiler_thread), kept from this thread: the
+    warm-up ran before the sessions just measured, on the profiler's thread, while the worker went on."""
+    warming = getattr(ev, "profiler_warming", None)
+    if warming is not None and warming.done() and warming.exception() is None:
+        ev.result.durations["profiler_warmup"] = warming.result()
 
 
 def _libraries(ev: Evaluation) -> list[str]:

@@ -67,6 +67,7 @@ class Evaluation:
         self.prebuild: Any = None  # the thread building the candidate's extensions ahead (engine.eval.build.prebuild)
         self.reference_mutates = False  # the reference changed its inputs in a trial (the candidate may too)
         self.l2: Any = None  # the persisting-L2 limit before any candidate code ran (engine.eval.l2), on CUDA
+        self.profiler_warming: Any = None  # the profiler's warm-up on its own thread (engine.guard.profiler_thread)
         self.float64: Any = None  # the reference in float64, made when a weak output needs it (engine.eval.arbiter)
         # failed builds, the build budget and the first compiler error, shared by the prebuild thread's
         # recorder and the import's (engine.eval.build.failures)
@@ -115,6 +116,7 @@ class Evaluation:
 
             torch.empty(1, device=self.device)  # the context the driver reads the limit from must exist
             self.l2 = PersistingL2()  # read before the candidate's import can change it
+            self.warm_profiler()  # on its own thread, through the task's import and the candidate's build
         started = time.monotonic()
         try:
             task = self.import_task()
@@ -301,7 +303,6 @@ class Evaluation:
         from engine.tasks import import_module_from_source
 
         self.stage("build")
-        self.warm_profiler()  # while the prebuild thread compiles
         self.target_arch()
         recorder = BuildRecorder(
             Path(self.job.cache_root),
@@ -454,23 +455,16 @@ class Evaluation:
 
 
     def warm_profiler(self) -> None:
-        """Start the PyTorch profiler once, at the start of the build stage, when the launch check will
-        need it (engine.guard.share.warm_profiler): with the extensions prebuilt in a thread meanwhile, its
-        start-up (CUPTI) overlaps their compile instead of adding to the check. In this thread: kineto
-        refuses a client registered from another one."""
+        """Start the PyTorch profiler's warm-up on its own thread when the launch check will need it
+        (engine.guard.profiler_thread): it overlaps the task's import and the candidate's build, and a
+        candidate that fails before the check never waits for it."""
         if self.device.type != "cuda" or not self.job.kernel_names or not self.job.guards:
             return
         if launches.memo_path(self).is_file():
             return
         from engine.guard import share
 
-        started = time.monotonic()
-        try:
-            share.warm_profiler()
-        except Exception:  # noqa: BLE001 - a cold start is only slower; the check reports its own failure
-            return
-        finally:
-            self.add_seconds("profiler_warmup", started)
+        self.profiler_warming = share.warm_profiler()  # its seconds: recorded by the launch check
 
     def cpu_share(self, task: Any, new: Any) -> None:
         """On CPU, record the wall-time share of the forward spent inside the C++ extension (never refuses)."""

@@ -29,7 +29,7 @@ A speedup above the review threshold is a *flag* (``EvalResult.flags``), never a
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -157,21 +157,6 @@ def timing_disagreement(
             "work is running outside the timed stream (e.g. on a side stream)"
         )
     return None
-
-
-def launched_kernels(call: Callable[[], object]) -> list[str]:
-    """Names of the CUDA kernels one call launches, from the PyTorch profiler (CUPTI)."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        call()
-        torch.cuda.synchronize()
-    names = []
-    for event in prof.events():
-        if getattr(event, "device_type", None) == torch.autograd.DeviceType.CUDA and event.name not in names:
-            names.append(event.name)
-    return names
 
 
 def own_kernels_in(launched: Iterable[str], own_names: Iterable[str]) -> list[str]:

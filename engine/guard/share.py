@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from typing import Any
 
 from engine.guard.runtime import OWN_SHARE_MIN
@@ -66,14 +67,21 @@ def classify_kernels(
 
 
 def cuda_kernel_times(call: Callable[[], object], repeats: int = 3) -> dict[str, tuple[float, int]]:
-    """Device time (ms) and launch count per kernel name over ``repeats`` calls, from the PyTorch profiler."""
+    """Device time (ms) and launch count per kernel name over ``repeats`` calls, from the PyTorch profiler
+    (on the profiler's own thread, engine.guard.profiler_thread, after its warm-up)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(repeats):
-            call()
-        torch.cuda.synchronize()
+    from engine.guard import profiler_thread
+
+    def profiled() -> Any:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(repeats):
+                call()
+            torch.cuda.synchronize()
+        return prof
+
+    prof = profiler_thread.run(profiled)
     times: dict[str, tuple[float, int]] = {}
     for event in prof.events():
         if getattr(event, "device_type", None) != torch.autograd.DeviceType.CUDA:
@@ -84,15 +92,23 @@ def cuda_kernel_times(call: Callable[[], object], repeats: int = 3) -> dict[str,
     return times
 
 
-def warm_profiler() -> None:
-    """One empty PyTorch-profiler session: the first in a process pays for loading and starting CUPTI
-    (seconds on the H200 machine, benchmarks/RESULTS.md), so the worker runs this in a thread while the
-    candidate builds and the launch check's own session then starts warm."""
+def warm_profiler() -> Future[float]:
+    """Start one empty PyTorch-profiler session on the profiler's thread and return at once: the first
+    session in a process pays for loading and starting CUPTI (seconds on the H200 machine,
+    benchmarks/RESULTS.md), so the worker starts this before the task's import and the candidate's build
+    and the launch check's own session then starts warm. The future gives the warm-up's seconds."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]):
-        torch.cuda.synchronize()
+    from engine.guard import profiler_thread
+
+    def warm() -> float:
+        started = time.monotonic()
+        with profile(activities=[ProfilerActivity.CUDA]):
+            torch.cuda.synchronize()
+        return time.monotonic() - started
+
+    return profiler_thread.submit(warm)
 
 
 def trivial_share_message(record: dict[str, Any], threshold: float = OWN_SHARE_MIN) -> str | None:
