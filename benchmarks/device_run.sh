@@ -42,6 +42,8 @@
 #             a storage replay, an L2-persisting copy under default and strict
 #   forked    workers forked from one server that imported torch, on CUDA, beside new interpreters
 #             (benchmarks/fork_workers.py), then the GPU tests with CUDA workers forked (CUDAFORGE_WORKERS=fork)
+#   oneshot   a one-shot `cudaforge eval` with nothing to build (issue 47): workers new, forked, or forked from a
+#             server an earlier command kept, for the CUDA ReLU and a level-3 leaderboard kernel (benchmarks/oneshot.py)
 #   retime    a close call's re-timing with and without the best kernel's sealed library (benchmarks/retime_cost.py)
 #   failfast  how fast failing candidates end (issue 47): an error in the kernel's own code, a CUDA-L1-style
 #             UNet whose twenty blocks load one failing source, and twenty distinct ones (benchmarks/fail_fast.py)
@@ -215,6 +217,17 @@ section_forked() {
   timeout "${FORKED_TIMEOUT:-560}" python3 benchmarks/fork_workers.py --device cuda --runs "${FORKED_RUNS:-8}" \
     --json "$1/fork_workers.json" 2>&1 | tail -8
   CUDAFORGE_WORKERS=fork section_tests "$1"
+}
+
+section_oneshot() {
+  local pairs=(--pair examples/tasks/relu_large.py examples/kernels/relu_cuda.py)
+  if [ -d "$CORPUS/lb/docs/assets" ]; then
+    python3 benchmarks/evalset_leaderboard.py build "$CORPUS/lb/docs/assets" /tmp/oneshot-pairs --per-level 4 >/dev/null 2>&1
+    local l3=/tmp/oneshot-pairs/${ONESHOT_L3:-level_3_problem_18_sample_0}
+    [ -f "$l3/kernel.py" ] && pairs+=(--pair "$l3/task.py" "$l3/kernel.py")
+  fi
+  timeout "${ONESHOT_TIMEOUT:-400}" python3 benchmarks/oneshot.py --device cuda --runs "${ONESHOT_RUNS:-3}" "${pairs[@]}" \
+    --json "$1/oneshot.json" 2>&1 | tail -8
 }
 
 section_retime() {

@@ -38,6 +38,7 @@ ABL = "tests/test_ablation.py::"
 TRUST = "tests/test_trust_cpu.py::"
 ARB = "tests/test_arbiter_cpu.py::"
 FORK = "tests/test_forkserver.py::"
+KEPT = "tests/test_keptserver.py::"
 
 
 @dataclass(frozen=True)
@@ -406,6 +407,27 @@ MUTANTS: tuple[Mutant, ...] = (
            "workers are forked under bwrap where Landlock cannot keep siblings from signalling each other",
            "    if abi < 6:\n", "    if abi < 1:\n",
            (FORK + "test_workers_that_could_not_be_kept_apart_start_as_new_interpreters",)),
+    Mutant("kept-server-serves-any-user", "engine/eval/keptserver.py", "peer_is_this_user",
+           "a kept fork server forks workers for another local user's process",
+           "    return uid == os.getuid()\n", "    return True\n",
+           (KEPT + "test_another_user_is_refused_by_a_kept_server",)),
+    Mutant("kept-server-reachable-by-workers", "engine/sandbox/landlock.py", "restrict",
+           "a confined worker may connect to abstract sockets made outside its domain: its kept server's",
+           "        SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET if abi >= 6 else 0,\n", "        SCOPE_SIGNAL if abi >= 6 else 0,\n",
+           (KEPT + "test_a_forked_worker_cannot_reach_its_kept_server",)),
+    Mutant("kept-server-keeps-a-gone-commands-workers", "engine/eval/zygote.py", "_end_client",
+           "the workers of a command that went away run on in a kept server",
+           "        if child.client is connection:\n", "        if child.client is connection and not child.released:\n",
+           (KEPT + "test_the_workers_of_a_command_that_went_away_end_and_the_others_go_on",)),
+    Mutant("kept-server-never-leaves", "engine/eval/zygote.py", "main",
+           "a kept server with nothing to do stays forever",
+           "                if timeout == 0.0:\n", "                if timeout < 0.0:\n",
+           (KEPT + "test_a_kept_server_leaves_once_it_has_had_nothing_to_do_for_its_time",)),
+    Mutant("kept-server-named-without-code", "engine/eval/keptserver.py", "address",
+           "a kept server started before the engine's sources changed forks workers of the old code",
+           '    text = "\\0".join([repr(key), str(os.getuid()), fingerprint or code_fingerprint()])\n',
+           '    text = "\\0".join([repr(key), str(os.getuid())])\n',
+           (KEPT + "test_a_changed_engine_source_names_another_server",)),
 )
 
 

@@ -205,7 +205,25 @@ def _workers_check() -> Check:
     except ConfigError:
         workers, sandbox = "auto", "auto"
     state, detail, fix = workers_status(workers, sandbox)
+    if workers != "exec" and state == "ok":
+        state, kept, kept_fix = _kept_status()
+        detail, fix = f"{detail}; {kept}", fix or kept_fix
     return Check("workers", state, detail, fix)
+
+
+def _kept_status() -> tuple[str, str, str]:
+    """Whether fork servers outlive the command that started them (engine.eval.keptserver)."""
+    from engine.eval import jobdirs, keptserver
+
+    try:
+        seconds = keptserver.keep_seconds()
+    except keptserver.KeepError as error:
+        return "warn", str(error), f"unset ${keptserver.KEEP_ENV} or give it seconds"
+    if seconds <= 0:
+        return "ok", f"each command's server ends with it (${keptserver.KEEP_ENV}=0)", ""
+    if jobdirs.private_dir() is None:
+        return "warn", "servers are not kept: no private folder of this user's in the temporary folder", "remove a foreign cudaforge-<uid> folder there"
+    return "ok", f"a server is kept {seconds:g} s after its last command for the next one (${keptserver.KEEP_ENV})", ""
 
 
 def _first_line(command: list[str]) -> str:

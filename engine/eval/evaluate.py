@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.eval import jobdirs, plausibility, spare, stagetimes
+from engine.eval import forkserver, jobdirs, plausibility, spare, stagetimes
 from engine.eval.build import makers
 from engine.eval.build.extension import default_cache_root
 from engine.eval.options import EvalEvent, EvalOptions, EvaluationError
@@ -87,7 +87,7 @@ def evaluate(
     else:
         cache_root = _cache_root(options)
         waiting = spare.claim(worker, options, cache_root) if worker else spare.take(options, cache_root)
-        job_dir = waiting.job_dir if waiting else jobdirs.new_job_dir()
+        job_dir = waiting.job_dir if waiting else jobdirs.new_job_dir(shared=forkserver.kept(options))
         try:
             kernel_names = kernel_names_from_source(kernel_source) if device == "cuda" else []
             run = WorkerSupervisor(
@@ -186,7 +186,7 @@ def check_task(task_source: str, options: EvalOptions | None = None, task_name: 
     options = options or EvalOptions()
     device = options.device
     cache_root = _cache_root(options)
-    job_dir = jobdirs.new_job_dir("cudaforge-taskcheck-")
+    job_dir = jobdirs.new_job_dir("cudaforge-taskcheck-", shared=forkserver.kept(options))
     try:
         run = WorkerSupervisor(job_dir, options, cache_root, None, reference_only=True)
         result = run.execute(task_source, "", task_name)

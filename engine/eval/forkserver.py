@@ -13,7 +13,8 @@ environment and private home, its verdict on its own pipe; the supervisor sees a
 as it sees a ``subprocess.Popen``. Where a worker could not be kept apart from its siblings (Landlock
 without signal scopes under bubblewrap) or the server cannot start, workers start the usual way.
 ``[eval] workers``: ``auto`` forks on CPU and, until it is measured on a GPU box, starts CUDA workers
-the usual way; ``fork`` forks for both; ``exec`` never forks.
+the usual way; ``fork`` forks for both; ``exec`` never forks. Unless ``$CUDAFORGE_KEEP_SERVER_S`` is 0,
+the server is one kept for later commands (engine.eval.keptserver): found running, or started detached.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine import procgroups, sandbox
-from engine.eval import jobdirs, zygote
-from engine.eval.options import EvalOptions
+from engine.eval import jobdirs, keptserver, zygote
+from engine.eval.options import EvalOptions, EvaluationError
 
 SERVER_START_TIMEOUT_S = 120.0  # its torch import on a loaded machine
 FORK_TIMEOUT_S = 30.0
@@ -57,9 +58,10 @@ class ForkedProcess:
     while the engine kills what it left. ``server_lost``: the server ended before the worker's status
     came (its workers die with it), which is cudaforge's fault, never the kernel's."""
 
-    def __init__(self, pid: int, reply: socket.socket, args: Sequence[str]) -> None:
+    def __init__(self, pid: int, reply: socket.socket, args: Sequence[str], server: str = "own") -> None:
         self.pid = pid
         self.args = list(args)
+        self.server = server  # ForkServer.origin of the server that forked it
         self.returncode: int | None = None
         self.server_lost = False
         self._reply = reply
@@ -113,6 +115,23 @@ class ForkedProcess:
             self.server_lost = not data  # no message at all: the server went away, its workers with it
 
 
+def _connected(control: socket.socket) -> bool:
+    """Whether the server at the other end of ``control`` is still there (it never writes on it after
+    its ready word, so anything readable is its end)."""
+    if control.fileno() < 0:
+        return False
+    poller = select.poll()
+    poller.register(control.fileno(), select.POLLIN)
+    if not poller.poll(0):
+        return True
+    try:
+        return control.recv(64, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
 def _exit_code(data: bytes) -> int:
     with contextlib.suppress(ValueError, KeyError, TypeError):
         return int(json.loads(data)["exit"])
@@ -127,15 +146,30 @@ def _wait_readable(sock: socket.socket, seconds: float) -> bool:
 
 @dataclass
 class ForkServer:
+    """A server this process forks workers from: its own (``process``, ended with it), or a kept one
+    (``kept``; engine.eval.keptserver), reached on ``control`` and started by this process (``process``)
+    or by an earlier command (``process`` None)."""
+
     key: tuple[object, ...]
-    process: subprocess.Popen
+    process: subprocess.Popen | None
     control: socket.socket
     mechanism: str
     jobs_root: Path
+    kept: bool = False
     closed: bool = False
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        if not self.kept and self.process is not None:
+            return self.process.poll() is None
+        return _connected(self.control)
+
+    @property
+    def origin(self) -> str:
+        """``own`` (this process's alone), ``kept-started`` (kept, started by this process) or
+        ``kept-found`` (kept, started by an earlier command): what a result's settings say."""
+        if not self.kept:
+            return "own"
+        return "kept-started" if self.process is not None else "kept-found"
 
     def spawn(
         self, job_dir: Path, args: Sequence[str], env: Mapping[str, str], stdin_fd: int, output_fd: int, verdict_fd: int
@@ -172,16 +206,19 @@ class ForkServer:
         if message != zygote.STARTED or not pid:
             mine.close()
             raise ForkError(f"the forked worker did not start (the server said {message[:200]!r})")
-        return ForkedProcess(pid, mine, args)
+        return ForkedProcess(pid, mine, args, self.origin)
 
     def close(self) -> None:
-        """The server and every worker it forked, ended (the server kills its workers when the
-        control socket closes; what is left is killed here). Idempotent."""
+        """Every worker it forked for this process ended, and the server too unless it is kept (the
+        server kills a client's workers when its control socket closes; what is left of a server of
+        this process alone is killed here). Idempotent."""
         if self.closed:
             return
         self.closed = True
         with contextlib.suppress(OSError):
             self.control.close()
+        if self.kept or self.process is None:
+            return
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=2.0)
         if self.process.returncode is None:  # never a reaped pid: it may be another process's by now
@@ -237,13 +274,33 @@ def wanted(options: EvalOptions) -> bool:
     return choice == "auto" and options.device == "cpu"
 
 
+def kept(options: EvalOptions) -> bool:
+    """Whether these options' server is one kept for later commands (engine.eval.keptserver): their
+    workers are forked, ``$CUDAFORGE_KEEP_SERVER_S`` is not 0 and this user's private folder can be had.
+    A bad ``$CUDAFORGE_KEEP_SERVER_S`` is the caller's to say (EvaluationError)."""
+    if not wanted(options):
+        return False
+    try:
+        seconds = keptserver.keep_seconds()
+    except keptserver.KeepError as error:
+        raise EvaluationError(str(error)) from error
+    return seconds > 0 and jobdirs.private_dir() is not None
+
+
 def server_key(options: EvalOptions, cache_root: Path) -> tuple[object, ...]:
     """What a server's start depends on (its sandbox's folders and tools, what its imports find); the
     GPU is each worker's."""
     kind = "cuda" if options.device.startswith("cuda") else "cpu"
     path, python_path = os.environ.get("PATH"), os.environ.get("PYTHONPATH")
-    jobs = str(jobdirs.jobs_root())  # made anew if it was deleted: a server bound the old one
-    return (options.sandbox, str(cache_root), sys.executable, path, python_path, kind, jobs)
+    jobs = jobdirs.jobs_root(kept(options))  # made anew if it was deleted: a server bound the old one
+    return (options.sandbox, str(cache_root), sys.executable, path, python_path, kind, str(jobs), _inode(jobs))
+
+
+def _inode(path: Path) -> int:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return 0
 
 
 def server_for(options: EvalOptions, cache_root: Path) -> ForkServer | None:
@@ -297,42 +354,121 @@ def _start(key: tuple[object, ...], options: EvalOptions, cache_root: Path) -> F
     blocker = sandbox.fork_blocker(mechanism)
     if blocker:
         raise ForkError(blocker)
+    if kept(options):
+        return _join_kept(key, mechanism, options, cache_root)
     root = jobdirs.jobs_root()
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    extra = {zygote.FD_ENV: str(theirs.fileno()), "PYTHONUNBUFFERED": "1"}
+    try:
+        process = _launch(options, cache_root, root, root / "forkserver.log", {zygote.FD_ENV: str(theirs.fileno())}, theirs)
+    finally:
+        theirs.close()
+    if process is None:
+        mine.close()
+        raise ForkError(f"the fork server did not start: {_log_tail(root / 'forkserver.log')}")
+    procgroups.track(process)
+    server = ForkServer(key, process, mine, mechanism, root)
+    if not _ready(mine):
+        server.close()
+        raise ForkError(f"the fork server did not get ready: {_log_tail(root / 'forkserver.log')}")
+    return server
+
+
+def _join_kept(key: tuple[object, ...], mechanism: str, options: EvalOptions, cache_root: Path) -> ForkServer:
+    """The kept server for ``key``: connected to where one runs, else started now, detached from this
+    process (engine.eval.keptserver). Of two processes starting one together, the one that binds the
+    name starts it and the other connects to it; a server leaving just as it was reached is started anew."""
+    root = jobdirs.jobs_root(shared=True)
+    name = kept_address(key, options, cache_root)
+    log = root / f"forkserver-{name[-32:].decode()}.log"
+    why = "no kept fork server could be reached"
+    for _attempt in range(3):
+        process = None
+        client = keptserver.connect(name)
+        if client is None:
+            listener = keptserver.listen(name)
+            if listener is None:  # another process holds the name: its server is starting
+                time.sleep(0.05)
+                continue
+            extra = {zygote.LISTEN_FD_ENV: str(listener.fileno()), zygote.KEEP_ENV: str(keptserver.keep_seconds())}
+            try:
+                process = _launch(options, cache_root, root, log, extra, listener, outlive=True)
+            finally:
+                listener.close()  # the server holds it now: the name goes with the server
+            if process is None:
+                raise ForkError(f"the kept fork server did not start: {_log_tail(log)}")
+            client = keptserver.connect(name)
+            if client is None:
+                why = f"the kept fork server ended before it listened: {_log_tail(log)}"
+                continue
+        if _ready(client):
+            return ForkServer(key, process, client, mechanism, root, kept=True)
+        client.close()
+        why = f"the kept fork server did not get ready: {_log_tail(log)}"
+        if process is not None and process.poll() is None:
+            procgroups.kill_tree(process.pid)  # started here and stuck in its start: not left behind
+            process.wait()
+    raise ForkError(why)
+
+
+def kept_address(key: tuple[object, ...], options: EvalOptions, cache_root: Path) -> bytes:
+    """The abstract socket name of the kept server for these settings: ``key`` and the environment
+    the server would start with (what its imports read)."""
+    root = jobdirs.jobs_root(shared=True)
+    launch = sandbox.prepare(options.sandbox, ["python"], job_dir=root, writable=[cache_root], device=options.device)
+    return keptserver.address((*key, tuple(sorted(launch.env.items()))))
+
+
+def _launch(
+    options: EvalOptions,
+    cache_root: Path,
+    root: Path,
+    log_path: Path,
+    extra_env: dict[str, str],
+    passed: socket.socket,
+    outlive: bool = False,
+) -> subprocess.Popen | None:
+    """The server's process in the workers' sandbox, ``passed`` its socket; None (and why, in the log)
+    where it could not start. ``outlive``: a kept server, not ended with this process or its thread."""
     try:
         launch = sandbox.prepare(
             options.sandbox,
             [sys.executable, "-m", "engine.eval.zygote"],
             job_dir=root,
             writable=[cache_root],
-            extra_env=extra,
+            extra_env={**extra_env, "PYTHONUNBUFFERED": "1"},
             device=options.device,
+            outlive_parent=outlive,
         )
-        with open(root / "forkserver.log", "ab") as log:
-            process = subprocess.Popen(
+        with open(log_path, "ab") as log:
+            return subprocess.Popen(
                 launch.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=root,
                 env=launch.env,
-                pass_fds=(theirs.fileno(),),
+                pass_fds=(passed.fileno(),),
                 start_new_session=True,
             )
-        procgroups.track(process)
     except (sandbox.SandboxError, OSError) as error:
-        mine.close()
-        raise ForkError(f"the fork server did not start: {error}") from error
-    finally:
-        theirs.close()
-    server = ForkServer(key, process, mine, launch.mechanism, root)
-    ready = _wait_readable(mine, SERVER_START_TIMEOUT_S) and mine.recv(64) == zygote.READY
-    if not ready:
-        server.close()
-        tail = (root / "forkserver.log").read_bytes()[-400:].decode(errors="replace").strip()
-        raise ForkError(f"the fork server did not get ready: {tail or 'no output'}")
-    return server
+        with contextlib.suppress(OSError), open(log_path, "a") as log:
+            log.write(f"{error}\n")
+        return None
+
+
+def _ready(control: socket.socket) -> bool:
+    try:
+        return _wait_readable(control, SERVER_START_TIMEOUT_S) and control.recv(64) == zygote.READY
+    except OSError:
+        return False
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        tail = path.read_bytes()[-400:].decode(errors="replace").strip()
+    except OSError:
+        tail = ""
+    return tail or "no output"
 
 
 @atexit.register

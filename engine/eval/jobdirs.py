@@ -1,16 +1,22 @@
-"""Where an evaluation's job folder lives: one folder per evaluating process holds them all.
+"""Where an evaluation's job folder lives: one folder holds them all.
 
 Why (ARCHITECTURE.md §3, "Workers forked from one that has torch"): a fork server is sandboxed once,
 when it starts, so every folder its workers will write must be reachable from the sandbox it got then.
 Under bubblewrap that means one folder bound writable at the server's start; each forked worker is then
 confined by Landlock to its own job folder below it. Workers started the usual way bind their own job
 folder, so the place costs them nothing.
+
+Where fork servers are kept for later commands (engine.eval.keptserver), that folder is the same for
+every command of this user: ``jobs`` in :func:`private_dir`, which only this user may enter. Otherwise
+it is one folder per evaluating process, removed at its exit.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
+import stat
 import tempfile
 import threading
 from pathlib import Path
@@ -19,17 +25,42 @@ _LOCK = threading.Lock()
 _ROOT: list[Path] = []
 
 
-def jobs_root() -> Path:
-    """This process's folder of job folders (made on first use, removed at exit)."""
+def private_dir() -> Path | None:
+    """``cudaforge-<uid>`` in the temporary folder, made with mode 0700; None when it exists and is
+    not this user's own private folder (a link, another owner, open to others): then nothing shared is
+    kept there."""
+    path = Path(tempfile.gettempdir()) / f"cudaforge-{os.getuid()}"
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return None
+    return path
+
+
+def jobs_root(shared: bool = False) -> Path:
+    """The folder of job folders: with ``shared`` (a kept server's), the user's own ``jobs`` folder when
+    :func:`private_dir` can be had; else this process's (made on first use, removed at exit)."""
+    if shared:
+        private = private_dir()
+        if private is not None:
+            root = private / "jobs"
+            try:
+                root.mkdir(mode=0o700, exist_ok=True)
+                return root
+            except OSError:
+                pass
     with _LOCK:
         if not _ROOT or not _ROOT[0].is_dir():
             _ROOT[:] = [Path(tempfile.mkdtemp(prefix="cudaforge-jobs-"))]
         return _ROOT[0]
 
 
-def new_job_dir(prefix: str = "cudaforge-eval-") -> Path:
+def new_job_dir(prefix: str = "cudaforge-eval-", shared: bool = False) -> Path:
     """A fresh, empty job folder below :func:`jobs_root`."""
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=jobs_root()))
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=jobs_root(shared)))
 
 
 @atexit.register

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine import procgroups
-from engine.eval import jobdirs
+from engine.eval import forkserver, jobdirs
 from engine.eval.options import EvalOptions, EvaluationError
 from engine.eval.supervisor import StartedWorker, start_worker, wait_for_status
 
@@ -91,7 +91,7 @@ def prestart(options: EvalOptions, cache_root: Path) -> None:
 
 
 def _start(key: tuple[object, ...], options: EvalOptions, cache_root: Path) -> Spare | None:
-    job_dir = jobdirs.new_job_dir()
+    job_dir = jobdirs.new_job_dir(shared=forkserver.kept(options))
     try:
         worker = start_worker(job_dir, options, cache_root, job_dir / JOB_FILE, spare=True)
     except (EvaluationError, OSError):

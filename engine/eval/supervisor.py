@@ -185,6 +185,8 @@ class WorkerSupervisor:
             self._blame_lost_server(result)
         result.settings["worker"] = "spare" if spare is not None else "cold"  # started ahead (engine.eval.spare) or now
         result.settings["worker_start"] = "fork" if worker.forked else "exec"  # engine.eval.forkserver
+        if isinstance(process, forkserver.ForkedProcess):  # its server: own, kept-started or kept-found
+            result.settings["fork_server"] = process.server
         if (result.error or {}).get("type") == "JobError":  # the harness's own fault: blame no side
             raise EvaluationError(f"cudaforge's worker refused its job: {result.error.get('message')}")
         return result
@@ -487,7 +489,8 @@ def start_worker(
     if options.gpu_index is not None:
         extra["CUDA_VISIBLE_DEVICES"] = str(options.gpu_index)
     args = [*([pipe.SPARE_FLAG] if spare else []), str(job_path)]
-    server = forkserver.server_for(options, cache_root) if job_dir.parent == jobdirs.jobs_root() else None
+    in_root = job_dir.parent == jobdirs.jobs_root(forkserver.kept(options))
+    server = forkserver.server_for(options, cache_root) if in_root else None
     if server is not None:
         try:
             return _fork_worker(server, job_dir, cache_root, args, extra, needs_stdin=spare or gated)

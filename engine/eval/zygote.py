@@ -20,6 +20,11 @@ The child's first message on the reply socket carries its pid as the kernel numb
 (``SO_PASSCRED``), so the engine can kill it even across bubblewrap's pid namespace; the server sends
 its exit status there once it has ended, and reaps it only when the engine closes its end, so the pid
 the engine kills is never another process's. Nothing here reads candidate code.
+
+A server of one evaluating process gets its control socket and ends when that closes. A kept server
+(engine.eval.keptserver) gets a listening socket instead: each connection of this user's is one engine,
+whose workers are killed when it goes away, and the server leaves once it has had no engine and no
+worker for its time.
 """
 
 from __future__ import annotations
@@ -38,7 +43,9 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-FD_ENV = "CUDAFORGE_FORKSERVER_FD"
+FD_ENV = "CUDAFORGE_FORKSERVER_FD"  # its one engine's control socket (a server of that process alone)
+LISTEN_FD_ENV = "CUDAFORGE_FORKSERVER_LISTEN_FD"  # or a listening socket: a kept server (engine.eval.keptserver)
+KEEP_ENV = "CUDAFORGE_FORKSERVER_KEEP_S"  # how long a kept server stays with no client and no worker
 MAX_REQUEST_BYTES = 1 << 20
 STARTED = b"started"
 READY = b"ready"  # sent once on the control socket: torch and the stages' modules are imported
@@ -60,12 +67,14 @@ class _Child:
     has killed what it left, its pid cannot be another process's."""
 
     reply: socket.socket
+    client: socket.socket  # the control socket of the engine it was forked for
     reported: bool = False
     released: bool = False
 
 
 def main() -> int:
-    control = socket.socket(fileno=int(os.environ.pop(FD_ENV)))
+    control_fd, listen_fd = os.environ.pop(FD_ENV, None), os.environ.pop(LISTEN_FD_ENV, None)
+    keep_s = float(os.environ.pop(KEEP_ENV, "0") or 0)
     from engine.sandbox.landlock import LANDLOCK_ENV
 
     os.environ.pop(LANDLOCK_ENV, None)  # the rules are each worker's own, never the server's
@@ -77,28 +86,80 @@ def main() -> int:
         os.set_blocking(fd, False)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    control.send(READY)
+    listener = socket.socket(fileno=int(listen_fd)) if listen_fd else None
+    clients: dict[int, socket.socket] = {}
+    if control_fd:
+        control = socket.socket(fileno=int(control_fd))
+        control.send(READY)
+        clients[control.fileno()] = control
     children: dict[int, _Child] = {}
+    idle_since = time.monotonic()
     try:
         while True:
+            timeout = None
+            if listener is not None and not clients and not children:
+                timeout = max(0.0, idle_since + keep_s - time.monotonic())
+                if timeout == 0.0:
+                    break  # kept long enough with nothing to do
             poller = select.poll()
             waiting = (c.reply.fileno() for c in children.values() if not c.released)
-            for fd in (control.fileno(), wake_read, *waiting):
+            always = (wake_read, *([listener.fileno()] if listener is not None else []))
+            for fd in (*always, *clients, *waiting):
                 poller.register(fd, select.POLLIN)
-            ready = {fd for fd, _ in poller.poll()}
+            busy = bool(clients or children)
+            ready = {fd for fd, _ in poller.poll(None if timeout is None else int(timeout * 1000) + 1)}
             if wake_read in ready:
                 with contextlib.suppress(BlockingIOError):
                     while os.read(wake_read, 512):
                         pass
             _let_go(children, ready)
             _report_exits(children)
-            if control.fileno() in ready and not _take_request(control, children):
-                break  # the engine went away (or closed the server): the workers go with it
+            if listener is not None and listener.fileno() in ready:
+                _accept(listener, clients)
+            for fd in [fd for fd in clients if fd in ready]:
+                if not _take_request(clients[fd], children):  # that engine went away: its workers go with it
+                    _end_client(clients.pop(fd), children)
+            if listener is None and not clients:
+                break  # its one engine went away (or closed the server): the workers go with it
+            if busy or clients or children:
+                idle_since = time.monotonic()  # the kept time counts from the last client's or worker's end
     finally:
+        if listener is not None:
+            listener.close()  # the name is free at once: a later command starts a new server
         for pid in children:
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
     os._exit(0)
+
+
+def _accept(listener: socket.socket, clients: dict[int, socket.socket]) -> None:
+    """A new engine on a kept server: told it is ready, unless it is another user's."""
+    from engine.eval.keptserver import peer_is_this_user
+
+    try:
+        connection, _ = listener.accept()
+    except OSError:
+        return
+    if not peer_is_this_user(connection):
+        connection.close()
+        return
+    try:
+        connection.send(READY)
+    except OSError:
+        connection.close()
+        return
+    clients[connection.fileno()] = connection
+
+
+def _end_client(connection: socket.socket, children: dict[int, _Child]) -> None:
+    """An engine went away: every worker forked for it that is not reaped yet is killed (a worker it had
+    let go has ended, or was given up on; one it had not let go was let go as it died, its reply
+    sockets closing with it, so whether it was let go says nothing here). They are reaped once ended."""
+    connection.close()
+    for pid, child in children.items():
+        if child.client is connection:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
 
 
 def _report_exits(children: dict[int, _Child]) -> None:
@@ -175,7 +236,7 @@ def _take_request(control: socket.socket, children: dict[int, _Child]) -> bool:
     for fd in (stdin_fd, output_fd, verdict_fd):
         os.close(fd)
     if pid > 0:
-        children[pid] = _Child(reply)
+        children[pid] = _Child(reply, control)
     return True
 
 

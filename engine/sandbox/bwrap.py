@@ -121,8 +121,12 @@ def bwrap_command(
     hidden: Iterable[Path | str | None],
     keep_readable: Iterable[Path | str | None],
     chdir: Path | str,
+    outlive_parent: bool = False,
 ) -> list[str]:
     """The argv that runs ``command`` under bwrap with ``env`` as its whole environment.
+
+    ``outlive_parent``: without ``--die-with-parent``, for a program meant to outlive the command that
+    started it (a kept fork server, engine.eval.keptserver); everything else dies with its starter.
 
     Mount order matters (later mounts cover earlier ones): the read-only root, then tmpfs over
     ``hidden`` (home, sessions, cwd), then ``keep_readable`` bound back read-only where it lies
@@ -153,7 +157,7 @@ def bwrap_command(
             argv += ["--ro-bind", str(folder), str(folder)]
     for folder in writable_dirs:
         argv += ["--bind", str(folder), str(folder)]
-    argv += _namespace_flags()
+    argv += [flag for flag in _namespace_flags() if not (outlive_parent and flag == "--die-with-parent")]
     argv += ["--clearenv"]
     for name, value in env.items():
         argv += ["--setenv", name, value]

@@ -137,11 +137,13 @@ def prepare(
     parent_env: Mapping[str, str] | None = None,
     hidden: Sequence[Path | str] = (),
     device: str | None = None,
+    outlive_parent: bool = False,
 ) -> Launch:
     """The confined form of ``command`` (run with cwd ``job_dir``), for the sandbox ``mode``.
 
     ``writable`` are the folders besides ``job_dir`` the run may write (the build cache). For a CUDA
     ``device`` under Landlock, CUDA must be seen to start under the rules first (engine.sandbox.cudaprobe).
+    ``outlive_parent``: bwrap's child does not die with the starting thread (a kept fork server).
     """
     parent_env = dict(os.environ if parent_env is None else parent_env)
     mechanism = resolve_mode(mode, parent_env)
@@ -166,6 +168,7 @@ def prepare(
             hidden=hidden_dirs(parent_env, hidden),
             keep_readable=readable,
             chdir=job_dir,
+            outlive_parent=outlive_parent,
         )
         return Launch(argv, env, "bwrap")
     _confine_to(env, job_dir, readable, writable_dirs)
