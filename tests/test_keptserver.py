@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from engine import procgroups
-from engine.eval import forkserver, keptserver, zygote
+from engine.eval import forkserver, jobdirs, keptserver, zygote
 from engine.eval.evaluate import evaluate
 from engine.eval.options import EvalOptions
 from engine.guard.policy import GuardSettings
@@ -297,3 +298,45 @@ def test_the_doctor_says_whether_servers_are_kept(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv(keptserver.KEEP_ENV, "often")
     state, detail, fix = _kept_status()
     assert state == "warn" and "'often'" in detail and keptserver.KEEP_ENV in fix
+
+
+def test_a_kept_server_that_forks_nothing_is_ended_and_the_next_command_starts_a_new_one(
+    tmp_path: Path, ext_cache: Path, kept_here: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(forkserver, "FORK_TIMEOUT_S", 2.0)  # the bound on one fork, shortened for the test
+    options = _kept_options(ext_cache, _strongest_here())
+    server = forkserver.server_for(options, ext_cache)
+    assert server is not None and server.kept
+    [stuck] = _servers_of(kept_here)
+    os.kill(stuck, signal.SIGSTOP)  # alive, holding its name, answering nothing
+    result = evaluate(TASK, HONEST, options)
+    assert (result.status, result.settings["worker_start"]) == ("correct", "exec")
+    assert until(lambda: not Path(f"/proc/{stuck}").exists() or _state(stuck) == "Z", 60)  # ended, not left to hold up others
+    env = {**os.environ, "CUDAFORGE_CACHE_DIR": str(ext_cache), "CUDAFORGE_WORKERS": "fork"}
+    later = _eval(env, KERNEL_PATH, "--sandbox", options.sandbox)
+    assert later.returncode == 0, later.stderr[-2000:]
+    assert json.loads(later.stdout)["settings"]["fork_server"] == "kept-started"
+
+
+def _state(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "gone"
+    return stat[stat.rindex(")") + 2]
+
+
+def test_job_folders_left_a_day_ago_in_the_shared_folder_are_removed_by_the_next_command() -> None:
+    root = jobdirs.jobs_root(shared=True)
+    old, fresh = root / f"cudaforge-eval-left-{os.getpid()}", root / f"cudaforge-eval-busy-{os.getpid()}"
+    for folder in (old, fresh):
+        folder.mkdir()
+        (folder / "worker.log").write_text("x")
+    day_and_more = time.time() - jobdirs.STALE_S - 60
+    os.utime(old, (day_and_more, day_and_more))
+    try:
+        subprocess.run([sys.executable, "-c", "from engine.eval import jobdirs; jobdirs.jobs_root(shared=True)"], cwd=REPO, check=True, timeout=120)
+        assert not old.exists() and fresh.is_dir()
+    finally:
+        for folder in (old, fresh):
+            subprocess.run(["rm", "-rf", str(folder)])

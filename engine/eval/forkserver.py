@@ -157,6 +157,7 @@ class ForkServer:
     jobs_root: Path
     kept: bool = False
     closed: bool = False
+    pidfd: int | None = None  # a kept server's process (whoever started it), to end it if it gets stuck
 
     def alive(self) -> bool:
         if not self.kept and self.process is not None:
@@ -208,6 +209,15 @@ class ForkServer:
             raise ForkError(f"the forked worker did not start (the server said {message[:200]!r})")
         return ForkedProcess(pid, mine, args, self.origin)
 
+    def end_kept(self) -> None:
+        """A kept server that forked nothing in time, ended for every command: it would hold up each
+        one that finds it for the fork's timeout, and never leave, with clients still coming. Its name
+        is free at once for a new one; workers it forked for other commands end with it, and those
+        evaluations say so as cudaforge's fault, never the kernel's."""
+        if self.kept and self.pidfd is not None:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+
     def close(self) -> None:
         """Every worker it forked for this process ended, and the server too unless it is kept (the
         server kills a client's workers when its control socket closes; what is left of a server of
@@ -217,6 +227,10 @@ class ForkServer:
         self.closed = True
         with contextlib.suppress(OSError):
             self.control.close()
+        if self.pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.pidfd)
+            self.pidfd = None
         if self.kept or self.process is None:
             return
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -332,12 +346,13 @@ def give_up(server: ForkServer, why: str) -> None:
     """``server`` failed to fork a worker: these settings' workers start as new interpreters from now
     on (a stuck server must not cost every later evaluation the fork's timeout). It is not ended: the
     workers it forked already finish their evaluations (it is ended at exit; if it dies first, each of
-    its evaluations says so as cudaforge's fault)."""
+    its evaluations says so as cudaforge's fault). A kept one is ended (ForkServer.end_kept)."""
     with _LOCK:
         if _SERVERS.get(server.key) is server:
             del _SERVERS[server.key]
             _RETIRED.append(server)
         _BROKEN[server.key] = why
+    server.end_kept()
 
 
 def broken(options: EvalOptions, cache_root: Path) -> str | None:
@@ -400,8 +415,9 @@ def _join_kept(key: tuple[object, ...], mechanism: str, options: EvalOptions, ca
             if client is None:
                 why = f"the kept fork server ended before it listened: {_log_tail(log)}"
                 continue
-        if _ready(client):
-            return ForkServer(key, process, client, mechanism, root, kept=True)
+        server_pid = _ready_from(client)
+        if server_pid is not None:
+            return ForkServer(key, process, client, mechanism, root, kept=True, pidfd=_pidfd_while(server_pid, client))
         client.close()
         why = f"the kept fork server did not get ready: {_log_tail(log)}"
         if process is not None and process.poll() is None:
@@ -414,7 +430,7 @@ def kept_address(key: tuple[object, ...], options: EvalOptions, cache_root: Path
     """The abstract socket name of the kept server for these settings: ``key`` and the environment
     the server would start with (what its imports read)."""
     root = jobdirs.jobs_root(shared=True)
-    launch = sandbox.prepare(options.sandbox, ["python"], job_dir=root, writable=[cache_root], device=options.device)
+    launch = sandbox.prepare(options.sandbox, ["python"], job_dir=root, writable=[cache_root])  # the env alone
     return keptserver.address((*key, tuple(sorted(launch.env.items()))))
 
 
@@ -439,7 +455,7 @@ def _launch(
             device=options.device,
             outlive_parent=outlive,
         )
-        with open(log_path, "ab") as log:
+        with open(log_path, "wb" if outlive else "ab") as log:  # a kept server's log is its own name's
             return subprocess.Popen(
                 launch.argv,
                 stdin=subprocess.DEVNULL,
@@ -461,6 +477,38 @@ def _ready(control: socket.socket) -> bool:
         return _wait_readable(control, SERVER_START_TIMEOUT_S) and control.recv(64) == zygote.READY
     except OSError:
         return False
+
+
+def _ready_from(client: socket.socket) -> int | None:
+    """The kept server's pid as this process numbers it (its ready word's credentials; the connection
+    asked for them before it connected), 0 where they did not come; None when it did not get ready."""
+    try:
+        if not _wait_readable(client, SERVER_START_TIMEOUT_S):
+            return None
+        message, ancillary, _, _ = client.recvmsg(64, socket.CMSG_SPACE(struct.calcsize("iII")))
+    except OSError:
+        return None
+    if message != zygote.READY:
+        return None
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+            return struct.unpack("iII", data[: struct.calcsize("iII")])[0]
+    return 0
+
+
+def _pidfd_while(pid: int, client: socket.socket) -> int | None:
+    """A pidfd of ``pid``, kept only if the server is still there once it is open: then the pid was
+    still its own, not one reused since its ready word."""
+    if pid <= 0:
+        return None
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
+    if _connected(client):
+        return pidfd
+    os.close(pidfd)
+    return None
 
 
 def _log_tail(path: Path) -> str:

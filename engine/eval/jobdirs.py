@@ -19,6 +19,7 @@ import shutil
 import stat
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 _LOCK = threading.Lock()
@@ -49,13 +50,35 @@ def jobs_root(shared: bool = False) -> Path:
             root = private / "jobs"
             try:
                 root.mkdir(mode=0o700, exist_ok=True)
-                return root
             except OSError:
                 pass
+            else:
+                _sweep_once(root)
+                return root
     with _LOCK:
         if not _ROOT or not _ROOT[0].is_dir():
             _ROOT[:] = [Path(tempfile.mkdtemp(prefix="cudaforge-jobs-"))]
         return _ROOT[0]
+
+
+STALE_S = 24 * 3600.0  # a shared job folder untouched this long was left by a command that was killed
+_SWEPT: set[Path] = set()
+
+
+def _sweep_once(root: Path) -> None:
+    """The shared folder's job folders left by commands killed before they could remove them (each
+    command removes its own), removed once per process; a folder in use is far younger."""
+    with _LOCK:
+        if root in _SWEPT:
+            return
+        _SWEPT.add(root)
+    now = time.time()
+    for entry in root.glob("cudaforge-*"):
+        try:
+            if entry.is_dir() and not entry.is_symlink() and now - entry.stat().st_mtime > STALE_S:
+                shutil.rmtree(entry, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def new_job_dir(prefix: str = "cudaforge-eval-", shared: bool = False) -> Path:

@@ -91,6 +91,7 @@ def connect(name: bytes) -> socket.socket | None:
     """A connection to the server listening on ``name``, or None where none listens."""
     client = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # the ready word carries the server's pid
         client.connect(name)
     except OSError:
         client.close()
