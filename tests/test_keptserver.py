@@ -8,6 +8,7 @@ others, and must leave once it has had nothing to do for its time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -169,7 +170,8 @@ def test_the_workers_of_a_command_that_went_away_end_and_the_others_go_on(
     assert waiting is not None and waiting.worker.forked
     mark = f"{os.getpid() % 1000 + 2000}.{int(time.time() * 1000) % 100000}"
     sleeper = tmp_path / "sleeper.py"
-    sleeper.write_text(f"import subprocess as _s\n_s.Popen(['sleep', '{mark}'])\nprint('SLEEPING', flush=True)\nimport time as _t\n_t.sleep(300)\n" + HONEST)
+    # the sleep in a session of its own: no group kill reaches it, only a kill of the whole tree
+    sleeper.write_text(f"import subprocess as _s\n_s.Popen(['sleep', '{mark}'], start_new_session=True)\nprint('SLEEPING', flush=True)\nimport time as _t\n_t.sleep(300)\n" + HONEST)
     rules = sorted({f.rule for f in check_source(sleeper.read_text(), backend="cpu") if f.severity == "refuse"})
     relax = [flag for rule in rules for flag in ("--relax", rule)]
     env = {**os.environ, "CUDAFORGE_CACHE_DIR": str(ext_cache), "CUDAFORGE_WORKERS": "fork"}
@@ -261,10 +263,10 @@ def test_another_user_is_refused_by_a_kept_server(ext_cache: Path, kept_here: st
 
 def test_a_changed_engine_source_names_another_server(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("x = 1\n")
-    before = keptserver.code_fingerprint(tmp_path)
+    before = keptserver.code_fingerprint((tmp_path,))
     keptserver.code_fingerprint.cache_clear()
     (tmp_path / "a.py").write_text("x = 22\n")
-    after = keptserver.code_fingerprint(tmp_path)
+    after = keptserver.code_fingerprint((tmp_path,))
     keptserver.code_fingerprint.cache_clear()
     assert before != after
     key = ("bwrap", "/cache")
@@ -281,7 +283,7 @@ def test_the_keep_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(keptserver.KEEP_ENV, "30")
     assert forkserver.kept(EvalOptions(device="cpu", workers="fork"))
     assert not forkserver.kept(EvalOptions(device="cpu", workers="exec"))  # nothing forked, nothing kept
-    for bad in ("-1", "soon", "nan"):
+    for bad in ("-1", "soon", "nan", "inf", "1e12"):
         monkeypatch.setenv(keptserver.KEEP_ENV, bad)
         with pytest.raises(keptserver.KeepError, match=keptserver.KEEP_ENV):
             keptserver.keep_seconds()
@@ -340,3 +342,47 @@ def test_job_folders_left_a_day_ago_in_the_shared_folder_are_removed_by_the_next
     finally:
         for folder in (old, fresh):
             subprocess.run(["rm", "-rf", str(folder)])
+
+
+def test_a_process_that_took_the_servers_name_is_never_handed_a_worker(ext_cache: Path, kept_here: str) -> None:
+    options = _kept_options(ext_cache, _strongest_here())
+    key = forkserver.server_key(options, ext_cache)
+    name = forkserver.kept_address(key, options, ext_cache)
+    impostor = keptserver.listen(name)  # this user's process, but not a server a command started
+    assert impostor is not None
+    requests: list[bytes] = []
+
+    def answer() -> None:
+        connection, _ = impostor.accept()
+        connection.send(zygote.READY)
+        connection.settimeout(30)
+        with contextlib.suppress(OSError):
+            requests.append(connection.recv(1 << 20))
+        connection.close()
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        result = evaluate(TASK, HONEST, options)
+        assert (result.status, result.settings["worker_start"]) == ("correct", "exec")
+        assert "no command of this user started" in (forkserver.broken(options, ext_cache) or "")
+        thread.join(60)
+        assert requests == [b""]  # the command left without a request, or the pipes one carries
+    finally:
+        impostor.close()
+
+
+def test_a_fork_that_fails_ends_only_this_commands_use_of_a_kept_server(ext_cache: Path, kept_here: str, tmp_path: Path) -> None:
+    options = _kept_options(ext_cache, _strongest_here())
+    server = forkserver.server_for(options, ext_cache)
+    assert server is not None and server.kept
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        with pytest.raises(forkserver.ForkError) as failed:  # a child that cannot set itself up
+            server.spawn(tmp_path / "no-such-job-folder", ["job.json"], {}, null, null, null)
+    finally:
+        os.close(null)
+    assert not failed.value.stuck
+    forkserver.give_up(server, str(failed.value), stuck=failed.value.stuck)
+    assert forkserver.server_for(options, ext_cache) is None  # this process starts its workers anew
+    assert len(_servers_of(kept_here)) == 1  # while the server goes on for every other command

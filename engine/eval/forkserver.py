@@ -47,7 +47,12 @@ WORKERS_ENV = "CUDAFORGE_WORKERS"
 
 
 class ForkError(RuntimeError):
-    """The server could not fork this worker (the caller starts it the usual way)."""
+    """The server could not fork this worker (the caller starts it the usual way). ``stuck``: it
+    answered nothing in time (a kept one is then ended for every command: ForkServer.end_kept)."""
+
+    def __init__(self, message: str, stuck: bool = False) -> None:
+        super().__init__(message)
+        self.stuck = stuck
 
 
 class ForkedProcess:
@@ -188,7 +193,7 @@ class ForkServer:
             socket.send_fds(self.control, [request], [stdin_fd, output_fd, verdict_fd, theirs.fileno()])
             theirs.close()
             if not _wait_readable(mine, FORK_TIMEOUT_S):
-                raise ForkError(f"the fork server forked nothing within {FORK_TIMEOUT_S:g} s")
+                raise ForkError(f"the fork server forked nothing within {FORK_TIMEOUT_S:g} s", stuck=True)
             message, ancillary, _, _ = mine.recvmsg(256, socket.CMSG_SPACE(struct.calcsize("iII")))
         except (OSError, ForkError) as error:
             theirs.close()
@@ -298,7 +303,7 @@ def kept(options: EvalOptions) -> bool:
         seconds = keptserver.keep_seconds()
     except keptserver.KeepError as error:
         raise EvaluationError(str(error)) from error
-    return seconds > 0 and jobdirs.private_dir() is not None
+    return seconds > 0 and jobdirs.shared_root() is not None
 
 
 def server_key(options: EvalOptions, cache_root: Path) -> tuple[object, ...]:
@@ -327,9 +332,13 @@ def server_for(options: EvalOptions, cache_root: Path) -> ForkServer | None:
         server = _SERVERS.get(key)
         if server is not None and server.alive():
             return server
-        if server is not None:  # it died: its control socket goes, and a new one starts
+        if server is not None:  # it died: its control socket goes (and a kept one's pidfd), and a new one starts
             with contextlib.suppress(OSError):
                 server.control.close()
+            if server.pidfd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(server.pidfd)
+                server.pidfd = None
             del _SERVERS[key]
         if key in _BROKEN:
             return None
@@ -342,17 +351,19 @@ def server_for(options: EvalOptions, cache_root: Path) -> ForkServer | None:
         return server
 
 
-def give_up(server: ForkServer, why: str) -> None:
+def give_up(server: ForkServer, why: str, stuck: bool = False) -> None:
     """``server`` failed to fork a worker: these settings' workers start as new interpreters from now
     on (a stuck server must not cost every later evaluation the fork's timeout). It is not ended: the
     workers it forked already finish their evaluations (it is ended at exit; if it dies first, each of
-    its evaluations says so as cudaforge's fault). A kept one is ended (ForkServer.end_kept)."""
+    its evaluations says so as cudaforge's fault). A kept one that is ``stuck`` is ended
+    (ForkServer.end_kept)."""
     with _LOCK:
         if _SERVERS.get(server.key) is server:
             del _SERVERS[server.key]
             _RETIRED.append(server)
         _BROKEN[server.key] = why
-    server.end_kept()
+    if stuck:  # never for a fork that failed (a candidate elsewhere can make forks fail): the others would pay
+        server.end_kept()
 
 
 def broken(options: EvalOptions, cache_root: Path) -> str | None:
@@ -411,13 +422,18 @@ def _join_kept(key: tuple[object, ...], mechanism: str, options: EvalOptions, ca
                 listener.close()  # the server holds it now: the name goes with the server
             if process is None:
                 raise ForkError(f"the kept fork server did not start: {_log_tail(log)}")
+            keptserver.record_start(name, process.pid)
             client = keptserver.connect(name)
             if client is None:
                 why = f"the kept fork server ended before it listened: {_log_tail(log)}"
                 continue
-        server_pid = _ready_from(client)
-        if server_pid is not None:
-            return ForkServer(key, process, client, mechanism, root, kept=True, pidfd=_pidfd_while(server_pid, client))
+        credentials = _ready_from(client)
+        if credentials is not None:
+            refused = keptserver.impostor(name, *credentials, mechanism)
+            if refused:  # never handed a pipe: this process's workers start anew
+                client.close()
+                raise ForkError(refused)
+            return ForkServer(key, process, client, mechanism, root, kept=True, pidfd=_pidfd_while(credentials[0], client))
         client.close()
         why = f"the kept fork server did not get ready: {_log_tail(log)}"
         if process is not None and process.poll() is None:
@@ -429,9 +445,17 @@ def _join_kept(key: tuple[object, ...], mechanism: str, options: EvalOptions, ca
 def kept_address(key: tuple[object, ...], options: EvalOptions, cache_root: Path) -> bytes:
     """The abstract socket name of the kept server for these settings: ``key`` and the environment
     the server would start with (what its imports read)."""
+    from engine.sandbox.env import is_allowed
+    from engine.sandbox.landlock import LANDLOCK_ENV
+
     root = jobdirs.jobs_root(shared=True)
-    launch = sandbox.prepare(options.sandbox, ["python"], job_dir=root, writable=[cache_root])  # the env alone
-    return keptserver.address((*key, tuple(sorted(launch.env.items()))))
+    launch = sandbox.prepare(options.sandbox, ["python"], job_dir=root, writable=[cache_root])
+    # What the server's imports may read (the allow-list: with no sandbox the whole environment would
+    # give each folder and shell a server of its own) and, under bwrap, what it mounts (the folders it
+    # hides depend on where the command runs); never its Landlock rules, which are each worker's own.
+    environment = tuple(sorted((k, v) for k, v in launch.env.items() if is_allowed(k) and k != LANDLOCK_ENV))
+    mounts = tuple(launch.argv[: launch.argv.index("--clearenv")]) if launch.mechanism == "bwrap" else ()
+    return keptserver.address((*key, environment, mounts))
 
 
 def _launch(
@@ -479,9 +503,10 @@ def _ready(control: socket.socket) -> bool:
         return False
 
 
-def _ready_from(client: socket.socket) -> int | None:
-    """The kept server's pid as this process numbers it (its ready word's credentials; the connection
-    asked for them before it connected), 0 where they did not come; None when it did not get ready."""
+def _ready_from(client: socket.socket) -> tuple[int, int] | None:
+    """The kept server's pid (as this process numbers it) and uid, from its ready word's credentials
+    (the connection asked for them before it connected; (0, -1) where none came), or None when it did
+    not get ready."""
     try:
         if not _wait_readable(client, SERVER_START_TIMEOUT_S):
             return None
@@ -492,8 +517,9 @@ def _ready_from(client: socket.socket) -> int | None:
         return None
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
-            return struct.unpack("iII", data[: struct.calcsize("iII")])[0]
-    return 0
+            pid, uid, _gid = struct.unpack("iII", data[: struct.calcsize("iII")])
+            return pid, uid
+    return 0, -1
 
 
 def _pidfd_while(pid: int, client: socket.socket) -> int | None:

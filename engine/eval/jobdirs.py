@@ -41,27 +41,34 @@ def private_dir() -> Path | None:
     return path
 
 
+def shared_root() -> Path | None:
+    """This user's own folder of job folders shared by the commands of one kept server (``jobs`` in
+    :func:`private_dir`), or None where it cannot be had (then no server is kept)."""
+    private = private_dir()
+    if private is None:
+        return None
+    root = private / "jobs"
+    try:
+        root.mkdir(mode=0o700, exist_ok=True)
+    except OSError:
+        return None
+    _sweep_once(root)
+    return root
+
+
 def jobs_root(shared: bool = False) -> Path:
-    """The folder of job folders: with ``shared`` (a kept server's), the user's own ``jobs`` folder when
-    :func:`private_dir` can be had; else this process's (made on first use, removed at exit)."""
-    if shared:
-        private = private_dir()
-        if private is not None:
-            root = private / "jobs"
-            try:
-                root.mkdir(mode=0o700, exist_ok=True)
-            except OSError:
-                pass
-            else:
-                _sweep_once(root)
-                return root
+    """The folder of job folders: with ``shared`` (a kept server's), :func:`shared_root` where it can
+    be had; else this process's (made on first use, removed at exit)."""
+    root = shared_root() if shared else None
+    if root is not None:
+        return root
     with _LOCK:
         if not _ROOT or not _ROOT[0].is_dir():
             _ROOT[:] = [Path(tempfile.mkdtemp(prefix="cudaforge-jobs-"))]
         return _ROOT[0]
 
 
-STALE_S = 24 * 3600.0  # a shared job folder untouched this long was left by a command that was killed
+STALE_S = 7 * 24 * 3600.0  # a shared job folder untouched this long was left by a command that was killed
 _SWEPT: set[Path] = set()
 
 

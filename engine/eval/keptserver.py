@@ -10,6 +10,11 @@ ended with it), and the next command with the same settings forks its workers at
   engine's own source files (a server never forks workers of code that has changed since it started).
   Binding that name is the start's lock: of two commands starting together, one binds and starts the
   server, the other connects to it. The name goes with the last descriptor, so no file is left stale.
+- **Whom a command trusts.** The command that starts a server writes its process's pid and start time
+  into this user's private folder (engine.eval.jobdirs), where no worker can read or write. A command
+  forks its workers only from a server whose ready word comes with this user's id and that pid (under
+  bubblewrap, the server is that process's grandchild): a process of another user, or a candidate's, that
+  bound the name (a worker may bind abstract names, only not connect out of its domain) is refused.
 - **Who may connect.** Another user's process is refused by the server (its peer credentials). A
   worker cannot reach it: Landlock's abstract-socket scope (ABI 6, which forking needs already) keeps
   a confined process from any abstract socket made outside its domain, and under bubblewrap the
@@ -31,6 +36,7 @@ from pathlib import Path
 
 KEEP_ENV = "CUDAFORGE_KEEP_SERVER_S"
 DEFAULT_KEEP_S = 600.0
+MAX_KEEP_S = 7 * 24 * 3600.0  # a week: beyond, say 0 for never kept or restart it
 _PREFIX = b"\0cudaforge-forkserver-"
 
 
@@ -46,25 +52,38 @@ def keep_seconds() -> float:
     try:
         seconds = float(text)
     except ValueError:
-        raise KeepError(f"${KEEP_ENV} is {text!r}: give the seconds a fork server is kept (0: not kept)") from None
-    if seconds < 0 or seconds != seconds:
-        raise KeepError(f"${KEEP_ENV} is {text!r}: give the seconds a fork server is kept (0: not kept)")
+        raise KeepError(f"${KEEP_ENV} is {text!r}: give the seconds a fork server is kept (0: not kept; at most {MAX_KEEP_S:g})") from None
+    if not 0 <= seconds <= MAX_KEEP_S:  # NaN and infinity too
+        raise KeepError(f"${KEEP_ENV} is {text!r}: give the seconds a fork server is kept (0: not kept; at most {MAX_KEEP_S:g})")
     return seconds
 
 
 ENGINE = Path(__file__).resolve().parents[1]
+SOURCES = (ENGINE, ENGINE.parent / "sessions")  # what a worker imports of cudaforge
 
 
 @functools.lru_cache(maxsize=4)
-def code_fingerprint(root: Path = ENGINE) -> str:
-    """The source files under ``root`` (the engine's) as they are now: names, sizes, modification
-    times. A server keeps the modules it imported at its start, and its workers run them."""
+def code_fingerprint(roots: tuple[Path, ...] = SOURCES) -> str:
+    """The source files under ``roots`` (cudaforge's own) and torch's as they are now: names, sizes,
+    modification times. A server keeps the modules it imported at its start, and its workers run them."""
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    files = [path for root in roots for path in sorted(root.rglob("*.py"))]
+    for path in [*files, *_torch_files()]:
         with contextlib.suppress(OSError):
             info = path.stat()
-            digest.update(f"{path.relative_to(root)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+            digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
     return digest.hexdigest()
+
+
+def _torch_files() -> list[Path]:
+    """torch's version file and compiled core, found without importing it (an upgrade in place)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return []
+    folder = Path(spec.origin).parent
+    return [folder / "version.py", *sorted(folder.glob("_C*.so"))]
 
 
 def address(key: tuple[object, ...], fingerprint: str | None = None) -> bytes:
@@ -104,7 +123,65 @@ def peer_is_this_user(connection: socket.socket) -> bool:
     import struct
 
     try:
-        _pid, uid, _gid = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        _pid, uid, _gid = struct.unpack("iII", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
     except OSError:
         return False
     return uid == os.getuid()
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def _record(name: bytes) -> Path | None:
+    from engine.eval.jobdirs import private_dir
+
+    private = private_dir()
+    if private is None:
+        return None
+    folder = private / "servers"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+    except OSError:
+        return None
+    return folder / f"{name[-32:].decode()}.pid"
+
+
+def record_start(name: bytes, pid: int) -> None:
+    """Written by the command that started the server for ``name``: the pid it started (the server, or
+    under bubblewrap the bwrap process above it) and that process's start time (pids are reused)."""
+    path, fields = _record(name), _stat_fields(pid)
+    if path is None or fields is None:
+        return
+    partial = path.with_suffix(f".{os.getpid()}")
+    with contextlib.suppress(OSError):
+        partial.write_text(f"{pid} {fields[19]}\n")
+        os.replace(partial, path)
+
+
+def impostor(name: bytes, pid: int, uid: int, mechanism: str) -> str | None:
+    """Why the process that said it is ready on ``name`` (``pid`` and ``uid`` from its credentials) is
+    not the server a command of this user started for it, or None when it is."""
+    if uid != os.getuid():
+        return f"the process listening as the kept fork server runs as uid {uid}, not this user's {os.getuid()}"
+    path = _record(name)
+    try:
+        started, start_time = (path.read_text().split() if path is not None else ["", ""])[:2]
+        started_pid = int(started)
+    except (OSError, ValueError):
+        return "no command of this user started the process listening as the kept fork server"
+    fields = _stat_fields(started_pid)
+    if fields is None or fields[19] != start_time:
+        return "the process a command of this user started as the kept fork server is gone"
+    expected = pid
+    if mechanism == "bwrap":  # bwrap's process, its pid namespace's init, then the server
+        for _ in range(2):
+            above = _stat_fields(expected)
+            expected = int(above[1]) if above else -1
+    if expected != started_pid:
+        return f"the process listening as the kept fork server (pid {pid}) is not the one a command of this user started"
+    return None

@@ -495,7 +495,7 @@ def start_worker(
         try:
             return _fork_worker(server, job_dir, cache_root, args, extra, needs_stdin=spare or gated)
         except forkserver.ForkError as error:
-            forkserver.give_up(server, str(error))
+            forkserver.give_up(server, str(error), stuck=error.stuck)
     return _exec_worker(job_dir, options, cache_root, args, extra, needs_stdin=spare or gated)
 
 

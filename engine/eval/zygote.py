@@ -81,6 +81,10 @@ def main() -> int:
     from engine.eval.worker import warm_imports
 
     warm_imports()
+    # Orphans of a killed worker's init (a candidate's process in a session of its own) come here,
+    # not to the system's init, where they would outlive their evaluation: they are ended as they come.
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     wake_read, wake_write = os.pipe()
     for fd in (wake_read, wake_write):
         os.set_blocking(fd, False)
@@ -98,7 +102,7 @@ def main() -> int:
         while True:
             timeout = None
             if listener is not None and not clients and not children:
-                timeout = max(0.0, idle_since + keep_s - time.monotonic())
+                timeout = min(max(0.0, idle_since + keep_s - time.monotonic()), 3600.0)
                 if timeout == 0.0:
                     break  # kept long enough with nothing to do
             poller = select.poll()
@@ -108,17 +112,21 @@ def main() -> int:
                 poller.register(fd, select.POLLIN)
             busy = bool(clients or children)
             ready = {fd for fd, _ in poller.poll(None if timeout is None else int(timeout * 1000) + 1)}
+            # the engines to read, named before a descriptor is closed (a reply) or opened (a new engine):
+            # a number closed and given again must not stand for the other
+            asking = [clients[fd] for fd in clients if fd in ready]
             if wake_read in ready:
                 with contextlib.suppress(BlockingIOError):
                     while os.read(wake_read, 512):
                         pass
+                _end_strays(children)
             _let_go(children, ready)
             _report_exits(children)
             if listener is not None and listener.fileno() in ready:
                 _accept(listener, clients)
-            for fd in [fd for fd in clients if fd in ready]:
-                if not _take_request(clients[fd], children):  # that engine went away: its workers go with it
-                    _end_client(clients.pop(fd), children)
+            for connection in asking:
+                if not _take_request(connection, children):  # that engine went away: its workers go with it
+                    _end_client(clients.pop(connection.fileno()), children)
             if listener is None and not clients:
                 break  # its one engine went away (or closed the server): the workers go with it
             if busy or clients or children:
@@ -127,8 +135,8 @@ def main() -> int:
         if listener is not None:
             listener.close()  # the name is free at once: a later command starts a new server
         for pid in children:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
+            _kill_whole(pid)
+        _end_strays({})
     os._exit(0)
 
 
@@ -158,8 +166,34 @@ def _end_client(connection: socket.socket, children: dict[int, _Child]) -> None:
     connection.close()
     for pid, child in children.items():
         if child.client is connection:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
+            _kill_whole(pid)
+
+
+def _kill_whole(pid: int) -> None:
+    """A worker's init, its group and every process under it (one in a session of its own too); the
+    init is not reaped yet, so its pid is still its own."""
+    from engine.procgroups import kill_tree
+
+    kill_tree(pid)
+
+
+def _end_strays(children: dict[int, _Child]) -> None:
+    """Every child of the server that is not a worker's init: an orphan reparented here (the server
+    is a subreaper) after its init was killed, ended with all under it and reaped."""
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in children or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat_file:
+                stat = stat_file.read()
+            parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == me:
+            _kill_whole(int(entry))
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(int(entry), os.WNOHANG)
 
 
 def _report_exits(children: dict[int, _Child]) -> None:
@@ -205,7 +239,9 @@ def _reap(children: dict[int, _Child], pid: int) -> None:
 def _take_request(control: socket.socket, children: dict[int, _Child]) -> bool:
     """Fork one worker for the request waiting on ``control``; False once the engine has closed it."""
     try:
-        data, fds, _, _ = socket.recv_fds(control, MAX_REQUEST_BYTES, 8)
+        data, fds, _, _ = socket.recv_fds(control, MAX_REQUEST_BYTES, 8, socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return True  # nothing to read after all: never wait here while the other engines wait
     except OSError:
         return False
     if not data:
