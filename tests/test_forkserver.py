@@ -71,6 +71,12 @@ print("ESCAPE-REPORT " + _json.dumps(_report), flush=True)
 '''
 
 
+@pytest.fixture(autouse=True)
+def _servers_of_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The servers under test here are each process's own (tests/test_keptserver.py has the kept ones)."""
+    monkeypatch.setenv("CUDAFORGE_KEEP_SERVER_S", "0")
+
+
 def _options(cache: Path, mechanism: str, **overrides: object) -> EvalOptions:
     settings: dict[str, object] = {"workers": "fork", "do_timing": False, "trials": 2, **overrides}
     return EvalOptions(device="cpu", cache_root=cache, sandbox=mechanism, **settings)  # type: ignore[arg-type]

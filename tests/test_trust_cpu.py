@@ -93,9 +93,22 @@ def _rotation_of(fn, n_sets: int = 3, calls: int = 20):  # noqa: ANN001, ANN202
 
     sets = [[torch.full((4,), float(i))] for i in range(n_sets)]
     rotation = Rotation(fn, sets, expected_calls=calls)
-    for _ in range(calls):
+    for call in range(calls):
+        if call == n_sets:  # after the warm-up's round, as the timing stage draws
+            rotation.sample_from_here()
         rotation()
     return rotation, [s[0] * 2 for s in sets]
+
+
+def test_two_timed_calls_are_kept_however_many_the_timing_made() -> None:
+    # the timing's budget decides how many calls there are: the random one is drawn among those made
+    for calls in (5, 6, 9, 40, 400):
+        for _ in range(30):
+            rotation, _answers = _rotation_of(lambda x: x * 2, calls=calls)
+            kept = [call for call, _which, _out in rotation.samples()]
+            assert len(kept) == 2 and kept[-1] == calls - 1 and 3 <= kept[0] < calls - 1, (calls, kept)
+    seen = {_rotation_of(lambda x: x * 2, calls=12)[0].samples()[0][0] for _ in range(400)}
+    assert seen == set(range(3, 11))  # every timed call but the last can be the drawn one
 
 
 def test_timed_outputs_kept_from_other_calls_or_other_sets_are_replays() -> None:

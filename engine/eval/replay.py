@@ -42,6 +42,7 @@ with the reference run on a copy of the inputs as that call found them, and the 
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -125,36 +126,61 @@ class Rotation:
         self.fn = fn
         self.sets = sets
         self.calls = 0
-        first = len(sets)
-        self.sampled = {*range(first), random.Random(seed).randrange(first, max(first + 1, expected_calls))}
         self.expected_calls = expected_calls
-        self.kept: dict[int, tuple[int, Any]] = {}  # call number -> (set index, output)
+        self.kept: dict[int, tuple[int, Any]] = {}  # the first round's outputs: call number -> (set index, output)
         self.latest: tuple[int, int, Any] | None = None
+        self.previous: tuple[int, int, Any] | None = None  # the call before the latest
+        self.drawn: tuple[int, int, Any] | None = None  # one call kept at random (sample_from_here)
+        self._draws: random.Random | None = None
+        self._next_draw = -1
+        self._weight = 0.0
 
     def __call__(self) -> Any:
         which = self.calls % len(self.sets)
         output = self.fn(*self.sets[which])
-        if self.calls in self.sampled:
+        if self.calls < len(self.sets):
             self.kept[self.calls] = (which, output)
-        self.latest = (self.calls, which, output)
+        if self.calls == self._next_draw:
+            self.drawn = (self.calls, which, output)
+            self._schedule_draw()
+        self.previous, self.latest = self.latest, (self.calls, which, output)
         self.calls += 1
         return output
 
-    def sample_from_here(self, calls_to_come: int) -> None:
-        """Keep one call drawn at random (from the system's entropy, not a seed a candidate could read)
-        among the next ``calls_to_come``, instead of the one drawn at construction."""
-        first = len(self.sets)
-        self.sampled = {*range(first), self.calls + random.SystemRandom().randrange(max(1, calls_to_come))}
+    def sample_from_here(self) -> None:
+        """From the next call on, keep one call drawn uniformly at random among all the calls that will
+        have been made, however many the timing's budget allows (reservoir sampling, Li's algorithm L,
+        one integer compared per call; seeded from the system's entropy, not a seed a candidate could
+        read). A draw fixed among calls planned ahead missed whenever the timing stopped short of it."""
+        self._draws = random.Random(random.SystemRandom().getrandbits(64))
+        self._weight = 1.0  # times a uniform draw at each kept call: algorithm L's W for a reservoir of one
+        self._next_draw = self.calls  # the first candidate call is kept until a later one replaces it
+
+    def _schedule_draw(self) -> None:
+        draws = self._draws
+        if draws is None:
+            self._next_draw = -1
+            return
+        self._weight *= draws.random()
+        if self._weight <= 0.0 or self._weight >= 1.0:
+            self._next_draw = -1  # no further replacement (a weight of 0 would divide by 0 below)
+            return
+        self._next_draw = self.calls + int(math.log(1.0 - draws.random()) / math.log(1.0 - self._weight)) + 1
 
     def first_outputs(self) -> list[Any]:
         """The output of the first call on each set (the warm-up's), in set order."""
         return [self.kept[call][1] for call in range(len(self.sets)) if call in self.kept]
 
     def samples(self) -> list[tuple[int, int, Any]]:
-        """(call number, set index, output) of every kept call after the first round, the latest included."""
+        """(call number, set index, output) of the call drawn at random after the first round and of the
+        latest; where the draw is the latest, the call before it instead, so two calls are checked
+        whenever two were timed."""
         first = len(self.sets)
-        out = [(call, which, output) for call, (which, output) in sorted(self.kept.items()) if call >= first]
-        if self.latest is not None and self.latest[0] >= first and self.latest[0] not in self.kept:
+        drawn = self.drawn
+        if drawn is not None and self.latest is not None and drawn[0] == self.latest[0]:
+            drawn = self.previous
+        out = [drawn] if drawn is not None and drawn[0] >= first else []
+        if self.latest is not None and self.latest[0] >= first and (not out or out[0][0] != self.latest[0]):
             out.append(self.latest)
         return out
 

@@ -84,7 +84,7 @@ def time_stage(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
         """Between warm-up and timing: the sets verified, and the timed call whose output is kept drawn
         now, among the calls still to come (the warm-up's length varies; a candidate cannot know it)."""
         started = time.monotonic()
-        candidate.sample_from_here(calls)
+        candidate.sample_from_here()
         verdict = replay.Verdict() if ev.reference_mutates else replay.check_warmup(candidate, answers, compare)
         ev.add_seconds("replay", started)
         return not _refused(ev, verdict, "before timing")  # a relaxed rule does not stop the timing
