@@ -55,9 +55,13 @@ def _signal(kill: object, target: int, sig: int) -> None:
 
 
 def kill_tree(leader: int) -> None:
-    """SIGKILL ``leader``'s process group and every process under it, with their own groups. The group
-    is stopped first, so nothing in it starts another process between the reading and the killing."""
+    """SIGKILL ``leader``'s process group and every process under it, with their own groups, and
+    ``leader`` itself (which may lead no group: a server under bwrap, whose session is bwrap's). The
+    group and the leader are stopped first, so nothing starts another process between the reading and
+    the killing. ``leader`` must be the caller's own unreaped child, or known alive, never a pid that
+    may have been reused."""
     _signal(os.killpg, leader, signal.SIGSTOP)
+    _signal(os.kill, leader, signal.SIGSTOP)
     under = descendants(leader)
     groups = {leader}
     for pid in under:
@@ -66,7 +70,7 @@ def kill_tree(leader: int) -> None:
     groups.discard(os.getpgid(0))  # never cudaforge's own group
     for group in groups:
         _signal(os.killpg, group, signal.SIGKILL)
-    for pid in under:
+    for pid in [leader, *under]:
         _signal(os.kill, pid, signal.SIGKILL)
 
 

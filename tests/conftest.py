@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -77,3 +78,42 @@ def until(condition: Callable[[], bool], seconds: float = 60.0, poll_s: float = 
             return True
         time.sleep(poll_s)
     return condition()
+
+
+def _kept_servers_started_since(started: float) -> list[int]:
+    """Kept fork servers (engine.eval.keptserver) of this interpreter started after ``started`` (seconds
+    since the epoch): what a command the run started with an environment of its own left behind."""
+    boot = time.time() - float(Path("/proc/uptime").read_text().split()[0])
+    ticks = os.sysconf("SC_CLK_TCK")
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if argv[1:3] != [b"-m", b"engine.eval.zygote"] or argv[0] != sys.executable.encode():
+                continue
+            if b"CUDAFORGE_FORKSERVER_LISTEN_FD=" not in (entry / "environ").read_bytes():
+                continue
+            stat = (entry / "stat").read_text()
+            began = boot + int(stat[stat.rindex(")") + 2 :].split()[19]) / ticks
+        except (OSError, ValueError, IndexError):
+            continue
+        if began >= started - 1:
+            found.append(int(entry.name))
+    return found
+
+
+_RUN_STARTED = time.time()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The run's last step (the xdist controller's, or the only process's): end the kept servers the
+    run's commands left, so a test whose command had an environment of its own (no
+    CUDAFORGE_KEEP_SERVER_S) does not leave a server with torch imported for ten minutes."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from engine.procgroups import kill_tree
+
+    for pid in _kept_servers_started_since(_RUN_STARTED):
+        kill_tree(pid)

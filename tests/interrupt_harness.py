@@ -68,6 +68,7 @@ class Project:
             "TERM": "xterm-256color",
             "CUDAFORGE_NO_ANIMATION": "1",
             "LANG": "C.UTF-8",
+            "CUDAFORGE_KEEP_SERVER_S": os.environ.get("CUDAFORGE_KEEP_SERVER_S", "0"),  # tests/conftest.py
         }
         if hold:
             env["CUDAFORGE_TEST_HOLD"] = hold

@@ -22,6 +22,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
+# its evaluations' fork server ends with it, as the test run's do (tests/conftest.py)
+os.environ.setdefault("CUDAFORGE_KEEP_SERVER_S", "0")
 
 
 def shared_cache() -> Path:

@@ -118,3 +118,25 @@ def test_a_second_ctrl_c_leaves_no_compiler_running_outside_a_pid_namespace(
                 os.killpg(group, signal.SIGKILL)
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_tree_whose_top_leads_no_group_is_killed_top_included() -> None:
+    # a kept fork server under bwrap is not its group's leader (bwrap's session is): a kill of the group
+    # alone missed it, and it outlived the run that meant to end it
+    from engine.procgroups import kill_tree
+
+    mark = f"{os.getpid() % 1000 + 3000}.{uuid.uuid4().int % 100000}"
+    top = subprocess.Popen(["sh", "-c", f"sleep {mark} & wait"], start_new_session=False)  # in the test's own group
+    try:
+        assert _until(lambda: bool(subprocess.run(["pgrep", "-f", f"sleep {mark}"], capture_output=True).stdout))
+        kill_tree(top.pid)
+        assert top.wait(timeout=60) == -signal.SIGKILL
+        assert _until(lambda: not subprocess.run(["pgrep", "-f", f"sleep {mark}"], capture_output=True).stdout)
+    finally:
+        subprocess.run(["pkill", "-9", "-f", f"sleep {mark}"], capture_output=True)
+
+
+def _until(condition) -> bool:  # noqa: ANN001
+    from tests.conftest import until
+
+    return until(condition, 60)

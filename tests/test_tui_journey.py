@@ -164,6 +164,7 @@ def test_a_new_users_journey(tmp_path: Path, ext_cache: Path, size: tuple[int, i
             "TERM": "xterm-256color",
             "CUDAFORGE_NO_ANIMATION": "1",
             "PATH": os.environ.get("PATH", ""),
+            "CUDAFORGE_KEEP_SERVER_S": os.environ.get("CUDAFORGE_KEEP_SERVER_S", "0"),  # tests/conftest.py
             "HOME": os.environ.get("HOME", str(tmp_path)),
         }
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())

@@ -123,6 +123,7 @@ def test_b_in_replay_in_a_real_terminal_commits_on_the_new_branch(
             "TERM": "xterm-256color",
             "CUDAFORGE_NO_ANIMATION": "1",
             "PATH": os.environ.get("PATH", ""),
+            "CUDAFORGE_KEEP_SERVER_S": os.environ.get("CUDAFORGE_KEEP_SERVER_S", "0"),  # tests/conftest.py
             "HOME": os.environ.get("HOME", str(tmp_path)),
         }
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
