@@ -78,9 +78,17 @@ def main() -> int:
     from engine.sandbox.landlock import LANDLOCK_ENV
 
     os.environ.pop(LANDLOCK_ENV, None)  # the rules are each worker's own, never the server's
+    # torch.utils.cpp_extension's import asks torch.cuda.is_available(), which by default counts devices
+    # through the CUDA runtime and marks every later fork unable to use CUDA ("Cannot re-initialize CUDA
+    # in forked subprocess", seen on the H200); torch's NVML-based check counts them without that.
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     from engine.eval.worker import warm_imports
 
     warm_imports()
+    poisoned = _cuda_unusable_after_fork()
+    if poisoned:
+        print(f"cudaforge fork server: {poisoned}", flush=True)
+        os._exit(FAILED_TO_BECOME_WORKER)  # the engine starts each worker anew and says why
     # Orphans of a killed worker's init (a candidate's process in a session of its own) come here,
     # not to the system's init, where they would outlive their evaluation: they are ended as they come.
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -138,6 +146,26 @@ def main() -> int:
             _kill_whole(pid)
         _end_strays({})
     os._exit(0)
+
+
+def _cuda_unusable_after_fork() -> str | None:
+    """Why a forked worker could not use CUDA (something the server imported started it), or None: a
+    child forked now says whether torch has marked it a bad fork."""
+    import torch
+
+    in_bad_fork = getattr(torch._C, "_cuda_isInBadFork", None)
+    if in_bad_fork is None:
+        return None  # a torch without CUDA: nothing to poison
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.write(write, b"1" if in_bad_fork() else b"0")
+        os._exit(0)
+    os.close(write)
+    answer = os.read(read, 1)
+    os.close(read)
+    os.waitpid(child, 0)
+    return "CUDA was started before the fork: a forked worker could not use it" if answer == b"1" else None
 
 
 def _accept(listener: socket.socket, clients: dict[int, socket.socket]) -> None:
