@@ -135,6 +135,7 @@ def kept_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     test ended after it."""
     monkeypatch.setenv("PATH", f"{os.environ['PATH']}{os.pathsep}{tmp_path}")
     monkeypatch.setenv(keptserver.KEEP_ENV, "120")
+    monkeypatch.setattr(keptserver, "_ONE_SHOT", [True])  # as `cudaforge eval` says it is
     yield str(tmp_path)
     forkserver.close_all()
     _end_servers(str(tmp_path))
@@ -276,6 +277,10 @@ def test_a_changed_engine_source_names_another_server(tmp_path: Path) -> None:
 
 def test_the_keep_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(keptserver.KEEP_ENV, raising=False)
+    monkeypatch.setattr(keptserver, "_ONE_SHOT", [False])
+    assert keptserver.keep_seconds() == 0  # a command that evaluates many times keeps nothing
+    assert not forkserver.kept(EvalOptions(device="cpu", workers="fork"))
+    keptserver.for_one_shot_command()
     assert keptserver.keep_seconds() == keptserver.DEFAULT_KEEP_S
     monkeypatch.setenv(keptserver.KEEP_ENV, "0")
     assert keptserver.keep_seconds() == 0
@@ -292,9 +297,10 @@ def test_the_keep_setting(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_doctor_says_whether_servers_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     from engine.cli.doctor import _kept_status
 
+    monkeypatch.setattr(keptserver, "_ONE_SHOT", [False])
     monkeypatch.setenv(keptserver.KEEP_ENV, "90")
     state, detail, _ = _kept_status()
-    assert state == "ok" and "kept 90 s" in detail
+    assert state == "ok" and "eval's server is kept 90 s" in detail
     monkeypatch.setenv(keptserver.KEEP_ENV, "0")
     assert "ends with it" in _kept_status()[1]
     monkeypatch.setenv(keptserver.KEEP_ENV, "often")

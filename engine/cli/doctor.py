@@ -215,6 +215,7 @@ def _kept_status() -> tuple[str, str, str]:
     """Whether fork servers outlive the command that started them (engine.eval.keptserver)."""
     from engine.eval import jobdirs, keptserver
 
+    keptserver.for_one_shot_command()  # the doctor tells what a one-shot ``cudaforge eval`` would do
     try:
         seconds = keptserver.keep_seconds()
     except keptserver.KeepError as error:
@@ -223,7 +224,7 @@ def _kept_status() -> tuple[str, str, str]:
         return "ok", f"each command's server ends with it (${keptserver.KEEP_ENV}=0)", ""
     if jobdirs.private_dir() is None:
         return "warn", "servers are not kept: no private folder of this user's in the temporary folder", "remove a foreign cudaforge-<uid> folder there"
-    return "ok", f"a server is kept {seconds:g} s after its last command for the next one (${keptserver.KEEP_ENV})", ""
+    return "ok", f"a one-shot eval's server is kept {seconds:g} s for the next one (${keptserver.KEEP_ENV})", ""
 
 
 def _first_line(command: list[str]) -> str:

@@ -115,6 +115,9 @@ def run_eval(args: argparse.Namespace) -> int:
     options.do_timing = not args.no_timing
     if args.sandbox:
         options.sandbox = args.sandbox
+    from engine.eval import keptserver
+
+    keptserver.for_one_shot_command()  # its fork server is kept for the next command (engine.eval.keptserver)
     on_event = _print_event if args.verbose else None
     if not args.json and not args.verbose:
         print(f"evaluating {args.kernel} against {args.task} …", file=sys.stderr)

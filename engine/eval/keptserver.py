@@ -4,7 +4,8 @@ Why (ARCHITECTURE.md §3, "Workers forked from one that has torch"): a one-shot 
 the fork server's torch import itself, as a new worker did (3.4 s of a 4.5 s evaluation with nothing to
 build on the H200). So a server may outlive the command that started it, for ``CUDAFORGE_KEEP_SERVER_S``
 seconds after its last client and worker (default :data:`DEFAULT_KEEP_S`; 0: every process has its own,
-ended with it), and the next command with the same settings forks its workers at once.
+ended with it), and the next command with the same settings forks its workers at once. Only one-shot
+commands keep their server (:func:`for_one_shot_command`).
 
 - **The address** is an abstract Unix socket named from the server's settings, this user's id and the
   engine's own source files (a server never forks workers of code that has changed since it started).
@@ -44,8 +45,22 @@ class KeepError(ValueError):
     """``$CUDAFORGE_KEEP_SERVER_S`` is not a number of seconds."""
 
 
+_ONE_SHOT: list[bool] = [False]
+
+
+def for_one_shot_command() -> None:
+    """Said by a command that evaluates once and exits (``cudaforge eval``) before it evaluates: its
+    server is kept for the next command. A command that evaluates many times (run, bench, evalset,
+    explore, the workbench) pays its server's start once, and its server ends with it: kept, it would
+    only outlive a long session, and every such command a script or a test starts would leave one."""
+    _ONE_SHOT[0] = True
+
+
 def keep_seconds() -> float:
-    """How long a server stays after its last client and worker; 0: servers are not kept."""
+    """How long this command's server stays after its last client and worker; 0: not kept (always, for
+    a command that did not say it is one-shot)."""
+    if not _ONE_SHOT[0]:
+        return 0.0
     text = os.environ.get(KEEP_ENV, "").strip()
     if not text:
         return DEFAULT_KEEP_S
