@@ -332,13 +332,8 @@ def server_for(options: EvalOptions, cache_root: Path) -> ForkServer | None:
         server = _SERVERS.get(key)
         if server is not None and server.alive():
             return server
-        if server is not None:  # it died: its control socket goes (and a kept one's pidfd), and a new one starts
-            with contextlib.suppress(OSError):
-                server.control.close()
-            if server.pidfd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(server.pidfd)
-                server.pidfd = None
+        if server is not None:  # it died: closed as any server is (its socket, a kept one's pidfd), a new one starts
+            server.close()
             del _SERVERS[key]
         if key in _BROKEN:
             return None
