@@ -295,3 +295,29 @@ def test_the_workers_setting_is_checked_and_auto_forks_only_on_cpu(tmp_path: Pat
         assert not forkserver.wanted(EvalOptions(device="cuda", workers="exec"))
         env.setenv(forkserver.WORKERS_ENV, "exec")
         assert not forkserver.wanted(EvalOptions(device="cpu"))
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_forked_workers_side_by_side_each_find_the_device(ext_cache: Path) -> None:
+    """Forked CUDA workers, several at once from one server, each see the GPU and give the started
+    verdict. On the H200, workers that inherited the server's NVML session saw no device in 6 of 10
+    evaluations ("Invalid device id", a harness fault on an honest kernel)."""
+    if not __import__("torch").cuda.is_available():
+        pytest.skip("no CUDA device here")
+    task = (EXAMPLES / "tasks" / "relu_large.py").read_text()
+    kernel = (EXAMPLES / "kernels" / "relu_cuda.py").read_text()
+    options = EvalOptions(device="cuda", cache_root=ext_cache, workers="fork", do_timing=False, trials=2)
+    assert evaluate(task, kernel, options).status == "correct"  # the build, once, before the crowd
+    results: list[object] = []
+
+    def one() -> None:
+        results.append(evaluate(task, kernel, options))
+
+    threads = [threading.Thread(target=one) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [(r.settings["worker_start"], r.status) for r in results] == [("fork", "correct")] * 6, [
+        r.messages for r in results
+    ]

@@ -85,6 +85,7 @@ def main() -> int:
     from engine.eval.worker import warm_imports
 
     warm_imports()
+    _release_nvml()
     poisoned = _cuda_unusable_after_fork()
     if poisoned:
         print(f"cudaforge fork server: {poisoned}", flush=True)
@@ -146,6 +147,24 @@ def main() -> int:
             _kill_whole(pid)
         _end_strays({})
     os._exit(0)
+
+
+def _release_nvml() -> int:
+    """Ends the NVML session the imports left open, and says how many initialisations it undid.
+
+    Torch's fork-safe device count initialises NVML on each call and never shuts it down. A forked
+    child inherits that state but not its driver descriptors (it closes all but its own), so its next
+    count talks to closed numbers, or to whatever the CUDA driver opened on them since: on the H200 some
+    forked workers saw "Can't initialize NVML" and then no device ("Invalid device id"). With NVML shut
+    down here each worker starts its own session, as a new interpreter does."""
+    try:  # only a library the imports loaded: a machine without the driver has none to release
+        nvml = ctypes.CDLL("libnvidia-ml.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except OSError:
+        return 0
+    undone = 0
+    while undone < 100_000 and nvml.nvmlShutdown() == 0:  # 0: one initialisation undone; then "uninitialized"
+        undone += 1
+    return undone
 
 
 def _cuda_unusable_after_fork() -> str | None:
