@@ -53,6 +53,15 @@ _grid = torch.zeros(3, 4)
 _two_bad = _grid.clone()
 _two_bad[1, 2], _two_bad[2, 3] = 1.0, 1.0
 
+_large = torch.zeros(5 * compare.BARE_SAMPLE)
+
+
+def _large_bad_at(index: int) -> torch.Tensor:
+    bad = _large.clone()
+    bad[index] = 1.0
+    return bad
+
+
 CASES: list[Case] = [
     # equal outputs of every kind pass
     Case("equal-fp32", t([1.0, -2.0, 3.5]), t([1.0, -2.0, 3.5]), True, max_abs=0.0),
@@ -225,6 +234,11 @@ CASES: list[Case] = [
         ("index (1, 2)", "2 of 12 elements", "exact match"),
     ),
     Case("max-abs-error-reported", t([1.0, 2.0]), t([1.0, 2.0 + 5e-5]), True, max_abs=5e-5),
+    # large enough for the bare verdict to read a strided sample first (BARE_SAMPLE): a bad element on the
+    # stride fails there, one off it only in the whole
+    Case("large-one-bad-in-the-sample", _large, _large_bad_at(0), False, ("index (0,)",)),
+    Case("large-one-bad-off-the-sample", _large, _large_bad_at(1), False, ("index (1,)",)),
+    Case("large-equal", _large, _large.clone(), True, max_abs=0.0),
 ]
 
 
@@ -234,6 +248,10 @@ def check(compare_outputs: Callable[..., Any], case: Case) -> None:
     # the replay defence's quick reading: the same verdict and the same words, from one read-back per tensor
     quick = compare_outputs(case.ref, case.cand, case.tolerances, quick=True)
     assert (quick.passed, quick.message) == (outcome.passed, outcome.message), f"{case.id} (quick): {quick}"
+    if isinstance(case.ref, torch.Tensor) and isinstance(case.cand, torch.Tensor):
+        # the weak-output checks' bare verdict, from the same module as compare_outputs (a mutant's own)
+        bare = compare_outputs.__globals__["tensor_passes"](case.ref, case.cand, case.tolerances)
+        assert bare is case.passes, f"{case.id} (bare verdict): passed={bare}"
     for words in case.says:
         assert words in outcome.message, f"{case.id}: {words!r} not in {outcome.message!r}"
     if case.passes:
@@ -299,6 +317,19 @@ LENGTH = """        if len(ref) != len(cand):
 QUICK_FINITE_REFERENCE = " & torch.isfinite(r).all()"
 QUICK_BOUND = "((c - r).abs() <= tol + tol * r.abs())"
 MUTATIONS: list[Mutation] = [
+    # the weak-output checks' bare verdict must read the tolerances it is given
+    Mutation(
+        "bare-verdict-ignores-given-tolerances",
+        "tolerance_for(ref.dtype, {**DEFAULT_TOLERANCES, **(tolerances or {})})",
+        "tolerance_for(ref.dtype, DEFAULT_TOLERANCES)",
+        ("fp32-looser-tolerance-given", "fp32-tighter-tolerance-given"),
+    ),
+    Mutation(
+        "bare-verdict-reads-only-the-sample",
+        "    return _within(r.to(work), c.to(work), tol)\n",
+        "    return True\n",
+        ("large-one-bad-off-the-sample",),
+    ),
     # the quick reading must pass no more than the full one (what it does not pass is read in full anyway):
     # an Inf reference is within an infinite bound, and a looser bound passes what the full one refuses
     Mutation("quick-inf-reference-passes", QUICK_FINITE_REFERENCE, "", ("inf-in-reference",)),

@@ -19,6 +19,8 @@ import torch
 
 from engine.eval.tolerances import DEFAULT_TOLERANCES
 
+BARE_SAMPLE = 1 << 16  # elements the bare verdict reads first: most degenerate answers fail there
+
 
 @dataclass
 class Comparison:
@@ -150,6 +152,22 @@ def _compare_tensors(
             f"{int(bad.sum())} of {r.numel()} elements outside tolerance, max abs error {float(diff.max()):.3g}"
         )
     return None
+
+
+def tensor_passes(ref: torch.Tensor, cand: torch.Tensor, tolerances: dict[str, float] | None = None) -> bool:
+    """``compare_outputs(ref, cand).passed`` for two floating tensors of one shape and dtype, read back once
+    and with no message: the weak-output checks ask it of each degenerate answer, which usually fails, and a
+    failure's full reading (its first index, its counts) cost seconds per large output on the H200."""
+    if tuple(cand.shape) != tuple(ref.shape) or cand.dtype != ref.dtype or not ref.is_floating_point() or cand.is_meta:
+        return compare_outputs(ref, cand, tolerances, quick=True).passed
+    tol = tolerance_for(ref.dtype, {**DEFAULT_TOLERANCES, **(tolerances or {})})
+    work = _work_dtype(ref.dtype)
+    r, c = ref.detach(), cand.detach().to(ref.device)
+    if r.numel() > 4 * BARE_SAMPLE and r.is_contiguous() and c.is_contiguous():
+        step = r.numel() // BARE_SAMPLE  # an element outside tolerance in a strided sample is one in the whole
+        if not _within(r.view(-1)[::step].to(work), c.view(-1)[::step].to(work), tol):
+            return False
+    return _within(r.to(work), c.to(work), tol)
 
 
 def _within(r: torch.Tensor, c: torch.Tensor, tol: float) -> bool:
