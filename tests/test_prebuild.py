@@ -105,3 +105,23 @@ def test_the_build_runs_while_the_task_is_set_up_and_the_import_finds_it_done(tm
     assert result.durations["build"] < ext.seconds, (result.durations, ext.seconds)
     again = evaluate(task, PYBIND, options)  # built before: a cache hit, not a prebuild of this evaluation
     assert again.build.extensions[0].cached is True and again.build.extensions[0].prebuilt is False
+
+
+def test_a_build_that_failed_ahead_of_the_import_keeps_the_compilers_words_in_the_build_log(tmp_path: Path) -> None:
+    """The prebuild thread can fail before the build stage begins (on a GPU box the reference stage takes
+    seconds; here the task waits for the thread to end): the import then refuses the remembered failure
+    at once, and the build log must still hold what the compiler said, not only that it was not built again."""
+    wait = (
+        "import threading, time\n"
+        "_deadline = time.monotonic() + 120\n"
+        "while any(t.name == 'cudaforge-prebuild' for t in threading.enumerate()) and time.monotonic() < _deadline:\n"
+        "    time.sleep(0.02)\n"
+    )
+    task = wait + (EXAMPLES / "tasks" / "relu.py").read_text()
+    broken = PYBIND.replace("x[i] : 0.0f;", "x[i] : undeclared_before_the_import;")
+    assert broken != PYBIND
+    result = evaluate(task, broken, EvalOptions(device="cpu", cache_root=tmp_path, do_timing=False))
+    assert result.status == "compile_error", result.messages
+    assert [ext.prebuilt for ext in result.build.extensions] == [True]  # the failure was the thread's
+    assert "undeclared_before_the_import" in result.build.log, result.build.log
+    assert "undeclared_before_the_import" in result.messages[0]
