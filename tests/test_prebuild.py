@@ -116,6 +116,7 @@ def test_a_build_that_failed_ahead_of_the_import_keeps_the_compilers_words_in_th
         "_deadline = time.monotonic() + 120\n"
         "while any(t.name == 'cudaforge-prebuild' for t in threading.enumerate()) and time.monotonic() < _deadline:\n"
         "    time.sleep(0.02)\n"
+        "print('the task speaks while it is imported', flush=True)\n"
     )
     task = wait + (EXAMPLES / "tasks" / "relu.py").read_text()
     broken = PYBIND.replace("x[i] : 0.0f;", "x[i] : undeclared_before_the_import;")
@@ -124,4 +125,5 @@ def test_a_build_that_failed_ahead_of_the_import_keeps_the_compilers_words_in_th
     assert result.status == "compile_error", result.messages
     assert [ext.prebuilt for ext in result.build.extensions] == [True]  # the failure was the thread's
     assert "undeclared_before_the_import" in result.build.log, result.build.log
+    assert "the task speaks" not in result.build.log  # the build's words only, not the stages before it
     assert "undeclared_before_the_import" in result.messages[0]

@@ -271,8 +271,6 @@ class WorkerSupervisor:
             self._set_stage(str(message.get("stage")))
         elif kind == pipe.BUILD_DIR:
             self.build_dirs.append(str(message.get("path")))
-            if "build" not in self.stage_marks:  # the prebuild thread's (engine.eval.build.prebuild): its compiler
-                self.stage_marks.setdefault("prebuild", self._log_size())  # speaks before the build stage
             self._learn_lines(message.get("host_lines"))
         elif kind == pipe.BUILD:
             self.build = message.get("build")
@@ -339,8 +337,7 @@ class WorkerSupervisor:
                 result.build = EvalResult.from_dict({"status": "", "build": self.build}).build
             self._explain_death(result, returncode, timed_out)
         if self.stage_marks.get("build") is not None:
-            start = min(self.stage_marks["build"], self.stage_marks.get("prebuild", self.stage_marks["build"]))
-            result.build.log = self._log_text(start, self.stage_marks.get("check"))
+            result.build.log = self._log_text(self.stage_marks["build"], self.stage_marks.get("check"))
         if not result.build.extensions and self.build_dirs and self.final is None:
             result.build = BuildInfo(
                 log=result.build.log,

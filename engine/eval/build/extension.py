@@ -230,6 +230,15 @@ class BuildRecorder:
         self.failed_errors.clear()
         return module
 
+    def _say_again(self, notice: str, again: BaseException, adopted: bool) -> None:
+        """That a failed build is not built again and, where another recorder ran it (``adopted``: the prebuild
+        thread, mostly during the reference stage, whose output the result's build log does not hold, since it
+        starts at the build stage), what its compiler said then: once, since a build is adopted once."""
+        print(notice, flush=True)
+        if adopted:  # indented: a log that holds the build itself (a thread still running at the stage) counts it once
+            said = "\n".join(f"    {line}" for line in str(again.__cause__ or again).splitlines())
+            print(f"[cudaforge] what it said then:\n{said}", flush=True)
+
     def _build_any_path(
         self, name: str, cpp_sources: Any, cuda_sources: Any, args: tuple, kwargs: dict[str, Any]
     ) -> Any:
@@ -239,8 +248,8 @@ class BuildRecorder:
         again = self.ledger.remembered_sources(sources, name)
         if again is not None:
             assert sources is not None
-            self._adopt(self.ledger.sources_record(sources))  # the failed build, listed once
-            print(f"[cudaforge] {name!r}: the same sources failed to build earlier in this evaluation: not built again", flush=True)
+            adopted = self._adopt(self.ledger.sources_record(sources))  # the failed build, listed once
+            self._say_again(f"[cudaforge] {name!r}: the same sources failed to build earlier in this evaluation: not built again", again, adopted)
             raise again
         self._own_failure, self._failed_record = False, None
         try:
@@ -324,9 +333,9 @@ class BuildRecorder:
             if clock is None:  # asked for again, perhaps while the prebuild thread still builds it: its outcome first
                 again = self.ledger.settled(identity)
         if again is not None:
-            self._adopt_failed(identity)
+            adopted = self._adopt_failed(identity)
             self._failed_record = self.ledger.failed_record(identity)
-            print(f"[cudaforge] {name!r} ({path} path) failed to build earlier in this evaluation: not built again", flush=True)
+            self._say_again(f"[cudaforge] {name!r} ({path} path) failed to build earlier in this evaluation: not built again", again, adopted)
             raise again
         try:
             return self._build_counted(name, cpp_sources, cuda_sources, args, kwargs, path, split_skipped, host_lines)
@@ -350,17 +359,20 @@ class BuildRecorder:
         finally:
             self.ledger.finish(identity, clock)
 
-    def _adopt_failed(self, identity: str) -> None:
+    def _adopt_failed(self, identity: str) -> bool:
         """List the failed build the remembered error came from when another recorder ran it (the prebuild
-        thread's), so the result names the build the candidate's error is from, once however often asked."""
-        self._adopt(self.ledger.failed_record(identity))
+        thread's), so the result names the build the candidate's error is from, once however often asked.
+        True when it was listed now."""
+        return self._adopt(self.ledger.failed_record(identity))
 
-    def _adopt(self, record: ExtensionBuild | None) -> None:
+    def _adopt(self, record: ExtensionBuild | None) -> bool:
         if record is None:
-            return
+            return False
         where = (record.name, record.build_dir, record.path)
-        if not any((b.name, b.build_dir, b.path) == where for b in self.builds):
-            self.builds.append(record)
+        if any((b.name, b.build_dir, b.path) == where for b in self.builds):
+            return False
+        self.builds.append(record)
+        return True
 
     def _build_counted(
         self,
