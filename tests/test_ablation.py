@@ -79,7 +79,7 @@ class _Worker:
         from engine.eval.result import EvalResult
 
         self._ablation_switches = switches
-        self.result = EvalResult(status="correct", settings={"replay": {"fresh_median_ms": 0.7, "seen_median_ms": 0.3}})
+        self.result = EvalResult(status="correct", settings={"replay": {"fresh_median_ms": 0.7, "seen_ms": 0.3}})
         self.job = types.SimpleNamespace(tolerances={}, seed=0, relax_runtime=(), refuse_runtime=(), guards=True)
         self.device = types.SimpleNamespace(type="cpu")
         if suspect is not None:
@@ -130,11 +130,11 @@ def test_a_suspect_the_replay_probe_deferred_is_called_on_the_tensors_it_saw_and
     switches = ablation.switches([extensions["split_a"]], ["split"])
     new = _kernel(extensions["split_a"], memo)
     seen = [__import__("torch").randn(64)]
-    new(*seen)  # the probe's seen call: a memo keeps its answer
+    new(*seen)  # a timed call on a timing set: a memo keeps its answer
     worker = _Worker(switches, suspect=seen)
     refused = late.own_kernels_unneeded(worker, None, lambda x: x * 2, new)
     assert refused is memo and worker.rules == (["output-replayed"] if memo else [])
-    assert worker.result.kernel_share["ablation"]["on"] == "the replay probe's seen inputs"
+    assert worker.result.kernel_share["ablation"]["on"] == "a timing set's inputs"
     assert not memo or "with every launch of its own kernels switched off, it still returned their answer" in worker.result.messages[-1]
 
     fresh_memo = _kernel(extensions["split_a"], memo=True)

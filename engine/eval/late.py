@@ -40,8 +40,8 @@ def own_kernels_unneeded(ev: Evaluation, task: Any, reference: Any, new: Any) ->
     """One forward with the own kernels' launches switched off; True when its output still passes.
 
     Where the replay probe found seen calls suspiciously fast and deferred to this stage
-    (engine.eval.replay, step 3), the forward takes the very tensors the probe's seen call took (so a
-    cache keyed by pointers hits as well as one keyed by values), and an output that still passes is
+    (engine.eval.replay, step 3), the forward takes the very tensors of a timing set, called many times
+    (so a cache keyed by pointers hits as well as one keyed by values), and an output that still passes is
     named ``output-replayed``: a result kept from an earlier call, not work left to PyTorch."""
     import torch
 
@@ -70,7 +70,7 @@ def own_kernels_unneeded(ev: Evaluation, task: Any, reference: Any, new: Any) ->
             passed, how = False, f"{type(error).__name__}: {str(error)[:200]}"
     record = {"outcome": "unneeded" if passed else "needed", "seconds": time.monotonic() - started, "how": how}
     if suspect is not None:
-        record["on"] = "the replay probe's seen inputs"
+        record["on"] = "a timing set's inputs"
     share = ev.result.kernel_share if ev.result.kernel_share is not None else {}
     share["test"], share["ablation"] = "ablation", record
     ev.result.kernel_share = share
@@ -80,10 +80,10 @@ def own_kernels_unneeded(ev: Evaluation, task: Any, reference: Any, new: Any) ->
         replay = ev.result.settings.get("replay") or {}
         return ev.guard(
             "output-replayed",
-            f"after timing, calls on inputs it had just seen took {replay.get('seen_median_ms') or 0:.4f} ms against "
-            f"{replay.get('fresh_median_ms') or 0:.4f} ms on new ones, and on those inputs, with every launch of its "
-            "own kernels switched off, it still returned their answer: it returns results it kept (a cache keyed "
-            "by the inputs)",
+            f"its timed calls on inputs it had seen took {replay.get('seen_ms') or 0:.4f} ms (lower quartile) against "
+            f"{replay.get('fresh_median_ms') or 0:.4f} ms for its first calls on new ones after timing, and on the "
+            "timed inputs, with every launch of its own kernels switched off, it still returned their answer: it "
+            "returns results it kept (a cache keyed by the inputs)",
         )
     return ev.guard(
         "own-kernel-unneeded",
