@@ -94,7 +94,8 @@ def test_a_later_command_forks_from_the_server_an_earlier_one_left(tmp_path: Pat
         second = _eval(env)
         assert second.returncode == 0, second.stderr[-2000:]
         settings = [json.loads(done.stdout)["settings"] for done in (first, second)]
-        assert [(s["worker_start"], s["fork_server"]) for s in settings] == [("fork", "kept-started"), ("fork", "kept-found")]
+        # the first command launched the server for the next one and did not wait for it: its worker started anew
+        assert [(s["worker_start"], s.get("fork_server")) for s in settings] == [("exec", None), ("fork", "kept-found")]
         assert len(_servers_of(str(tmp_path))) == 1
     finally:
         _end_servers(str(tmp_path))
@@ -110,8 +111,8 @@ def test_of_two_commands_started_together_one_starts_the_server_and_both_use_it(
         for thread in threads:
             thread.join()
         assert [run.returncode for run in runs] == [0, 0], [run.stderr[-1500:] for run in runs]
-        origins = sorted(json.loads(run.stdout)["settings"]["fork_server"] for run in runs)
-        assert origins == ["kept-found", "kept-started"]
+        starts = sorted((s["worker_start"], s.get("fork_server", "")) for s in (json.loads(run.stdout)["settings"] for run in runs))
+        assert starts == [("exec", ""), ("fork", "kept-found")]  # the one that launched it did not wait for it
         assert len(_servers_of(str(tmp_path))) == 1
     finally:
         _end_servers(str(tmp_path))
@@ -132,10 +133,12 @@ def _kept_options(cache: Path, mechanism: str, **overrides: object) -> EvalOptio
 @pytest.fixture
 def kept_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """This process's servers kept (briefly), with a PATH of this test's own; every kept server of the
-    test ended after it."""
+    test ended after it. The server is waited for, as a command that evaluates more than once would (a
+    one-shot command's first worker starts anew: its own test, below)."""
     monkeypatch.setenv("PATH", f"{os.environ['PATH']}{os.pathsep}{tmp_path}")
     monkeypatch.setenv(keptserver.KEEP_ENV, "120")
     monkeypatch.setattr(keptserver, "_ONE_SHOT", [True])  # as `cudaforge eval` says it is
+    monkeypatch.setattr(keptserver, "_IN_BACKGROUND", [False])  # ... but waiting for its server's start
     yield str(tmp_path)
     forkserver.close_all()
     _end_servers(str(tmp_path))
@@ -323,7 +326,8 @@ def test_a_kept_server_that_forks_nothing_is_ended_and_the_next_command_starts_a
     env = {**os.environ, "CUDAFORGE_CACHE_DIR": str(ext_cache), "CUDAFORGE_WORKERS": "fork"}
     later = _eval(env, KERNEL_PATH, "--sandbox", options.sandbox)
     assert later.returncode == 0, later.stderr[-2000:]
-    assert json.loads(later.stdout)["settings"]["fork_server"] == "kept-started"
+    assert json.loads(later.stdout)["settings"]["worker_start"] == "exec"  # it launched a new one for the next
+    assert until(lambda: [pid for pid in _servers_of(kept_here) if pid != stuck] != [], 60)
 
 
 def _state(pid: int) -> str:

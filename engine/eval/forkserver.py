@@ -14,7 +14,8 @@ as it sees a ``subprocess.Popen``. Where a worker could not be kept apart from i
 without signal scopes under bubblewrap) or the server cannot start, workers start the usual way.
 ``[eval] workers``: ``auto`` forks on CPU and, until it is measured on a GPU box, starts CUDA workers
 the usual way; ``fork`` forks for both; ``exec`` never forks. Unless ``$CUDAFORGE_KEEP_SERVER_S`` is 0,
-the server is one kept for later commands (engine.eval.keptserver): found running, or started detached.
+the server is one kept for later commands (engine.eval.keptserver): found running, or started detached,
+in the background where the command is one-shot (its own worker then starts anew).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from engine.eval.options import EvalOptions, EvaluationError
 
 SERVER_START_TIMEOUT_S = 120.0  # its torch import on a loaded machine
 FORK_TIMEOUT_S = 30.0
+SERVER_LAUNCH_WAIT_S = 30.0  # at exit, for a background launch (a sandbox's set-up and one process start)
 WORKERS_ENV = "CUDAFORGE_WORKERS"
 
 
@@ -279,6 +281,7 @@ _STARTER = _Starter()
 _SERVERS: dict[tuple[object, ...], ForkServer] = {}
 _RETIRED: list[ForkServer] = []  # given up on (no new workers), left to finish the ones they have
 _BROKEN: dict[tuple[object, ...], str] = {}  # settings whose server failed once: why, never retried
+_PENDING: dict[tuple[object, ...], concurrent.futures.Future] = {}  # kept servers being launched in the background
 
 
 def wanted(options: EvalOptions) -> bool:
@@ -337,6 +340,20 @@ def server_for(options: EvalOptions, cache_root: Path) -> ForkServer | None:
             del _SERVERS[key]
         if key in _BROKEN:
             return None
+        pending = _PENDING.get(key)
+        if pending is not None and not pending.done():
+            return None  # its launch is under way: this worker starts anew
+        if pending is not None:
+            del _PENDING[key]
+            if pending.exception() is not None:
+                _BROKEN[key] = str(pending.exception())
+                return None
+        elif kept(options) and keptserver.starts_in_background():
+            name = kept_address(key, options, cache_root)
+            listener = keptserver.listen(name)
+            if listener is not None:  # none runs or starts: launched for the next command, not waited for
+                _PENDING[key] = _STARTER.submit(lambda: _launch_in_background(options, cache_root, name, listener))
+                return None
         try:
             server = _STARTER.submit(lambda: _start(key, options, cache_root)).result()
         except ForkError as error:
@@ -410,14 +427,7 @@ def _join_kept(key: tuple[object, ...], mechanism: str, options: EvalOptions, ca
             if listener is None:  # another process holds the name: its server is starting
                 time.sleep(0.05)
                 continue
-            extra = {zygote.LISTEN_FD_ENV: str(listener.fileno()), zygote.KEEP_ENV: str(keptserver.keep_seconds())}
-            try:
-                process = _launch(options, cache_root, root, log, extra, listener, outlive=True)
-            finally:
-                listener.close()  # the server holds it now: the name goes with the server
-            if process is None:
-                raise ForkError(f"the kept fork server did not start: {_log_tail(log)}")
-            keptserver.record_start(name, process.pid)
+            process = _launch_kept(options, cache_root, name, listener)
             client = keptserver.connect(name)
             if client is None:
                 why = f"the kept fork server ended before it listened: {_log_tail(log)}"
@@ -435,6 +445,37 @@ def _join_kept(key: tuple[object, ...], mechanism: str, options: EvalOptions, ca
             procgroups.kill_tree(process.pid)  # started here and stuck in its start: not left behind
             process.wait()
     raise ForkError(why)
+
+
+def _launch_kept(options: EvalOptions, cache_root: Path, name: bytes, listener: socket.socket) -> subprocess.Popen:
+    """The kept server's process, detached, handed ``listener`` (bound to ``name``, closed here: the
+    name goes with the server) and recorded as this user's command's own (keptserver.record_start)."""
+    root = jobdirs.jobs_root(shared=True)
+    log = root / f"forkserver-{name[-32:].decode()}.log"
+    extra = {zygote.LISTEN_FD_ENV: str(listener.fileno()), zygote.KEEP_ENV: str(keptserver.keep_seconds())}
+    try:
+        process = _launch(options, cache_root, root, log, extra, listener, outlive=True)
+    finally:
+        listener.close()
+    if process is None:
+        raise ForkError(f"the kept fork server did not start: {_log_tail(log)}")
+    keptserver.record_start(name, process.pid)
+    return process
+
+
+def _launch_in_background(options: EvalOptions, cache_root: Path, name: bytes, listener: socket.socket) -> None:
+    """A one-shot command's kept server, launched for the next command (keptserver.starts_in_background)
+    and not waited for; a later evaluation of this process joins it as any command would."""
+    try:
+        mechanism = sandbox.resolve_mode(options.sandbox)
+        blocker = sandbox.fork_blocker(mechanism)
+    except sandbox.SandboxError as error:
+        listener.close()
+        raise ForkError(str(error)) from error
+    if blocker:
+        listener.close()
+        raise ForkError(blocker)
+    _launch_kept(options, cache_root, name, listener)
 
 
 def kept_address(key: tuple[object, ...], options: EvalOptions, cache_root: Path) -> bytes:
@@ -542,6 +583,10 @@ def _log_tail(path: Path) -> str:
 
 @atexit.register
 def close_all() -> None:
+    with _LOCK:
+        pending = list(_PENDING.values())
+        _PENDING.clear()
+    concurrent.futures.wait(pending, timeout=SERVER_LAUNCH_WAIT_S)  # a launch under way: done before exit
     with _LOCK:
         servers = [*_SERVERS.values(), *_RETIRED]
         _SERVERS.clear()
