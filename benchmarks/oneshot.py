@@ -14,7 +14,7 @@ that load drifts hit every way alike, ``--runs`` whole commands (``python -m tui
 
 Printed per pair and way: the median wall time of the command and the worker's start as the result
 measured it (``process_start`` + ``setup``), each way's ratio to ``exec`` in the same run, and every
-verdict (they must all be the same). The kept servers are ended at the end.
+verdict (they must all be the same); the JSON also keeps each run's stage times (``durations``). The kept servers are ended at the end.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ def main() -> int:
             envs = {way: {**base, **extra} for way, extra in WAYS.items()}
             first = {way: run_once(task, kernel, args.device, env) for way, env in envs.items()}  # builds; starts the kept server
             rows: dict[str, list[tuple[float, float]]] = {way: [] for way in WAYS}
+            stages: dict[str, list[dict]] = {way: [] for way in WAYS}  # each run's stage times: where an outlier went
             verdicts = {way: {first[way][1].get("status")} for way in WAYS}
             for _ in range(args.runs):
                 for way, env in envs.items():
@@ -72,6 +73,7 @@ def main() -> int:
                     durations = result.get("durations", {})
                     start = durations.get("process_start", 0.0) + durations.get("setup", 0.0)
                     rows[way].append((wall, start))
+                    stages[way].append({k: round(v, 3) for k, v in durations.items() if isinstance(v, (int, float))})
                     verdicts[way].add(result.get("status"))
                     started_by = result.get("settings", {}).get("fork_server")
                     if way == "kept" and started_by != "kept-found":
@@ -79,7 +81,7 @@ def main() -> int:
             medians = {way: (statistics.median(w for w, _ in r), statistics.median(s for _, s in r)) for way, r in rows.items()}
             line = {"task": str(task), "kernel": str(kernel), "device": args.device, "runs": args.runs, "verdicts": {w: sorted(map(str, v)) for w, v in verdicts.items()}}
             for way, (wall, start) in medians.items():
-                line[way] = {"wall_s": round(wall, 3), "worker_start_s": round(start, 3), "ratio_to_exec": round(wall / medians["exec"][0], 3), "walls": [round(w, 3) for w, _ in rows[way]]}
+                line[way] = {"wall_s": round(wall, 3), "worker_start_s": round(start, 3), "ratio_to_exec": round(wall / medians["exec"][0], 3), "walls": [round(w, 3) for w, _ in rows[way]], "durations": stages[way]}
             report.append(line)
             print(f"{kernel.parent.name}/{kernel.name}: " + " · ".join(f"{way} {wall:.2f} s (start {start:.2f} s, {wall / medians['exec'][0]:.2f}x)" for way, (wall, start) in medians.items()) + f" · verdicts {line['verdicts']}", flush=True)
             if args.json:
