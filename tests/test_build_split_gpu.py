@@ -111,8 +111,8 @@ def test_a_compile_error_names_the_candidates_own_line(ext_cache: Path) -> None:
     result = run(source, ext_cache)
     assert result.status == "compile_error"
     assert f'cuda_sources({line}): error: identifier "undeclared_thing" is undefined' in result.build.log
-    ext = result.build.extensions[-1]
-    assert ext.path == "stock" and ext.split_skipped and "split build failed" in ext.split_skipped
+    # an error in its own code is reported after the split build alone: stock would fail the same way (issue 47)
+    assert [ext.path for ext in result.build.extensions] == ["split"], result.build.extensions
 
 
 def test_a_host_side_compile_error_names_the_candidates_own_line(ext_cache: Path) -> None:

@@ -35,7 +35,7 @@ def test_an_honest_kernel_is_timed_over_several_verified_input_sets(ext_cache: P
     assert result.status == "correct", result.messages
     replay = result.settings["replay"]
     assert replay["sets"] == 3 and replay["timed_calls_checked"] >= 2 and replay["probe_sets"] == 2
-    assert replay["fresh_median_ms"] > 0 and replay["seen_ms"] > 0
+    assert replay["fresh_median_ms"] > 0 and replay["seen_median_ms"] > 0
     assert "output-replayed" not in runtime_rules(result)
 
 
@@ -49,13 +49,15 @@ def test_a_value_keyed_memo_is_refused_as_replayed(ext_cache: Path) -> None:
 
 @pytest.mark.slow
 def test_an_honest_kernel_whose_first_call_on_new_inputs_waits_is_not_a_replay(ext_cache: Path) -> None:
-    # the wait a busy machine adds to a call, made certain: 30 ms of wall time and no work on each new input.
+    # the wait a busy machine adds to a call, made certain: 30 ms of wall time and no work on each input's first call.
     # The probe's CPU clock sees the same work on every call; a wall clock would see a memo's 10x.
     waits = candidate("matmul_naive").replace(
         "        return ext.matmul_naive(a, b)",
         "        import time\n"
-        "        if getattr(self, 'last', None) is None or not torch.equal(self.last, a):\n"
-        "            self.last = a.clone()\n"
+        "        seen = self.__dict__.setdefault('seen_inputs', set())\n"
+        "        key = tuple(a.flatten()[:8].tolist())\n"
+        "        if key not in seen:  # the first call on these inputs\n"
+        "            seen.add(key)\n"
         "            time.sleep(0.03)\n"
         "        return ext.matmul_naive(a, b)",
     )
@@ -180,18 +182,20 @@ def _probe_of(kernels: _Kernels, evidence: bool):  # noqa: ANN202
 
     reference = _Kernels(memo=False).own
     sets = [[torch.randn(384, 384, generator=torch.Generator().manual_seed(i))] for i in range(2)]
-    timed = [torch.randn(384, 384, generator=torch.Generator().manual_seed(7))]
-    for _ in range(3):
-        kernels(*timed)  # the timing's calls on one of its sets: a memo keeps the answer
+    timed = [[torch.randn(384, 384, generator=torch.Generator().manual_seed(10 + i))] for i in range(3)]
+    for inputs in timed:
+        kernels(*inputs)  # the timing's calls on its sets: a memo keeps their answers
 
     def close(expected, got) -> _Same:  # noqa: ANN001
         return _Same(bool(torch.allclose(expected, got, rtol=1e-4, atol=1e-4)), "values differ")
 
     def scripted_clock(call) -> float:  # noqa: ANN001 - the candidate runs; its time is the case's, not the machine's
         call()
-        return 8.0  # first calls 8x the timing's seen time: well past the time rule's ratio
+        return next(times)
 
-    return probe(kernels, reference, sets, scripted_clock, close, 1.0, timed, None, kernels.launches if evidence else None)
+    times = iter([8.0, 1.0] * len(sets))  # each first call 8x the seen call after it: well past the time rule's ratio
+    answers = [reference(*inputs) for inputs in timed]
+    return probe(kernels, reference, sets, scripted_clock, close, timed, answers, None, kernels.launches if evidence else None)
 
 
 def test_where_the_binary_tells_a_seen_call_that_launches_no_own_kernel_is_a_replay_and_one_that_does_is_not() -> None:
@@ -203,7 +207,7 @@ def test_where_the_binary_tells_a_seen_call_that_launches_no_own_kernel_is_a_rep
     assert verdict.figures["seen_call_own_kernels"] == []
 
     measured, verdict = _probe_of(_Kernels(memo=False, slow_first=True), evidence=True)
-    assert all(f > REPLAY_RATIO * measured.seen_ms for f in measured.fresh_ms)
+    assert all(f > REPLAY_RATIO * s for f, s in zip(measured.fresh_ms, measured.seen_ms, strict=True))
     assert verdict.rule is None, verdict.message  # first calls far slower, but its own kernels ran: no replay
     assert verdict.figures["seen_call_own_kernels"] == ["own_kernel(float const*, float*)"]
 
@@ -482,62 +486,81 @@ class _LateMemo:
         return y
 
 
-def _timed_then_probed(candidate):  # noqa: ANN001, ANN202 - the timing's calls, then the probe, on the CPU clock
+def _probe_cpu_clock(candidate):  # noqa: ANN001, ANN202 - the timing's calls, then the probe, on the CPU clock
     import torch
 
-    from engine.eval.replay import Rotation, probe, seen_time
+    from engine.eval.replay import probe
     from engine.eval.timing import make_timer
 
     def inputs(seed: int) -> list:
         return [torch.randn(384, 384, generator=torch.Generator().manual_seed(seed))]
 
-    timed, fresh = [inputs(10 + i) for i in range(3)], [inputs(i) for i in range(2)]
+    sets, timed = [inputs(i) for i in range(2)], [inputs(10 + i) for i in range(3)]
     close = lambda e, g: _Same(bool(torch.allclose(e, g, rtol=1e-4, atol=1e-4)), "values differ")  # noqa: E731
+    reference = _LateMemo(replays=False)
     # one thread, as the worker runs a CPU evaluation (cpu_threads): the process's clock would otherwise also
     # count torch's other threads spinning after the flush (CI measured a lookup at 1.3 ms that way)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        timer = make_timer(torch.device("cpu"))
-        rotation = Rotation(candidate, timed, expected_calls=24)
-        for _ in range(3):  # the warm-up's round, one call per set
-            rotation()
-        rotation.sample_from_here()
-        for _ in range(21):
-            timer.time_once(rotation)
-        seen = seen_time(rotation.busy_ms)
-        assert seen is not None and len(rotation.busy_ms) == 21
-        return probe(candidate, _LateMemo(replays=False), fresh, timer.busy_time_once, close, seen, timed[0])
+        for _ in range(4):  # the timing's calls: each of its sets called several times
+            for timed_set in timed:
+                candidate(*timed_set)
+        answers = [reference(*timed_set) for timed_set in timed]
+        return probe(candidate, reference, sets, make_timer(torch.device("cpu")).busy_time_once, close, timed, answers)
     finally:
         torch.set_num_threads(threads)
 
 
-def test_a_memo_that_waits_for_repeats_before_it_replays_is_seen_by_the_timings_own_calls() -> None:
-    _, verdict = _timed_then_probed(_LateMemo(replays=True))
+def test_a_memo_that_waits_for_repeats_before_it_replays_is_seen_on_the_timings_sets() -> None:
+    _, verdict = _probe_cpu_clock(_LateMemo(replays=True))
     assert verdict.rule == "output-replayed" and verdict.by_time, verdict.message
-    _, verdict = _timed_then_probed(_LateMemo(replays=False))  # the same work every call: no replay
+    _, verdict = _probe_cpu_clock(_LateMemo(replays=False))  # the same work every call: no replay
     assert verdict.rule is None, verdict.message
 
 
-def test_timed_calls_slowed_by_a_busy_machine_do_not_hide_a_replay() -> None:
+def test_one_seen_call_slowed_by_a_busy_machine_does_not_hide_a_replay() -> None:
     import torch
 
-    from engine.eval.replay import probe, seen_time
+    from engine.eval.replay import probe
 
-    # the memo's timed calls: half of them preempted (9 ms of wall or stolen time), the rest the lookup it is
-    seen = seen_time([9.0, 1.0] * 10)
-    assert seen == 1.0
-    # ... and one that replays on a quarter of its calls moves the quartile, where the median stays put
-    assert seen_time([1.0] * 26 + [8.0] * 74) == 1.0
+    times = iter([8.0, 9.0, 8.0, 1.0])  # per set: fresh, then the seen call (the first one preempted)
 
     def clock(call) -> float:  # noqa: ANN001
         call()
-        return 8.0
+        return next(times)
 
     sets = [[torch.randn(384, 384, generator=torch.Generator().manual_seed(i))] for i in range(2)]
+    timed = [[torch.randn(384, 384, generator=torch.Generator().manual_seed(10 + i))] for i in range(3)]
     close = lambda e, g: _Same(bool(torch.allclose(e, g, rtol=1e-4, atol=1e-4)), "values differ")  # noqa: E731
-    measured, verdict = probe(_Kernels(memo=True), _Kernels(memo=False).own, sets, clock, close, seen, sets[0])
-    assert measured.seen_ms == 1.0 and verdict.rule == "output-replayed" and verdict.by_time
+    memo = _Kernels(memo=True)
+    for timed_set in timed:
+        memo(*timed_set)
+    answers = [_Kernels(memo=False).own(*timed_set) for timed_set in timed]
+    measured, verdict = probe(memo, _Kernels(memo=False).own, sets, clock, close, timed, answers)
+    assert measured.seen_ms == [9.0, 1.0] and verdict.rule == "output-replayed" and verdict.by_time
+
+
+def test_a_seen_call_that_returns_another_timing_sets_answer_is_a_replay() -> None:
+    import torch
+
+    from engine.eval.replay import probe
+
+    timed = [[torch.full((4,), float(10 + i))] for i in range(3)]
+    answers = [t[0] * 2 for t in timed]
+    stale = lambda x: answers[1].clone() if float(x[0]) == 10.0 else x * 2  # noqa: E731 - set 1's answer for set 0
+    sets = [[torch.full((4,), float(i))] for i in range(2)]
+    same = lambda e, g: _Same(bool(torch.equal(e, g)), "values differ")  # noqa: E731
+
+    def clock(call) -> float:  # noqa: ANN001
+        call()
+        return 1.0
+
+    _, verdict = probe(stale, lambda x: x * 2, sets, clock, same, timed, answers)
+    assert verdict.rule == "output-replayed" and "a call on timing set 0" in verdict.message
+    assert "the answer for set 1" in verdict.message
+    _, verdict = probe(stale, lambda x: x * 2, sets, clock, same, timed, None)  # answers not known: not compared
+    assert verdict.rule is None
 
 
 def test_the_profiler_is_asked_only_where_seen_calls_are_faster_by_a_margin_a_memo_could_gain() -> None:
@@ -546,10 +569,12 @@ def test_the_profiler_is_asked_only_where_seen_calls_are_faster_by_a_margin_a_me
 
     from engine.eval.replay import REPLAY_MIN_GAP_MS, probe
 
-    def timed(fresh_ms: float):  # noqa: ANN202 - a clock that reads fresh_ms for each first call
+    def timed(fresh_ms: float, seen_ms: float):  # noqa: ANN202 - a clock that reads fresh, then seen, for each set
+        times = iter([fresh_ms, seen_ms] * 2)
+
         def time_once(call) -> float:  # noqa: ANN001
             call()
-            return fresh_ms
+            return next(times)
 
         return time_once
 
@@ -563,9 +588,9 @@ def test_the_profiler_is_asked_only_where_seen_calls_are_faster_by_a_margin_a_me
     sets = [[torch.full((4,), float(i))] for i in range(2)]
     same = lambda e, g: _Same(bool(torch.equal(e, g)))  # noqa: E731
     gap = REPLAY_MIN_GAP_MS
-    probe(lambda x: x * 2, lambda x: x * 2, sets, timed(gap * 0.9), same, gap * 0.3, sets[0], None, own_launches)
+    probe(lambda x: x * 2, lambda x: x * 2, sets, timed(gap * 0.9, gap * 0.3), same, sets, None, None, own_launches)
     assert asked == []  # 3x apart, but by less than the gap: not looked at
-    _, verdict = probe(lambda x: x * 2, lambda x: x * 2, sets, timed(gap * 4), same, gap, sets[0], None, own_launches)
+    _, verdict = probe(lambda x: x * 2, lambda x: x * 2, sets, timed(gap * 4, gap), same, sets, None, None, own_launches)
     assert asked == [1] and verdict.rule is None  # looked at once; its own kernels ran
 
 
@@ -578,5 +603,5 @@ def test_where_the_ablation_stage_will_tell_the_probe_defers_and_refuses_nothing
     kernels = _Kernels(memo=False, slow_first=True)
     kernels.launches = lambda call: DEFERRED  # type: ignore[method-assign]
     measured, verdict = _probe_of(kernels, evidence=True)
-    assert all(f > REPLAY_RATIO * measured.seen_ms for f in measured.fresh_ms)
+    assert all(f > REPLAY_RATIO * s for f, s in zip(measured.fresh_ms, measured.seen_ms, strict=True))
     assert verdict.deferred and verdict.rule is None and verdict.figures["decided_by"] == "ablation"

@@ -11,29 +11,31 @@ as a lookup, and was caught only when the profiling pass happened to repeat inpu
    to another set's answer is a replay, any other mismatch means the timed path is not the checked one,
    and the same storage for two kept calls is a result returned again.
 2. **A probe after timing**, on ``PROBE_SETS`` input sets the candidate has never seen. Each set's
-   first call (*fresh*, after the reference's untimed call on it) is timed with the timer's own flush and
-   its output compared with the reference's. The *seen* time is what the timing itself measured on the
-   sets it cycled over, each called many times: the lower quartile of the candidate's timed calls
-   (:func:`seen_time`). A candidate whose fresh calls run ``REPLAY_RATIO`` times slower than that on every
-   set is replaying: a memo keyed by the inputs (pointers or values) computes on the fresh call and looks
-   up during timing, where an honest kernel takes the same time (the L2 is flushed before each). A memo
-   that waits for a few repeats before it replays is on well before timing ends, and one that replays on
-   a quarter of the calls moves the quartile, which is more than the median the speedup reports. On CPU
-   the clock is the process's CPU time on both sides (``busy_time_once``, :attr:`Rotation.busy_ms`): a
-   preempted call keeps its work, so a loaded machine neither hides a memo nor makes an honest kernel's
-   first call look like one. Taking the seen time from the timing (it used to be three more flushed calls
-   on each probe set) leaves the probe two candidate calls and two reference calls, where it made ten.
+   first call (*fresh*, after the reference's untimed call on it) is timed with the timer's own flush,
+   and right after it one call on one of the timing's sets (*seen*: called dozens of times by then),
+   timed the same way; every output is compared with its answer. A candidate whose fresh calls run
+   ``REPLAY_RATIO`` times slower than its seen ones is replaying: a memo keyed by the inputs (pointers or
+   values) computes on the fresh call and looks up on the seen one, where an honest kernel takes the same
+   time (the L2 is flushed before each). A memo that waits for a few repeats before it replays is on by
+   then. The two calls are made side by side so that the GPU's clocks and the host's state are the same
+   for both: compared with the lower quartile of the timing's own calls instead, an honest cuDNN
+   convolution's first call after timing was more than 1.5x slower on the H100 (session 21). On CPU the clock is the
+   process's CPU time (``busy_time_once``): a preempted call keeps its work, so a loaded machine neither
+   hides a memo nor makes an honest kernel's first call look like one. It runs after timing, when a
+   cache that waits for many calls before it starts is already on. Until session 21 the probe made
+   three seen calls on each probe set's own tensors: ten model calls in all, now six.
 3. **The binary decides where it can.** Time alone does not separate a memo from an honest kernel: on the
    H200 an honest kernel's fresh call measured 2.5x its seen one, a value-keyed memo's 2.4x
    (benchmarks/RESULTS.md). So on CUDA, where the launch check attributed kernels to the candidate's own
-   binary, a seen time ``SUSPECT_RATIO`` times below the fresh one has one call on a timing set (seen
-   many times) run under the profiler: if it launches none of the candidate's own kernels, it returned a result it kept
+   binary, seen calls ``SUSPECT_RATIO`` times faster than fresh ones have one call on a timing set run
+   under the profiler: if it launches none of the candidate's own kernels, it returned a result it kept
    (``output-replayed``); if it launches them, the time difference is not a replay and nothing is refused.
    Where every extension was split-built, the ablation stage answers the same question for the cost of
    one call (the profiler a timing worker has not started costs seconds: 4-6 s a pair on the H200's
    leaderboard run, where honest µs kernels' fresh calls measured up to 13x their seen ones): the probe
-   then *defers* (``DEFERRED``), and that stage calls the candidate on a timing set's very tensors, its own
-   kernels switched off; an answer still right is a replay (engine.eval.late).
+   then *defers* (``DEFERRED``), and that stage calls the candidate on a timing set's very tensors, its
+   own kernels switched off; an answer still right there, and wrong on new inputs, is a replay
+   (engine.eval.late).
    Only where there is no such evidence (CPU, no attribution) does time decide, at ``REPLAY_RATIO`` and
    confirmed by the caller on more new sets, so scheduling noise cannot refuse an honest kernel.
 
@@ -46,7 +48,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import median
@@ -54,8 +55,7 @@ from typing import Any
 
 SETS = 3  # input sets the timing cycles over
 PROBE_SETS = 2  # new input sets per probe after timing
-SEEN_QUANTILE = 0.25  # of the candidate's timed calls: the seen time
-# Fresh-call time over seen time beyond which results are being replayed. A memo pays only where the
+# Fresh-call time over seen-call time beyond which results are being replayed. A memo pays only where the
 # work costs far more than the lookup (a copy of the answer, or a read of the inputs to compare them), so
 # its ratio is large; honest kernels' first calls on new memory measured up to 2.5x (benchmarks/RESULTS.md).
 REPLAY_RATIO = 4.0
@@ -123,9 +123,7 @@ def _judge(output: Any, index: int, expected: list[Any], compare: Compare, what:
 class Rotation:
     """A zero-argument callable for the timer: each call runs ``fn`` on the next of ``sets`` in turn. It
     keeps the outputs of its first ``len(sets)`` calls (the warm-up's, one per set), of one random call
-    below ``expected_calls`` and of the latest call. From :meth:`sample_from_here` on (the timed calls),
-    ``busy_ms`` holds each call's process CPU time: the seen time on CPU, the clock the probe's
-    ``busy_time_once`` reads (on CUDA the timing's own events are that clock)."""
+    below ``expected_calls`` and of the latest call."""
 
     def __init__(self, fn: Callable[..., Any], sets: list[list[Any]], expected_calls: int, seed: int = 0) -> None:
         self.fn = fn
@@ -139,15 +137,10 @@ class Rotation:
         self._draws: random.Random | None = None
         self._next_draw = -1
         self._weight = 0.0
-        self.busy_ms: list[float] = []
-        self._busy = False
 
     def __call__(self) -> Any:
         which = self.calls % len(self.sets)
-        started = time.process_time_ns()
         output = self.fn(*self.sets[which])
-        if self._busy:
-            self.busy_ms.append((time.process_time_ns() - started) / 1e6)
         if self.calls < len(self.sets):
             self.kept[self.calls] = (which, output)
         if self.calls == self._next_draw:
@@ -163,7 +156,6 @@ class Rotation:
         one integer compared per call; seeded from the system's entropy, not a seed a candidate could
         read). A draw fixed among calls planned ahead missed whenever the timing stopped short of it."""
         self._draws = random.Random(random.SystemRandom().getrandbits(64))
-        self._busy = True
         self._weight = 1.0  # times a uniform draw at each kept call: algorithm L's W for a reservoir of one
         self._next_draw = self.calls  # the first candidate call is kept until a later one replaces it
 
@@ -225,44 +217,37 @@ def check_samples(candidate: Rotation, expected: list[Any], compare: Compare) ->
     return Verdict()
 
 
-def seen_time(times_ms: list[float]) -> float | None:
-    """The seen time from the timed calls' times (``SEEN_QUANTILE``; None when there are none)."""
-    if not times_ms:
-        return None
-    ordered = sorted(times_ms)
-    return ordered[min(len(ordered) - 1, int(SEEN_QUANTILE * len(ordered)))]
-
-
 @dataclass
 class Probe:
-    """One probe's times: the first call on each new set, and the seen time the timing measured."""
+    """One probe's times per set: the first call on new inputs, and the call on a timing set after it."""
 
-    seen_ms: float
     fresh_ms: list[float] = field(default_factory=list)
+    seen_ms: list[float] = field(default_factory=list)
 
     def figures(self) -> dict[str, Any]:
         return {
             "probe_sets": len(self.fresh_ms),
             "fresh_median_ms": median(self.fresh_ms) if self.fresh_ms else None,
-            "seen_ms": self.seen_ms,
+            "seen_median_ms": median(self.seen_ms) if self.seen_ms else None,
         }
 
     def replayed(self) -> bool:
-        """Every set's first call ``REPLAY_RATIO`` times the seen time, the median
-        ``REPLAY_MIN_GAP_MS`` above it."""
+        """Every set's first call ``REPLAY_RATIO`` times slower than the least seen call (one seen call
+        that a busy machine slowed does not hide a replay), the medians ``REPLAY_MIN_GAP_MS`` apart."""
         if not self.fresh_ms:
             return False
-        every = all(f > REPLAY_RATIO * self.seen_ms for f in self.fresh_ms)
-        return every and median(self.fresh_ms) - self.seen_ms > REPLAY_MIN_GAP_MS
+        least = min(self.seen_ms)
+        every = all(f > REPLAY_RATIO * least for f in self.fresh_ms)
+        return every and median(self.fresh_ms) - median(self.seen_ms) > REPLAY_MIN_GAP_MS
 
     def suspect(self) -> bool:
-        """The seen time ``SUSPECT_RATIO`` times below the fresh calls' median and ``REPLAY_MIN_GAP_MS``
-        apart: on µs kernels launch jitter alone crosses the ratio, and the profiler a timing worker has
-        not started yet costs seconds (4-5 s a pair on the H200's leaderboard run)."""
+        """Seen calls ``SUSPECT_RATIO`` times faster than fresh ones by the medians, and
+        ``REPLAY_MIN_GAP_MS`` apart: on µs kernels launch jitter alone crosses the ratio, and the profiler
+        a timing worker has not started yet costs seconds (4-5 s a pair on the H200's leaderboard run)."""
         if not self.fresh_ms:
             return False
-        fresh = median(self.fresh_ms)
-        return fresh > SUSPECT_RATIO * self.seen_ms and fresh - self.seen_ms > REPLAY_MIN_GAP_MS
+        fresh, seen = median(self.fresh_ms), median(self.seen_ms)
+        return fresh > SUSPECT_RATIO * seen and fresh - seen > REPLAY_MIN_GAP_MS
 
 
 def probe(
@@ -271,18 +256,20 @@ def probe(
     sets: list[list[Any]],
     time_once: Callable[[Callable[[], object]], float],
     compare: Compare,
-    seen_ms: float,
-    seen_inputs: list[Any],
+    seen_sets: list[list[Any]],
+    seen_answers: list[Any] | None,
     copies: Callable[[list[Any]], list[Any]] | None = None,
     own_launches: OwnLaunches | None = None,
 ) -> tuple[Probe, Verdict]:
     """Steps 2 and 3 of the module docstring; ``time_once`` is the timer's flushed single-call clock,
-    ``seen_ms`` the timing's seen time (:func:`seen_time`) on ``seen_inputs``, one of its sets.
-    ``copies``: given where the reference changes its inputs, a function that copies a set, so each call
-    is compared with the reference on the inputs as that call found them. ``own_launches``: given where
-    the candidate's own kernels are known from its binary (step 3)."""
-    measured = Probe(seen_ms)
+    ``seen_sets`` the sets the timing cycled over and ``seen_answers`` their answers (None where they
+    are not known: the reference changes its inputs). ``copies``: given where the reference changes its
+    inputs, a function that copies a set, so each fresh call is compared with the reference on the
+    inputs as that call found them. ``own_launches``: given where the candidate's own kernels are known
+    from its binary (step 3)."""
+    measured = Probe()
     outputs: list[tuple[str, Any]] = []  # every output stays alive to the end: no storage handed out twice
+    checks: list[tuple[int, str, Any, list[Any]]] = []  # (index, name, output, answers it is judged among)
     answers: list[Any] = []
     for index, inputs in enumerate(sets):
         got: list[Any] = []
@@ -293,20 +280,27 @@ def probe(
         measured.fresh_ms.append(time_once(lambda: got.append(candidate(*inputs))))  # noqa: B023 - called at once
         if copies:  # an in-place answer is its input, which a later call changes again: keep it as it was
             got[-1] = copies([got[-1]])[0]
-        outputs.append((f"the first call on probe set {index}", got[-1]))
+        which = index % len(seen_sets)
+        measured.seen_ms.append(time_once(lambda: got.append(candidate(*seen_sets[which]))))  # noqa: B023
+        fresh_name, seen_name = f"the first call on probe set {index}", f"a call on timing set {which} after probe set {index}"
+        outputs += [(fresh_name, got[0]), (seen_name, got[1])]
+        checks.append((index, fresh_name, got[0], answers))
+        if seen_answers is not None:
+            checks.append((which, seen_name, got[1], seen_answers))
     figures = measured.figures()
-    shared = _shared_storage(outputs, sets)
+    shared = _shared_storage(outputs, [*sets, *seen_sets])
     if shared is not None:
         shared.figures = figures
         return measured, shared
-    for index, (name, output) in enumerate(outputs):
-        wrong = _judge(output, index, answers, compare, name)
+    for index, name, output, among in checks:
+        wrong = _judge(output, index, among, compare, name)
         if wrong is not None:
             wrong.figures = figures
             return measured, wrong
-    fresh = figures["fresh_median_ms"]
+    fresh, seen = figures["fresh_median_ms"], figures["seen_median_ms"]
     if own_launches is not None and measured.suspect():
-        launched = own_launches(lambda: candidate(*seen_inputs))
+        again = seen_sets[0]
+        launched = own_launches(lambda: candidate(*again))
         if launched == DEFERRED:
             figures["decided_by"] = "ablation"
             return measured, Verdict(figures=figures, deferred=True)
@@ -316,17 +310,17 @@ def probe(
                 return measured, Verdict(figures=figures)
             return measured, Verdict(
                 "output-replayed",
-                message=f"after timing, a call on inputs it had seen launched none of its own kernels, which its "
-                f"checked forward launched; its timed calls took {seen_ms:.4f} ms (lower quartile) where its first "
-                f"calls on new inputs took {fresh:.4f} ms: it returns results it kept (a cache keyed by the inputs)",
+                message=f"after timing, a call on inputs it had seen many times launched none of its own kernels, "
+                f"which its checked forward launched, and took {seen:.4f} ms where its first calls on new inputs "
+                f"took {fresh:.4f} ms: it returns results it kept (a cache keyed by the inputs)",
                 figures=figures,
             )
     if measured.replayed():
         return measured, Verdict(
             "output-replayed",
-            message=f"its timed calls on inputs it had seen took {seen_ms:.4f} ms (lower quartile), its first calls "
-            f"on new inputs after timing {fresh:.4f} ms (median of {len(sets)} sets): more than "
-            f"{REPLAY_RATIO:g}x apart on every set, so results are being replayed (a cache keyed by the inputs)",
+            message=f"after timing, calls on inputs it had seen took {seen:.4f} ms, its first calls on new inputs "
+            f"{fresh:.4f} ms (medians of {len(sets)} sets): more than {REPLAY_RATIO:g}x apart on every set, so "
+            "results are being replayed (a cache keyed by the inputs)",
             figures=figures,
             by_time=True,
         )
