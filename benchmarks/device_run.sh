@@ -202,7 +202,8 @@ section_explore_lb() {
 }
 
 section_trust() {
-  timeout "${TRUST_TIMEOUT:-420}" python3 benchmarks/trust_gpu.py --out "$1" 2>&1 | tail -30
+  # TRUST_ONLY: only the cases whose name contains this text
+  timeout "${TRUST_TIMEOUT:-420}" python3 benchmarks/trust_gpu.py --out "$1" ${TRUST_ONLY:+--only "$TRUST_ONLY"} 2>&1 | tail -30
 }
 
 section_failfast() {

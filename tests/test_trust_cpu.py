@@ -36,6 +36,7 @@ def test_an_honest_kernel_is_timed_over_several_verified_input_sets(ext_cache: P
     replay = result.settings["replay"]
     assert replay["sets"] == 3 and replay["timed_calls_checked"] >= 2 and replay["probe_sets"] == 2
     assert replay["fresh_median_ms"] > 0 and replay["seen_median_ms"] > 0
+    assert {"warmup_check", "samples", "inputs", "probe"} <= set(replay["parts_ms"])  # where its time went
     assert "output-replayed" not in runtime_rules(result)
 
 

@@ -36,8 +36,11 @@ def _refused(ev: Evaluation, verdict: Any, when: str = "") -> bool:
     return False
 
 
-def _probe(ev: Evaluation, task: Any, reference: Any, candidate: Any, answers: Any, timer: Any, compare: Any) -> Any:
-    """The replay probe after timing, confirmed on other new sets when it names a replay by time."""
+def _probe(
+    ev: Evaluation, task: Any, reference: Any, candidate: Any, answers: Any, timer: Any, compare: Any, parts: dict[str, float]
+) -> Any:
+    """The replay probe after timing, confirmed on other new sets when it names a replay by time; what its
+    new inputs and its calls took goes into ``parts`` (milliseconds)."""
     from engine.eval import launches, replay
     from engine.eval.values import clone
 
@@ -45,9 +48,14 @@ def _probe(ev: Evaluation, task: Any, reference: Any, candidate: Any, answers: A
     copies = clone if ev.reference_mutates else None
     seen = (candidate.sets, None if ev.reference_mutates else answers.first_outputs())
     seeds = ev.job.seed + 2000
+    started = time.monotonic()
     sets = [ev.make_inputs(task, seeds + i) for i in range(replay.PROBE_SETS)]
+    ev.sync()
+    parts["inputs"] = _ms_since(started)
     clock = timer.busy_time_once  # on CPU, the work done, not the wall time
+    started = time.monotonic()
     probed, verdict = replay.probe(new, reference, sets, clock, compare, *seen, copies, launches.own_launches(ev))
+    parts["probe"] = _ms_since(started)
     figures = {**probed.figures(), **verdict.figures}  # the seen call's own launches, where looked at
     if verdict.deferred:  # the ablation stage calls it again on a timing set's tensors, its kernels off
         ev.replay_suspect = candidate.sets[0]
@@ -58,6 +66,20 @@ def _probe(ev: Evaluation, task: Any, reference: Any, candidate: Any, answers: A
         figures["confirmed"] = verdict.by_time
     verdict.figures = figures
     return verdict
+
+
+def _ms_since(started: float) -> float:
+    return round((time.monotonic() - started) * 1e3, 3)
+
+
+def _segments(ev: Evaluation) -> int | None:
+    """How many memory segments the CUDA caching allocator has asked the driver for so far (each a
+    cudaMalloc, milliseconds where a small kernel's call takes microseconds); None on CPU."""
+    import torch
+
+    if ev.device.type != "cuda":
+        return None
+    return int(torch.cuda.memory_stats(ev.device).get("segment.all.allocated", 0))
 
 
 def time_stage(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
@@ -82,6 +104,7 @@ def time_stage(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
     calls = _expected_calls(plan)
     candidate = replay.Rotation(new, sets, calls, seed=ev.job.seed)
     answers = replay.Rotation(reference, sets, calls)
+    parts: dict[str, float] = {}  # what each part of the replay defence took (settings.replay.parts_ms)
 
     def verified() -> bool:
         """Between warm-up and timing: the sets verified, and the timed call whose output is kept drawn
@@ -90,6 +113,7 @@ def time_stage(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
         candidate.sample_from_here()
         verdict = replay.Verdict() if ev.reference_mutates else replay.check_warmup(candidate, answers, compare)
         ev.add_seconds("replay", started)
+        parts["warmup_check"] = _ms_since(started)
         return not _refused(ev, verdict, "before timing")  # a relaxed rule does not stop the timing
 
     with torch.no_grad():
@@ -98,18 +122,22 @@ def time_stage(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
         return False
     ev.result.timing = timing
     ev.result.hardware_floor = floor.measure(reference, sets[0])
-    started = time.monotonic()
+    started, segments = time.monotonic(), _segments(ev)
     with torch.no_grad():
         sampled = replay.Verdict(message="the reference changes its inputs: the timed outputs were not re-checked")
         if not ev.reference_mutates:
             sampled = replay.check_samples(candidate, answers.first_outputs(), compare)
-        probed = None if (sampled.rule or sampled.incorrect) else _probe(ev, task, reference, candidate, answers, timer, compare)
+        parts["samples"] = _ms_since(started)
+        probed = None if (sampled.rule or sampled.incorrect) else _probe(ev, task, reference, candidate, answers, timer, compare, parts)
         ev.sync()
     ev.add_seconds("replay", started)
+    if segments is not None:
+        parts["new_segments"] = (_segments(ev) or 0) - segments
     ev.result.settings["replay"] = {
         "sets": len(sets),
         "timed_calls_checked": 0 if ev.reference_mutates else len(candidate.samples()),
         **(probed.figures if probed is not None else {}),
+        "parts_ms": parts,
     }
     if _refused(ev, sampled, "after timing") or (probed is not None and _refused(ev, probed, "after timing")):
         return False
