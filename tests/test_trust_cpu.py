@@ -88,6 +88,18 @@ def _compare(expected, got) -> _Same:  # noqa: ANN001
     return _Same(bool(torch.equal(expected, got)), "values differ")
 
 
+def _timed(fn, sets: list, calls: int = 12):  # noqa: ANN001, ANN202
+    """The rotation the timing would leave: ``fn`` called round the ``sets``, its kept outputs drawn."""
+    from engine.eval.replay import Rotation
+
+    rotation = Rotation(fn, sets, expected_calls=calls)
+    for call in range(calls):
+        if call == len(sets):
+            rotation.sample_from_here()
+        rotation()
+    return rotation
+
+
 def _rotation_of(fn, n_sets: int = 3, calls: int = 20):  # noqa: ANN001, ANN202
     import torch
 
@@ -184,8 +196,6 @@ def _probe_of(kernels: _Kernels, evidence: bool):  # noqa: ANN202
     reference = _Kernels(memo=False).own
     sets = [[torch.randn(384, 384, generator=torch.Generator().manual_seed(i))] for i in range(2)]
     timed = [[torch.randn(384, 384, generator=torch.Generator().manual_seed(10 + i))] for i in range(3)]
-    for inputs in timed:
-        kernels(*inputs)  # the timing's calls on its sets: a memo keeps their answers
 
     def close(expected, got) -> _Same:  # noqa: ANN001
         return _Same(bool(torch.allclose(expected, got, rtol=1e-4, atol=1e-4)), "values differ")
@@ -196,7 +206,8 @@ def _probe_of(kernels: _Kernels, evidence: bool):  # noqa: ANN202
 
     times = iter([8.0, 1.0] * len(sets))  # each first call 8x the seen call after it: well past the time rule's ratio
     answers = [reference(*inputs) for inputs in timed]
-    return probe(kernels, reference, sets, scripted_clock, close, timed, answers, None, kernels.launches if evidence else None)
+    rotation = _timed(kernels, timed, calls=6)  # the timing's calls on its sets: a memo keeps their answers
+    return probe(kernels, reference, sets, scripted_clock, close, rotation, answers, None, kernels.launches if evidence else None)
 
 
 def test_where_the_binary_tells_a_seen_call_that_launches_no_own_kernel_is_a_replay_and_one_that_does_is_not() -> None:
@@ -504,11 +515,9 @@ def _probe_cpu_clock(candidate):  # noqa: ANN001, ANN202 - the timing's calls, t
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        for _ in range(4):  # the timing's calls: each of its sets called several times
-            for timed_set in timed:
-                candidate(*timed_set)
+        rotation = _timed(candidate, timed)  # the timing's calls: each of its sets called several times
         answers = [reference(*timed_set) for timed_set in timed]
-        return probe(candidate, reference, sets, make_timer(torch.device("cpu")).busy_time_once, close, timed, answers)
+        return probe(candidate, reference, sets, make_timer(torch.device("cpu")).busy_time_once, close, rotation, answers)
     finally:
         torch.set_num_threads(threads)
 
@@ -535,10 +544,8 @@ def test_one_seen_call_slowed_by_a_busy_machine_does_not_hide_a_replay() -> None
     timed = [[torch.randn(384, 384, generator=torch.Generator().manual_seed(10 + i))] for i in range(3)]
     close = lambda e, g: _Same(bool(torch.allclose(e, g, rtol=1e-4, atol=1e-4)), "values differ")  # noqa: E731
     memo = _Kernels(memo=True)
-    for timed_set in timed:
-        memo(*timed_set)
     answers = [_Kernels(memo=False).own(*timed_set) for timed_set in timed]
-    measured, verdict = probe(memo, _Kernels(memo=False).own, sets, clock, close, timed, answers)
+    measured, verdict = probe(memo, _Kernels(memo=False).own, sets, clock, close, _timed(memo, timed, calls=6), answers)
     assert measured.seen_ms == [9.0, 1.0] and verdict.rule == "output-replayed" and verdict.by_time
 
 
@@ -557,11 +564,63 @@ def test_a_seen_call_that_returns_another_timing_sets_answer_is_a_replay() -> No
         call()
         return 1.0
 
-    _, verdict = probe(stale, lambda x: x * 2, sets, clock, same, timed, answers)
+    rotation = _timed(lambda x: x * 2, timed)  # honest while timed
+    _, verdict = probe(stale, lambda x: x * 2, sets, clock, same, rotation, answers)
     assert verdict.rule == "output-replayed" and "a call on timing set 0" in verdict.message
-    assert "the answer for set 1" in verdict.message
-    _, verdict = probe(stale, lambda x: x * 2, sets, clock, same, timed, None)  # answers not known: not compared
+    assert "the answer for timing set 1" in verdict.message
+    _, verdict = probe(stale, lambda x: x * 2, sets, clock, same, rotation, None)  # answers not known: not compared
     assert verdict.rule is None
+
+
+def test_a_seen_call_that_hands_back_the_storage_its_timed_call_returned_is_a_replay() -> None:
+    import torch
+
+    from engine.eval.replay import probe
+
+    timed = [[torch.full((4,), float(10 + i))] for i in range(3)]
+    kept: dict[int, torch.Tensor] = {}
+    after_timing = [False]
+
+    def by_pointer(x):  # noqa: ANN001, ANN202 - each input's first answer kept by its pointer, handed back after timing
+        if after_timing[0] and x.data_ptr() in kept:
+            return kept[x.data_ptr()]
+        out = x * 2
+        kept.setdefault(x.data_ptr(), out)
+        return out
+
+    rotation = _timed(by_pointer, timed)
+    after_timing[0] = True
+    sets = [[torch.full((4,), float(i))] for i in range(2)]
+    same = lambda e, g: _Same(bool(torch.equal(e, g)), "values differ")  # noqa: E731
+    _, verdict = probe(by_pointer, lambda x: x * 2, sets, lambda call: call() or 1.0, same, rotation, [t[0] * 2 for t in timed])
+    assert verdict.rule == "output-replayed" and "same storage as the warm-up call on input set 0" in verdict.message
+
+
+def test_the_probe_lets_each_sets_outputs_go_before_the_next_sets_calls() -> None:
+    """The timing's calls let their outputs go; a probe that kept every output alive made each next call
+    allocate new memory inside its timed span, which read an honest first call as slow."""
+    import weakref
+
+    import torch
+
+    from engine.eval.replay import probe
+
+    made: list[weakref.ref] = []
+    alive_at_call: list[int] = []
+
+    def honest(x):  # noqa: ANN001, ANN202
+        alive_at_call.append(sum(ref() is not None for ref in made))
+        out = x * 2
+        made.append(weakref.ref(out))
+        return out
+
+    timed = [[torch.full((4,), float(10 + i))] for i in range(3)]
+    rotation = _timed(lambda x: x * 2, timed)
+    sets = [[torch.full((4,), float(i))] for i in range(2)]
+    same = lambda e, g: _Same(bool(torch.equal(e, g)), "values differ")  # noqa: E731
+    _, verdict = probe(honest, lambda x: x * 2, sets, lambda call: call() or 1.0, same, rotation, [t[0] * 2 for t in timed])
+    assert verdict.rule is None and not verdict.incorrect, verdict.message
+    assert alive_at_call == [0, 1, 0, 1]  # each set's seen call beside its fresh output, nothing from the set before
 
 
 def test_the_profiler_is_asked_only_where_seen_calls_are_faster_by_a_margin_a_memo_could_gain() -> None:
@@ -589,9 +648,10 @@ def test_the_profiler_is_asked_only_where_seen_calls_are_faster_by_a_margin_a_me
     sets = [[torch.full((4,), float(i))] for i in range(2)]
     same = lambda e, g: _Same(bool(torch.equal(e, g)))  # noqa: E731
     gap = REPLAY_MIN_GAP_MS
-    probe(lambda x: x * 2, lambda x: x * 2, sets, timed(gap * 0.9, gap * 0.3), same, sets, None, None, own_launches)
+    rotation = _timed(lambda x: x * 2, sets)
+    probe(lambda x: x * 2, lambda x: x * 2, sets, timed(gap * 0.9, gap * 0.3), same, rotation, None, None, own_launches)
     assert asked == []  # 3x apart, but by less than the gap: not looked at
-    _, verdict = probe(lambda x: x * 2, lambda x: x * 2, sets, timed(gap * 4, gap), same, sets, None, None, own_launches)
+    _, verdict = probe(lambda x: x * 2, lambda x: x * 2, sets, timed(gap * 4, gap), same, rotation, None, None, own_launches)
     assert asked == [1] and verdict.rule is None  # looked at once; its own kernels ran
 
 

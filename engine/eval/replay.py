@@ -13,7 +13,8 @@ as a lookup, and was caught only when the profiling pass happened to repeat inpu
 2. **A probe after timing**, on ``PROBE_SETS`` input sets the candidate has never seen. Each set's
    first call (*fresh*, after the reference's untimed call on it) is timed with the timer's own flush,
    and right after it one call on one of the timing's sets (*seen*: called dozens of times by then),
-   timed the same way; every output is compared with its answer. A candidate whose fresh calls run
+   timed the same way; each output is compared with its answer, and by storage with the outputs the
+   timing keeps alive, as soon as it returns, and let go after its set (see :func:`probe`). A candidate whose fresh calls run
    ``REPLAY_RATIO`` times slower than its seen ones is replaying: a memo keyed by the inputs (pointers or
    values) computes on the fresh call and looks up on the seen one, where an honest kernel takes the same
    time (the L2 is flushed before each). A memo that waits for a few repeats before it replays is on by
@@ -111,12 +112,19 @@ def _shared_storage(outputs: list[tuple[str, Any]], inputs: list[list[Any]]) -> 
 def _judge(output: Any, index: int, expected: list[Any], compare: Compare, what: str) -> Verdict | None:
     """None when ``output`` is set ``index``'s answer; else a replay (it is another set's answer) or a
     plain wrong answer."""
-    outcome = compare(expected[index], output)
+    others = [(f"set {other}", answer) for other, answer in enumerate(expected) if other != index]
+    return _judge_among(output, expected[index], others, compare, what)
+
+
+def _judge_among(output: Any, answer: Any, others: list[tuple[str, Any]], compare: Compare, what: str) -> Verdict | None:
+    """None when ``output`` is ``answer``; a replay when it is one of the ``others`` (named answers to
+    other inputs); else a plain wrong answer."""
+    outcome = compare(answer, output)
     if outcome.passed:
         return None
-    for other, answer in enumerate(expected):
-        if other != index and compare(answer, output).passed:
-            return Verdict("output-replayed", message=f"{what} returned the answer for set {other}: a result replayed from other inputs")
+    for name, other in others:
+        if compare(other, output).passed:
+            return Verdict("output-replayed", message=f"{what} returned the answer for {name}: a result replayed from other inputs")
     return Verdict(incorrect=True, message=f"{what}: {outcome.message}")
 
 
@@ -170,6 +178,11 @@ class Rotation:
             return
         self._next_draw = self.calls + int(math.log(1.0 - draws.random()) / math.log(1.0 - self._weight)) + 1
 
+    def alive(self) -> list[tuple[str, Any]]:
+        """The outputs this rotation keeps alive, named: the warm-up's and the kept timed calls'."""
+        warm = [(f"the warm-up call on input set {i}", out) for i, out in enumerate(self.first_outputs())]
+        return warm + [(f"timed call {call} (input set {which})", out) for call, which, out in self.samples()]
+
     def first_outputs(self) -> list[Any]:
         """The output of the first call on each set (the warm-up's), in set order."""
         return [self.kept[call][1] for call in range(len(self.sets)) if call in self.kept]
@@ -205,9 +218,7 @@ def check_warmup(candidate: Rotation, reference: Rotation, compare: Compare) -> 
 def check_samples(candidate: Rotation, expected: list[Any], compare: Compare) -> Verdict:
     """Step 1's check after timing: each kept timed output against the reference's answer on its set."""
     samples = candidate.samples()
-    warm = [(f"the warm-up call on input set {i}", out) for i, out in enumerate(candidate.first_outputs())]
-    timed = [(f"timed call {call} (input set {which})", out) for call, which, out in samples]
-    shared = _shared_storage(warm + timed, candidate.sets)
+    shared = _shared_storage(candidate.alive(), candidate.sets)
     if shared is not None:
         return shared
     for call, which, output in samples:
@@ -256,47 +267,51 @@ def probe(
     sets: list[list[Any]],
     time_once: Callable[[Callable[[], object]], float],
     compare: Compare,
-    seen_sets: list[list[Any]],
-    seen_answers: list[Any] | None,
+    timed: Rotation,
+    timed_answers: list[Any] | None,
     copies: Callable[[list[Any]], list[Any]] | None = None,
     own_launches: OwnLaunches | None = None,
 ) -> tuple[Probe, Verdict]:
     """Steps 2 and 3 of the module docstring; ``time_once`` is the timer's flushed single-call clock,
-    ``seen_sets`` the sets the timing cycled over and ``seen_answers`` their answers (None where they
-    are not known: the reference changes its inputs). ``copies``: given where the reference changes its
-    inputs, a function that copies a set, so each fresh call is compared with the reference on the
+    ``timed`` the rotation the candidate was timed through (its sets are the seen ones, and the outputs
+    it keeps alive must never be handed out again) and ``timed_answers`` those sets' answers (None where
+    they are not known: the reference changes its inputs). ``copies``: given where the reference changes
+    its inputs, a function that copies a set, so each fresh call is compared with the reference on the
     inputs as that call found them. ``own_launches``: given where the candidate's own kernels are known
-    from its binary (step 3)."""
+    from its binary (step 3).
+
+    Each call is judged as soon as it returns and its output let go after its set's two calls: an output
+    kept alive to the end made the next call's allocations new memory (a cudaMalloc inside the timed
+    call, which the timing's own calls never paid), and honest first calls read as suspects."""
     measured = Probe()
-    outputs: list[tuple[str, Any]] = []  # every output stays alive to the end: no storage handed out twice
-    checks: list[tuple[int, str, Any, list[Any]]] = []  # (index, name, output, answers it is judged among)
-    answers: list[Any] = []
+    seen_sets = timed.sets
+    kept = timed.alive()
+    timed_named = [(f"timing set {i}", answer) for i, answer in enumerate(timed_answers or [])]
+    answers: list[tuple[str, Any]] = []  # the probe sets' answers so far, named
     for index, inputs in enumerate(sets):
         got: list[Any] = []
         # The reference runs first, untimed: it gives the answer and touches the new inputs' memory, so the
         # candidate's first call does not pay for the pages' first use (on the H200 an honest kernel's first
         # call on new memory measured up to 2.5x its second when it went first).
-        answers.append(reference(*copies(inputs)) if copies else reference(*inputs))
+        answer = reference(*copies(inputs)) if copies else reference(*inputs)
         measured.fresh_ms.append(time_once(lambda: got.append(candidate(*inputs))))  # noqa: B023 - called at once
         if copies:  # an in-place answer is its input, which a later call changes again: keep it as it was
             got[-1] = copies([got[-1]])[0]
         which = index % len(seen_sets)
         measured.seen_ms.append(time_once(lambda: got.append(candidate(*seen_sets[which]))))  # noqa: B023
         fresh_name, seen_name = f"the first call on probe set {index}", f"a call on timing set {which} after probe set {index}"
-        outputs += [(fresh_name, got[0]), (seen_name, got[1])]
-        checks.append((index, fresh_name, got[0], answers))
-        if seen_answers is not None:
-            checks.append((which, seen_name, got[1], seen_answers))
-    figures = measured.figures()
-    shared = _shared_storage(outputs, [*sets, *seen_sets])
-    if shared is not None:
-        shared.figures = figures
-        return measured, shared
-    for index, name, output, among in checks:
-        wrong = _judge(output, index, among, compare, name)
+        wrong = _shared_storage([*kept, (fresh_name, got[0]), (seen_name, got[1])], [*seen_sets, inputs]) or _judge_among(
+            got[0], answer, answers + timed_named, compare, fresh_name
+        )
+        if wrong is None and timed_answers is not None:
+            others = [named for i, named in enumerate(timed_named) if i != which] + answers + [(f"probe set {index}", answer)]
+            wrong = _judge_among(got[1], timed_answers[which], others, compare, seen_name)
         if wrong is not None:
-            wrong.figures = figures
+            wrong.figures = measured.figures()
             return measured, wrong
+        answers.append((f"probe set {index}", answer))
+        got.clear()  # let go before the next set's calls, as the timing's calls let theirs go
+    figures = measured.figures()
     fresh, seen = figures["fresh_median_ms"], figures["seen_median_ms"]
     if own_launches is not None and measured.suspect():
         again = seen_sets[0]

@@ -46,7 +46,7 @@ def _probe(
 
     new = candidate.fn
     copies = clone if ev.reference_mutates else None
-    seen = (candidate.sets, None if ev.reference_mutates else answers.first_outputs())
+    seen = (candidate, None if ev.reference_mutates else answers.first_outputs())
     seeds = ev.job.seed + 2000
     started = time.monotonic()
     sets = [ev.make_inputs(task, seeds + i) for i in range(replay.PROBE_SETS)]
