@@ -31,14 +31,15 @@ def runtime_rules(result: object) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--only", help="run only the cases whose name contains this text")
+    parser.add_argument("--only", help="run only the cases whose name contains this text (or the case of that whole name)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows, wrong = [], 0
+    names = {case[0] for case in CASES}
     with (args.out / "trust.jsonl").open("a") as log:
         for name, task_name, source, policy, status, rule in CASES:
-            if args.only and args.only not in name:
-                continue
+            if args.only and args.only not in name or args.only in names and args.only != name:
+                continue  # a case's whole name runs that case alone
             started = time.monotonic()
             result = evaluate(task(task_name), source, EvalOptions(device="cuda", guard=GuardSettings(policy)), task_name=task_name)
             rules = runtime_rules(result)
