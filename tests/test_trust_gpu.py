@@ -44,7 +44,8 @@ def test_atens_kernel_under_the_source_kernels_name_is_not_the_candidates(ext_ca
 
 def test_a_value_keyed_memo_is_refused_on_the_gpu(ext_cache: Path) -> None:
     result = run("value-keyed memo from call 25", ext_cache)
-    assert result.status == "rejected" and runtime_rules(result)[-1] == "output-replayed", result.messages
+    evidence = (result.messages, result.settings.get("replay"), (result.kernel_share or {}).get("ablation"), result.durations)
+    assert result.status == "rejected" and runtime_rules(result)[-1] == "output-replayed", evidence
 
 
 def test_the_persisting_l2_limit_is_put_back_through_the_driver() -> None:
