@@ -144,6 +144,53 @@ def kept_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     _end_servers(str(tmp_path))
 
 
+def test_a_one_shot_process_launches_its_kept_server_in_the_background_and_joins_it_later(
+    ext_cache: Path, kept_here: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(keptserver, "_IN_BACKGROUND", [True])  # as `cudaforge eval` runs
+    options = _kept_options(ext_cache, _strongest_here())
+    assert forkserver.server_for(options, ext_cache) is None  # launched, not waited for: this worker starts anew
+    assert until(lambda: bool(_servers_of(kept_here)), 120)
+    joined: list[forkserver.ForkServer] = []
+    assert until(lambda: bool(joined.append(forkserver.server_for(options, ext_cache)) or joined[-1]), 120)
+    server = joined[-1]
+    assert server.kept and server.origin == "kept-started"  # this process launched it, and may end it if stuck
+    result = evaluate(TASK, HONEST, options)
+    assert (result.status, result.settings["worker_start"], result.settings["fork_server"]) == ("correct", "fork", "kept-started")
+    assert len(_servers_of(kept_here)) == 1
+
+
+def test_a_background_launch_that_fails_is_said_at_exit_and_its_settings_start_workers_anew(
+    ext_cache: Path, kept_here: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(keptserver, "_IN_BACKGROUND", [True])
+    monkeypatch.setattr(forkserver, "_launch", lambda *args, **kwargs: None)  # the server's process did not start
+    options = _kept_options(ext_cache, _strongest_here())
+    assert forkserver.server_for(options, ext_cache) is None
+    forkserver.close_all()  # what exit runs: the launch is waited for and its failure said
+    assert "the fork server kept for the next command could not start" in capsys.readouterr().err
+    assert forkserver.server_for(options, ext_cache) is None  # a process that goes on launches again ...
+    assert until(lambda: forkserver.server_for(options, ext_cache) is None and forkserver.broken(options, ext_cache), 60)
+    assert "did not start" in (forkserver.broken(options, ext_cache) or "")  # ... and, told it failed, stops trying
+    name = forkserver.kept_address(forkserver.server_key(options, ext_cache), options, ext_cache)
+    assert keptserver.connect(name) is None  # the name was let go with the failed launch: no one waits on it
+
+
+def test_a_sandbox_that_cannot_run_sends_a_one_shot_worker_the_usual_way_not_a_traceback(
+    ext_cache: Path, kept_here: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine import sandbox
+
+    def cannot(mode: str) -> str:
+        raise sandbox.SandboxError(f"{mode}: not on this machine")
+
+    monkeypatch.setattr(keptserver, "_IN_BACKGROUND", [True])
+    monkeypatch.setattr(forkserver.sandbox, "resolve_mode", cannot)
+    options = _kept_options(ext_cache, _strongest_here())
+    assert forkserver.server_for(options, ext_cache) is None
+    assert "not on this machine" in (forkserver.broken(options, ext_cache) or "")
+
+
 def test_a_kept_server_leaves_once_it_has_had_nothing_to_do_for_its_time(
     ext_cache: Path, kept_here: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -254,11 +254,11 @@ class _Starter:
     server's last worker (a pool's thread would end at exit before the threads still evaluating)."""
 
     def __init__(self) -> None:
-        self._jobs: queue.Queue[tuple[Callable[[], ForkServer], concurrent.futures.Future]] = queue.Queue()
+        self._jobs: queue.Queue[tuple[Callable[[], object], concurrent.futures.Future]] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def submit(self, start: Callable[[], ForkServer]) -> concurrent.futures.Future:
+    def submit(self, start: Callable[[], object]) -> concurrent.futures.Future:
         future: concurrent.futures.Future = concurrent.futures.Future()
         with self._lock:
             if self._thread is None:
@@ -327,7 +327,9 @@ def _inode(path: Path) -> int:
 
 def server_for(options: EvalOptions, cache_root: Path) -> ForkServer | None:
     """The running server for these settings, started now if there is none; None where workers for
-    them are not forked, or the server could not start (then, for good: why is in ``broken``)."""
+    them are not forked, where the server could not start (then, for good: why is in ``broken``), or
+    while a one-shot command's kept server is launched in the background (keptserver.starts_in_background:
+    this worker starts anew; a later call joins that server)."""
     if not wanted(options):
         return None
     key = server_key(options, cache_root)
@@ -340,6 +342,7 @@ def server_for(options: EvalOptions, cache_root: Path) -> ForkServer | None:
             del _SERVERS[key]
         if key in _BROKEN:
             return None
+        launched: subprocess.Popen | None = None
         pending = _PENDING.get(key)
         if pending is not None and not pending.done():
             return None  # its launch is under way: this worker starts anew
@@ -348,19 +351,33 @@ def server_for(options: EvalOptions, cache_root: Path) -> ForkServer | None:
             if pending.exception() is not None:
                 _BROKEN[key] = str(pending.exception())
                 return None
+            launched = pending.result()
         elif kept(options) and keptserver.starts_in_background():
+            why = _cannot_fork(options)
+            if why:
+                _BROKEN[key] = why
+                return None
             name = kept_address(key, options, cache_root)
             listener = keptserver.listen(name)
             if listener is not None:  # none runs or starts: launched for the next command, not waited for
-                _PENDING[key] = _STARTER.submit(lambda: _launch_in_background(options, cache_root, name, listener))
+                _PENDING[key] = _STARTER.submit(lambda: _launch_kept(options, cache_root, name, listener))
                 return None
         try:
-            server = _STARTER.submit(lambda: _start(key, options, cache_root)).result()
+            server = _STARTER.submit(lambda: _start(key, options, cache_root, launched)).result()
         except ForkError as error:
             _BROKEN[key] = str(error)
             return None
         _SERVERS[key] = server
         return server
+
+
+def _cannot_fork(options: EvalOptions) -> str | None:
+    """Why these options' workers cannot be forked here (their sandbox does not run, or cannot keep
+    forked workers apart), or None."""
+    try:
+        return sandbox.fork_blocker(sandbox.resolve_mode(options.sandbox)) or None
+    except sandbox.SandboxError as error:
+        return str(error)
 
 
 def give_up(server: ForkServer, why: str, stuck: bool = False) -> None:
@@ -384,7 +401,11 @@ def broken(options: EvalOptions, cache_root: Path) -> str | None:
         return _BROKEN.get(server_key(options, cache_root))
 
 
-def _start(key: tuple[object, ...], options: EvalOptions, cache_root: Path) -> ForkServer:
+def _start(
+    key: tuple[object, ...], options: EvalOptions, cache_root: Path, launched: subprocess.Popen | None = None
+) -> ForkServer:
+    """The server for ``key``: this process's own, or the kept one (``launched``: the one this process
+    launched in the background, which it joins now)."""
     try:
         mechanism = sandbox.resolve_mode(options.sandbox)
     except sandbox.SandboxError as error:
@@ -393,7 +414,7 @@ def _start(key: tuple[object, ...], options: EvalOptions, cache_root: Path) -> F
     if blocker:
         raise ForkError(blocker)
     if kept(options):
-        return _join_kept(key, mechanism, options, cache_root)
+        return _join_kept(key, mechanism, options, cache_root, launched)
     root = jobdirs.jobs_root()
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
@@ -411,16 +432,19 @@ def _start(key: tuple[object, ...], options: EvalOptions, cache_root: Path) -> F
     return server
 
 
-def _join_kept(key: tuple[object, ...], mechanism: str, options: EvalOptions, cache_root: Path) -> ForkServer:
+def _join_kept(
+    key: tuple[object, ...], mechanism: str, options: EvalOptions, cache_root: Path, launched: subprocess.Popen | None = None
+) -> ForkServer:
     """The kept server for ``key``: connected to where one runs, else started now, detached from this
     process (engine.eval.keptserver). Of two processes starting one together, the one that binds the
-    name starts it and the other connects to it; a server leaving just as it was reached is started anew."""
+    name starts it and the other connects to it; a server leaving just as it was reached is started anew.
+    ``launched``: the server this process launched in the background, its own to end if it gets stuck."""
     root = jobdirs.jobs_root(shared=True)
     name = kept_address(key, options, cache_root)
     log = root / f"forkserver-{name[-32:].decode()}.log"
     why = "no kept fork server could be reached"
-    for _attempt in range(3):
-        process = None
+    for attempt in range(3):
+        process = launched if attempt == 0 and launched is not None and launched.poll() is None else None
         client = keptserver.connect(name)
         if client is None:
             listener = keptserver.listen(name)
@@ -448,34 +472,22 @@ def _join_kept(key: tuple[object, ...], mechanism: str, options: EvalOptions, ca
 
 
 def _launch_kept(options: EvalOptions, cache_root: Path, name: bytes, listener: socket.socket) -> subprocess.Popen:
-    """The kept server's process, detached, handed ``listener`` (bound to ``name``, closed here: the
-    name goes with the server) and recorded as this user's command's own (keptserver.record_start)."""
-    root = jobdirs.jobs_root(shared=True)
-    log = root / f"forkserver-{name[-32:].decode()}.log"
-    extra = {zygote.LISTEN_FD_ENV: str(listener.fileno()), zygote.KEEP_ENV: str(keptserver.keep_seconds())}
+    """The kept server's process, detached, handed ``listener`` (bound to ``name``, closed here whatever
+    happens: the name goes with the server, or with nothing) and recorded as this user's command's own
+    (keptserver.record_start)."""
     try:
+        root = jobdirs.jobs_root(shared=True)
+        log = root / f"forkserver-{name[-32:].decode()}.log"
+        extra = {zygote.LISTEN_FD_ENV: str(listener.fileno()), zygote.KEEP_ENV: str(keptserver.keep_seconds())}
         process = _launch(options, cache_root, root, log, extra, listener, outlive=True)
+    except OSError as error:
+        raise ForkError(f"the kept fork server did not start: {error}") from error
     finally:
         listener.close()
     if process is None:
         raise ForkError(f"the kept fork server did not start: {_log_tail(log)}")
     keptserver.record_start(name, process.pid)
     return process
-
-
-def _launch_in_background(options: EvalOptions, cache_root: Path, name: bytes, listener: socket.socket) -> None:
-    """A one-shot command's kept server, launched for the next command (keptserver.starts_in_background)
-    and not waited for; a later evaluation of this process joins it as any command would."""
-    try:
-        mechanism = sandbox.resolve_mode(options.sandbox)
-        blocker = sandbox.fork_blocker(mechanism)
-    except sandbox.SandboxError as error:
-        listener.close()
-        raise ForkError(str(error)) from error
-    if blocker:
-        listener.close()
-        raise ForkError(blocker)
-    _launch_kept(options, cache_root, name, listener)
 
 
 def kept_address(key: tuple[object, ...], options: EvalOptions, cache_root: Path) -> bytes:
@@ -587,6 +599,10 @@ def close_all() -> None:
         pending = list(_PENDING.values())
         _PENDING.clear()
     concurrent.futures.wait(pending, timeout=SERVER_LAUNCH_WAIT_S)  # a launch under way: done before exit
+    for future in pending:  # a one-shot command never asks again: say why the next one will not fork at once
+        failed = future.exception() if future.done() else None
+        if failed is not None:
+            print(f"cudaforge: the fork server kept for the next command could not start: {failed}", file=sys.stderr)
     with _LOCK:
         servers = [*_SERVERS.values(), *_RETIRED]
         _SERVERS.clear()

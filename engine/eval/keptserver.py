@@ -8,7 +8,8 @@ ended with it), and the next command with the same settings forks its workers at
 commands keep their server (:func:`for_one_shot_command`). Such a command that finds none running starts
 one in the background for the next command and starts its own worker anew (a command that waited for
 the server's start paid more than one that started its worker anew: 10.9 s against 7.8 s for the ReLU on
-the H200), so no command pays for the server's start.
+the H200), so the first command does not wait for the server: its new worker imports torch beside it, and
+only a command started before the server is ready waits for the rest of its start.
 
 - **The address** is an abstract Unix socket named from the server's settings, this user's id and the
   engine's own source files (a server never forks workers of code that has changed since it started).
