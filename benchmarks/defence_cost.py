@@ -6,6 +6,9 @@ reports the verdict, the own-kernel test used (ablation or share) with its outco
 the weak outputs, and the seconds the defences added: the NaN fill and the weak-output analysis
 (``durations["defence_*"]``) plus the ablation and shapes stages, against the pair's whole evaluation
 time (phase 1 + phase 2 wall seconds). The issue's target: at most 10 % of an evaluation, or 2 s.
+It also reports issue 45's measure: the replay defence's seconds (``durations["defence_replay"]``) against
+the timing stage's (``durations["time"]``) over the correct pairs (target: at most 3 %), with the median
+of each of its parts (``settings.replay.parts_ms``) where the results have them.
 """
 
 from __future__ import annotations
@@ -54,6 +57,30 @@ def row(out: Path, name: str) -> dict | None:
         "fraction": added / whole if whole else None,
         "within_target": added <= 2.0 or (whole and added / whole <= 0.10),
         "rules": sorted({f["rule"] for f in final.get("findings") or [] if f.get("source") == "runtime"}),
+        "replay_s": float((final.get("durations") or {}).get("defence_replay") or 0.0),
+        "time_s": float((final.get("durations") or {}).get("time") or 0.0),
+        "replay_parts_ms": ((final.get("settings") or {}).get("replay") or {}).get("parts_ms") or {},
+    }
+
+
+def replay_share(rows: list[dict]) -> dict | None:
+    """The replay defence's share of the timing stage over the correct pairs, and its parts' medians;
+    None when no correct pair was timed."""
+    timed = [r for r in rows if r["status"] == "correct" and r["time_s"] > 0]
+    if not timed:
+        return None
+    replay, stage = sum(r["replay_s"] for r in timed), sum(r["time_s"] for r in timed)
+    parts: dict[str, list[float]] = {}
+    for r in timed:
+        for part, ms in r["replay_parts_ms"].items():
+            parts.setdefault(part, []).append(float(ms))
+    return {
+        "pairs": len(timed),
+        "replay_s": replay,
+        "time_s": stage,
+        "share": replay / stage,
+        "per_pair": sorted(r["replay_s"] / r["time_s"] for r in timed),
+        "part_medians_ms": {part: statistics.median(values) for part, values in sorted(parts.items())},
     }
 
 
@@ -81,6 +108,14 @@ def main(argv: list[str]) -> int:
         for r in rows:
             counts[r["status"]] = counts.get(r["status"], 0) + 1
         print("statuses:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    replay = replay_share(rows)
+    if replay is not None:
+        parts = ", ".join(f"{k} {v:.2f} ms" for k, v in replay["part_medians_ms"].items()) or "not recorded"
+        print(
+            f"replay defence: {replay['replay_s']:.3f} s of {replay['time_s']:.3f} s of the timing stage over "
+            f"{replay['pairs']} correct pairs, {100 * replay['share']:.2f}% (issue 45: <= 3%); per pair "
+            f"{100 * replay['per_pair'][0]:.1f}-{100 * replay['per_pair'][-1]:.1f}%; parts (medians): {parts}"
+        )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

@@ -28,7 +28,8 @@
 #   profile   the profile stage's overhead as the loop calls it
 #   ncu       re-capture the NCU CSV fixtures of tests/fixtures/ncu
 #   weak      which KernelBench level-1 tasks are weak (a degenerate answer passes): benchmarks/weak_tasks.py
-#   defences  after corpus: what the issue-25 defences added and decided per pair (benchmarks/defence_cost.py)
+#   defences  after corpus: what the issue-25 defences added and decided per pair, and the replay defence's share
+#             of the timing stage over the correct pairs (issue 45: <= 3%) (benchmarks/defence_cost.py)
 #   round     a round's own time on leaderboard kernels: first build, CUDA-side and binding edits, nothing
 #             to build, the profile stage; stock builds first (benchmarks/round_time.py, issue 26)
 #   visual    a real scripted session's roofline against ncu's speed-of-light figures, and its torch.compile
