@@ -353,9 +353,10 @@ def server_for(options: EvalOptions, cache_root: Path) -> ForkServer | None:
                 return None
             launched = pending.result()
         elif kept(options) and keptserver.starts_in_background():
-            why = _cannot_fork(options)
-            if why:
-                _BROKEN[key] = why
+            try:
+                _fork_mechanism(options)  # a sandbox that cannot run or keep workers apart: nothing launched
+            except ForkError as error:
+                _BROKEN[key] = str(error)
                 return None
             name = kept_address(key, options, cache_root)
             listener = keptserver.listen(name)
@@ -371,13 +372,17 @@ def server_for(options: EvalOptions, cache_root: Path) -> ForkServer | None:
         return server
 
 
-def _cannot_fork(options: EvalOptions) -> str | None:
-    """Why these options' workers cannot be forked here (their sandbox does not run, or cannot keep
-    forked workers apart), or None."""
+def _fork_mechanism(options: EvalOptions) -> str:
+    """The sandbox mechanism these options' workers are forked under; ForkError where its sandbox does
+    not run, or cannot keep forked workers apart."""
     try:
-        return sandbox.fork_blocker(sandbox.resolve_mode(options.sandbox)) or None
+        mechanism = sandbox.resolve_mode(options.sandbox)
     except sandbox.SandboxError as error:
-        return str(error)
+        raise ForkError(str(error)) from error
+    blocker = sandbox.fork_blocker(mechanism)
+    if blocker:
+        raise ForkError(blocker)
+    return mechanism
 
 
 def give_up(server: ForkServer, why: str, stuck: bool = False) -> None:
@@ -406,13 +411,7 @@ def _start(
 ) -> ForkServer:
     """The server for ``key``: this process's own, or the kept one (``launched``: the one this process
     launched in the background, which it joins now)."""
-    try:
-        mechanism = sandbox.resolve_mode(options.sandbox)
-    except sandbox.SandboxError as error:
-        raise ForkError(str(error)) from error
-    blocker = sandbox.fork_blocker(mechanism)
-    if blocker:
-        raise ForkError(blocker)
+    mechanism = _fork_mechanism(options)
     if kept(options):
         return _join_kept(key, mechanism, options, cache_root, launched)
     root = jobdirs.jobs_root()
@@ -441,7 +440,7 @@ def _join_kept(
     ``launched``: the server this process launched in the background, its own to end if it gets stuck."""
     root = jobdirs.jobs_root(shared=True)
     name = kept_address(key, options, cache_root)
-    log = root / f"forkserver-{name[-32:].decode()}.log"
+    log = _kept_log(root, name)
     why = "no kept fork server could be reached"
     for attempt in range(3):
         process = launched if attempt == 0 and launched is not None and launched.poll() is None else None
@@ -477,7 +476,7 @@ def _launch_kept(options: EvalOptions, cache_root: Path, name: bytes, listener: 
     (keptserver.record_start)."""
     try:
         root = jobdirs.jobs_root(shared=True)
-        log = root / f"forkserver-{name[-32:].decode()}.log"
+        log = _kept_log(root, name)
         extra = {zygote.LISTEN_FD_ENV: str(listener.fileno()), zygote.KEEP_ENV: str(keptserver.keep_seconds())}
         process = _launch(options, cache_root, root, log, extra, listener, outlive=True)
     except OSError as error:
@@ -488,6 +487,11 @@ def _launch_kept(options: EvalOptions, cache_root: Path, name: bytes, listener: 
         raise ForkError(f"the kept fork server did not start: {_log_tail(log)}")
     keptserver.record_start(name, process.pid)
     return process
+
+
+def _kept_log(root: Path, name: bytes) -> Path:
+    """The log of the kept server of this name (its own: rewritten by each start)."""
+    return root / f"forkserver-{name[-32:].decode()}.log"
 
 
 def kept_address(key: tuple[object, ...], options: EvalOptions, cache_root: Path) -> bytes:

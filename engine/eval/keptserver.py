@@ -53,15 +53,15 @@ _ONE_SHOT: list[bool] = [False]
 _IN_BACKGROUND: list[bool] = [False]
 
 
-def for_one_shot_command(background: bool = True) -> None:
+def for_one_shot_command() -> None:
     """Said by a command that evaluates once and exits (``cudaforge eval``) before it evaluates: its
     server is kept for the next command. A command that evaluates many times (run, bench, evalset,
     explore, the workbench) pays its server's start once, and its server ends with it: kept, it would
-    only outlive a long session, and every such command a script or a test starts would leave one.
-    ``background``: a server this command would start is started for the next command while its own
-    worker starts anew (:func:`starts_in_background`)."""
+    only outlive a long session, and every such command a script or a test starts would leave one. A
+    server this command would start is started for the next command while its own worker starts anew
+    (:func:`starts_in_background`)."""
     _ONE_SHOT[0] = True
-    _IN_BACKGROUND[0] = background
+    _IN_BACKGROUND[0] = True
 
 
 def starts_in_background() -> bool:
