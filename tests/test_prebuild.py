@@ -126,4 +126,5 @@ def test_a_build_that_failed_ahead_of_the_import_keeps_the_compilers_words_in_th
     assert [ext.prebuilt for ext in result.build.extensions] == [True]  # the failure was the thread's
     assert "undeclared_before_the_import" in result.build.log, result.build.log
     assert "the task speaks" not in result.build.log  # the build's words only, not the stages before it
+    assert "\x1e" not in result.build.log + result.stderr_tail  # the worker's stage marks are not shown
     assert "undeclared_before_the_import" in result.messages[0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -38,6 +39,28 @@ RESULT = "result"  # the verdict (``result``: an EvalResult dict); nothing follo
 # The verdict so far (``result``), sent before the late stages (ablation, shapes) that may crash the
 # process: a crash or hang there keeps it, with the late stage's outcome added (engine.eval.supervisor).
 PROVISIONAL = "provisional"
+
+# Each stage's start is also written into the worker's output (STAGE_MARK + name + newline), in order with
+# what the worker and its compilers print: the supervisor cuts the build log at these marks, since the
+# output is copied to the log by a thread of its own and a log size read when the STAGE message arrives
+# can already hold a short build's words. The marks are taken out of every text shown.
+STAGE_MARK = b"\x1ecudaforge-stage:"
+_MARK_PATTERN = re.compile(re.escape(STAGE_MARK) + rb"([A-Za-z0-9_]{1,40})\n")
+
+
+def stage_mark(stage: str) -> bytes:
+    """The bytes that mark ``stage``'s start in the worker's output."""
+    return STAGE_MARK + stage.encode() + b"\n"
+
+
+def marked_stages(data: bytes) -> list[tuple[str, int, int]]:
+    """Each stage mark in ``data``: the stage, where its mark starts, and where the stage's output starts."""
+    return [(m.group(1).decode(), m.start(), m.end()) for m in _MARK_PATTERN.finditer(data)]
+
+
+def without_marks(data: bytes) -> bytes:
+    """``data`` with the stage marks taken out."""
+    return _MARK_PATTERN.sub(b"", data)
 
 
 class Channel:

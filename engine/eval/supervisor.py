@@ -309,8 +309,25 @@ class WorkerSupervisor:
         cut = data.rfind(b"\n") + 1
         if cut:
             self._log_offset += cut
-            for text in data[:cut].decode(errors="replace").splitlines():
+            for text in pipe.without_marks(data[:cut]).decode(errors="replace").splitlines():
                 self._emit(EvalEvent(kind="log", stage=self.stage, text=self._candidate_lines(text)))
+
+    def _build_span(self) -> tuple[int, int | None] | None:
+        """Where the build's output lies in the log: from the last build stage's mark (a gated worker builds
+        twice: the log is the import's) to the first check mark after it, the worker's own marks written in
+        order with its output (engine.eval.pipe). Where the log holds no build mark (its head cap dropped
+        it), the log's sizes when the stage messages arrived, which a short build can outrun."""
+        try:
+            marks = pipe.marked_stages(self.log_path.read_bytes())
+        except FileNotFoundError:
+            marks = []
+        builds = [end for stage, _, end in marks if stage == "build"]
+        if builds:
+            check = next((start for stage, start, _ in marks if stage == "check" and start >= builds[-1]), None)
+            return builds[-1], check
+        if self.stage_marks.get("build") is not None:
+            return self.stage_marks["build"], self.stage_marks.get("check")
+        return None
 
     def _log_text(self, start: int = 0, end: int | None = None) -> str:
         try:
@@ -319,6 +336,7 @@ class WorkerSupervisor:
                 data = log.read() if end is None else log.read(max(0, end - start))
         except FileNotFoundError:
             return ""
+        data = pipe.without_marks(data)
         if len(data) > LOG_LIMIT_BYTES:
             half = LOG_LIMIT_BYTES // 2
             data = data[:half] + b"\n[... log truncated ...]\n" + data[-half:]
@@ -336,8 +354,9 @@ class WorkerSupervisor:
             if self.build:
                 result.build = EvalResult.from_dict({"status": "", "build": self.build}).build
             self._explain_death(result, returncode, timed_out)
-        if self.stage_marks.get("build") is not None:
-            result.build.log = self._log_text(self.stage_marks["build"], self.stage_marks.get("check"))
+        build_span = self._build_span()
+        if build_span is not None:
+            result.build.log = self._log_text(*build_span)
         if not result.build.extensions and self.build_dirs and self.final is None:
             result.build = BuildInfo(
                 log=result.build.log,

@@ -13,6 +13,7 @@ this worker never outlives one evaluation, so a poisoned context is never reused
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -34,6 +35,7 @@ from engine.eval.pipe import (
     STAGE,
     VERDICT_FD_ENV,
     Channel,
+    stage_mark,
 )
 from engine.eval.result import (
     CANDIDATE_SIDE,
@@ -76,6 +78,8 @@ class Evaluation:
     def stage(self, name: str) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
+        with contextlib.suppress(OSError):  # the output's mark cuts the build log (engine.eval.pipe)
+            os.write(2, stage_mark(name))
         self.result.stage = name
         self.channel.send(STAGE, stage=name)
 
