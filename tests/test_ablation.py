@@ -130,14 +130,32 @@ def test_a_suspect_the_replay_probe_deferred_is_called_on_the_tensors_it_saw_and
     switches = ablation.switches([extensions["split_a"]], ["split"])
     new = _kernel(extensions["split_a"], memo)
     seen = [__import__("torch").randn(64)]
-    new(*seen)  # the probe's seen call: a memo keeps its answer
+    new(*seen)  # a timed call on a timing set: a memo keeps its answer
     worker = _Worker(switches, suspect=seen)
     refused = late.own_kernels_unneeded(worker, None, lambda x: x * 2, new)
     assert refused is memo and worker.rules == (["output-replayed"] if memo else [])
-    assert worker.result.kernel_share["ablation"]["on"] == "the replay probe's seen inputs"
-    assert not memo or "with every launch of its own kernels switched off, it still returned their answer" in worker.result.messages[-1]
+    ablated = worker.result.kernel_share["ablation"]
+    assert ablated["outcome"] == ("unneeded" if memo else "needed")  # new inputs first: needed by both
+    assert ablated["seen"]["outcome"] == ("unneeded" if memo else "needed")
+    assert not memo or "it answered new inputs wrong but still returned the answer for inputs the timing had used" in worker.result.messages[-1]
 
     fresh_memo = _kernel(extensions["split_a"], memo=True)
     fresh_memo(*seen)  # not suspected: new tensors of the stage's own seed, the rule is the ablation's own
     worker = _Worker(switches, suspect=None)
     assert late.own_kernels_unneeded(worker, None, lambda x: x * 2, fresh_memo) is False and worker.rules == []
+    assert "seen" not in worker.result.kernel_share["ablation"]
+
+
+def test_a_suspect_whose_work_is_all_in_pytorch_is_named_for_that_not_for_a_replay(
+    extensions: dict[str, types.ModuleType],
+) -> None:
+    """On the H100 a kernel that launches a no-op beside cuDNN's convolution was a replay suspect; with
+    its kernels off it answers any input right, so the ablation on new inputs names it first."""
+    from engine.eval import late
+
+    switches = ablation.switches([extensions["split_a"]], ["split"])
+    seen = [__import__("torch").randn(64)]
+    worker = _Worker(switches, suspect=seen)
+    assert late.own_kernels_unneeded(worker, None, lambda x: x * 2, lambda x: x * 2) is True
+    assert worker.rules == ["own-kernel-unneeded"]
+    assert worker.result.kernel_share["ablation"]["seen"]["outcome"] == "not run"

@@ -13,7 +13,6 @@ import pytest
 
 from engine.eval.evaluate import evaluate
 from engine.eval.options import EvalOptions
-from engine.eval.replay import SEEN_CALLS
 from engine.eval.result import EvalResult
 from engine.eval.timing import TimingPlan
 from tests.fixtures.trust.cpu_trust import candidate, failing_load
@@ -51,13 +50,15 @@ def test_a_value_keyed_memo_is_refused_as_replayed(ext_cache: Path) -> None:
 
 @pytest.mark.slow
 def test_an_honest_kernel_whose_first_call_on_new_inputs_waits_is_not_a_replay(ext_cache: Path) -> None:
-    # the wait a busy machine adds to a call, made certain: 30 ms of wall time and no work on each new input.
+    # the wait a busy machine adds to a call, made certain: 30 ms of wall time and no work on each input's first call.
     # The probe's CPU clock sees the same work on every call; a wall clock would see a memo's 10x.
     waits = candidate("matmul_naive").replace(
         "        return ext.matmul_naive(a, b)",
         "        import time\n"
-        "        if getattr(self, 'last', None) is None or not torch.equal(self.last, a):\n"
-        "            self.last = a.clone()\n"
+        "        seen = self.__dict__.setdefault('seen_inputs', set())\n"
+        "        key = tuple(a.flatten()[:8].tolist())\n"
+        "        if key not in seen:  # the first call on these inputs\n"
+        "            seen.add(key)\n"
         "            time.sleep(0.03)\n"
         "        return ext.matmul_naive(a, b)",
     )
@@ -85,6 +86,18 @@ def _compare(expected, got) -> _Same:  # noqa: ANN001
     import torch
 
     return _Same(bool(torch.equal(expected, got)), "values differ")
+
+
+def _timed(fn, sets: list, calls: int = 12):  # noqa: ANN001, ANN202
+    """The rotation the timing would leave: ``fn`` called round the ``sets``, its kept outputs drawn."""
+    from engine.eval.replay import Rotation
+
+    rotation = Rotation(fn, sets, expected_calls=calls)
+    for call in range(calls):
+        if call == len(sets):
+            rotation.sample_from_here()
+        rotation()
+    return rotation
 
 
 def _rotation_of(fn, n_sets: int = 3, calls: int = 20):  # noqa: ANN001, ANN202
@@ -182,6 +195,7 @@ def _probe_of(kernels: _Kernels, evidence: bool):  # noqa: ANN202
 
     reference = _Kernels(memo=False).own
     sets = [[torch.randn(384, 384, generator=torch.Generator().manual_seed(i))] for i in range(2)]
+    timed = [[torch.randn(384, 384, generator=torch.Generator().manual_seed(10 + i))] for i in range(3)]
 
     def close(expected, got) -> _Same:  # noqa: ANN001
         return _Same(bool(torch.allclose(expected, got, rtol=1e-4, atol=1e-4)), "values differ")
@@ -190,8 +204,10 @@ def _probe_of(kernels: _Kernels, evidence: bool):  # noqa: ANN202
         call()
         return next(times)
 
-    times = iter(([8.0] + [1.0] * SEEN_CALLS) * len(sets))  # first calls 8x the rest: well past the time rule's ratio
-    return probe(kernels, reference, sets, scripted_clock, close, None, kernels.launches if evidence else None)
+    times = iter([8.0, 1.0] * len(sets))  # each first call 8x the seen call after it: well past the time rule's ratio
+    answers = [reference(*inputs) for inputs in timed]
+    rotation = _timed(kernels, timed, calls=6)  # the timing's calls on its sets: a memo keeps their answers
+    return probe(kernels, reference, sets, scripted_clock, close, rotation, answers, None, kernels.launches if evidence else None)
 
 
 def test_where_the_binary_tells_a_seen_call_that_launches_no_own_kernel_is_a_replay_and_one_that_does_is_not() -> None:
@@ -482,25 +498,31 @@ class _LateMemo:
         return y
 
 
-def _probe_cpu_clock(candidate):  # noqa: ANN001, ANN202 - the probe with the CPU timer's own clock, no evidence
+def _probe_cpu_clock(candidate):  # noqa: ANN001, ANN202 - the timing's calls, then the probe, on the CPU clock
     import torch
 
     from engine.eval.replay import probe
     from engine.eval.timing import make_timer
 
-    sets = [[torch.randn(384, 384, generator=torch.Generator().manual_seed(i))] for i in range(2)]
+    def inputs(seed: int) -> list:
+        return [torch.randn(384, 384, generator=torch.Generator().manual_seed(seed))]
+
+    sets, timed = [inputs(i) for i in range(2)], [inputs(10 + i) for i in range(3)]
     close = lambda e, g: _Same(bool(torch.allclose(e, g, rtol=1e-4, atol=1e-4)), "values differ")  # noqa: E731
+    reference = _LateMemo(replays=False)
     # one thread, as the worker runs a CPU evaluation (cpu_threads): the process's clock would otherwise also
     # count torch's other threads spinning after the flush (CI measured a lookup at 1.3 ms that way)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return probe(candidate, _LateMemo(replays=False), sets, make_timer(torch.device("cpu")).busy_time_once, close)
+        rotation = _timed(candidate, timed)  # the timing's calls: each of its sets called several times
+        answers = [reference(*timed_set) for timed_set in timed]
+        return probe(candidate, reference, sets, make_timer(torch.device("cpu")).busy_time_once, close, rotation, answers)
     finally:
         torch.set_num_threads(threads)
 
 
-def test_a_memo_that_waits_for_a_repeat_before_it_replays_is_seen_on_the_probes_later_calls() -> None:
+def test_a_memo_that_waits_for_repeats_before_it_replays_is_seen_on_the_timings_sets() -> None:
     _, verdict = _probe_cpu_clock(_LateMemo(replays=True))
     assert verdict.rule == "output-replayed" and verdict.by_time, verdict.message
     _, verdict = _probe_cpu_clock(_LateMemo(replays=False))  # the same work every call: no replay
@@ -512,16 +534,93 @@ def test_one_seen_call_slowed_by_a_busy_machine_does_not_hide_a_replay() -> None
 
     from engine.eval.replay import probe
 
-    times = iter([8.0, 9.0, 1.0, 1.0] * 2)  # per set: fresh, then a seen call preempted, then two that were not
+    times = iter([8.0, 9.0, 8.0, 1.0])  # per set: fresh, then the seen call (the first one preempted)
 
     def clock(call) -> float:  # noqa: ANN001
         call()
         return next(times)
 
     sets = [[torch.randn(384, 384, generator=torch.Generator().manual_seed(i))] for i in range(2)]
+    timed = [[torch.randn(384, 384, generator=torch.Generator().manual_seed(10 + i))] for i in range(3)]
     close = lambda e, g: _Same(bool(torch.allclose(e, g, rtol=1e-4, atol=1e-4)), "values differ")  # noqa: E731
-    measured, verdict = probe(_Kernels(memo=True), _Kernels(memo=False).own, sets, clock, close)
-    assert measured.seen_ms == [1.0, 1.0] and verdict.rule == "output-replayed" and verdict.by_time
+    memo = _Kernels(memo=True)
+    answers = [_Kernels(memo=False).own(*timed_set) for timed_set in timed]
+    measured, verdict = probe(memo, _Kernels(memo=False).own, sets, clock, close, _timed(memo, timed, calls=6), answers)
+    assert measured.seen_ms == [9.0, 1.0] and verdict.rule == "output-replayed" and verdict.by_time
+
+
+def test_a_seen_call_that_returns_another_timing_sets_answer_is_a_replay() -> None:
+    import torch
+
+    from engine.eval.replay import probe
+
+    timed = [[torch.full((4,), float(10 + i))] for i in range(3)]
+    answers = [t[0] * 2 for t in timed]
+    stale = lambda x: answers[1].clone() if float(x[0]) == 10.0 else x * 2  # noqa: E731 - set 1's answer for set 0
+    sets = [[torch.full((4,), float(i))] for i in range(2)]
+    same = lambda e, g: _Same(bool(torch.equal(e, g)), "values differ")  # noqa: E731
+
+    def clock(call) -> float:  # noqa: ANN001
+        call()
+        return 1.0
+
+    rotation = _timed(lambda x: x * 2, timed)  # honest while timed
+    _, verdict = probe(stale, lambda x: x * 2, sets, clock, same, rotation, answers)
+    assert verdict.rule == "output-replayed" and "a call on timing set 0" in verdict.message
+    assert "the answer for timing set 1" in verdict.message
+    _, verdict = probe(stale, lambda x: x * 2, sets, clock, same, rotation, None)  # answers not known: not compared
+    assert verdict.rule is None
+
+
+def test_a_seen_call_that_hands_back_the_storage_its_timed_call_returned_is_a_replay() -> None:
+    import torch
+
+    from engine.eval.replay import probe
+
+    timed = [[torch.full((4,), float(10 + i))] for i in range(3)]
+    kept: dict[int, torch.Tensor] = {}
+    after_timing = [False]
+
+    def by_pointer(x):  # noqa: ANN001, ANN202 - each input's first answer kept by its pointer, handed back after timing
+        if after_timing[0] and x.data_ptr() in kept:
+            return kept[x.data_ptr()]
+        out = x * 2
+        kept.setdefault(x.data_ptr(), out)
+        return out
+
+    rotation = _timed(by_pointer, timed)
+    after_timing[0] = True
+    sets = [[torch.full((4,), float(i))] for i in range(2)]
+    same = lambda e, g: _Same(bool(torch.equal(e, g)), "values differ")  # noqa: E731
+    _, verdict = probe(by_pointer, lambda x: x * 2, sets, lambda call: call() or 1.0, same, rotation, [t[0] * 2 for t in timed])
+    assert verdict.rule == "output-replayed" and "same storage as the warm-up call on input set 0" in verdict.message
+
+
+def test_the_probe_lets_each_sets_outputs_go_before_the_next_sets_calls() -> None:
+    """The timing's calls let their outputs go; a probe that kept every output alive made each next call
+    allocate new memory inside its timed span, which read an honest first call as slow."""
+    import weakref
+
+    import torch
+
+    from engine.eval.replay import probe
+
+    made: list[weakref.ref] = []
+    alive_at_call: list[int] = []
+
+    def honest(x):  # noqa: ANN001, ANN202
+        alive_at_call.append(sum(ref() is not None for ref in made))
+        out = x * 2
+        made.append(weakref.ref(out))
+        return out
+
+    timed = [[torch.full((4,), float(10 + i))] for i in range(3)]
+    rotation = _timed(lambda x: x * 2, timed)
+    sets = [[torch.full((4,), float(i))] for i in range(2)]
+    same = lambda e, g: _Same(bool(torch.equal(e, g)), "values differ")  # noqa: E731
+    _, verdict = probe(honest, lambda x: x * 2, sets, lambda call: call() or 1.0, same, rotation, [t[0] * 2 for t in timed])
+    assert verdict.rule is None and not verdict.incorrect, verdict.message
+    assert alive_at_call == [0, 1, 0, 1]  # each set's seen call beside its fresh output, nothing from the set before
 
 
 def test_the_profiler_is_asked_only_where_seen_calls_are_faster_by_a_margin_a_memo_could_gain() -> None:
@@ -530,8 +629,8 @@ def test_the_profiler_is_asked_only_where_seen_calls_are_faster_by_a_margin_a_me
 
     from engine.eval.replay import REPLAY_MIN_GAP_MS, probe
 
-    def timed(fresh_ms: float, seen_ms: float):  # noqa: ANN202 - a clock that reads fresh, then seen for each seen call
-        times = iter(([fresh_ms] + [seen_ms] * SEEN_CALLS) * 2)
+    def timed(fresh_ms: float, seen_ms: float):  # noqa: ANN202 - a clock that reads fresh, then seen, for each set
+        times = iter([fresh_ms, seen_ms] * 2)
 
         def time_once(call) -> float:  # noqa: ANN001
             call()
@@ -549,9 +648,10 @@ def test_the_profiler_is_asked_only_where_seen_calls_are_faster_by_a_margin_a_me
     sets = [[torch.full((4,), float(i))] for i in range(2)]
     same = lambda e, g: _Same(bool(torch.equal(e, g)))  # noqa: E731
     gap = REPLAY_MIN_GAP_MS
-    probe(lambda x: x * 2, lambda x: x * 2, sets, timed(gap * 0.9, gap * 0.3), same, None, own_launches)
+    rotation = _timed(lambda x: x * 2, sets)
+    probe(lambda x: x * 2, lambda x: x * 2, sets, timed(gap * 0.9, gap * 0.3), same, rotation, None, None, own_launches)
     assert asked == []  # 3x apart, but by less than the gap: not looked at
-    _, verdict = probe(lambda x: x * 2, lambda x: x * 2, sets, timed(gap * 4, gap), same, None, own_launches)
+    _, verdict = probe(lambda x: x * 2, lambda x: x * 2, sets, timed(gap * 4, gap), same, rotation, None, None, own_launches)
     assert asked == [1] and verdict.rule is None  # looked at once; its own kernels ran
 
 

@@ -16,6 +16,10 @@ from engine.eval.pipe import PROVISIONAL
 from engine.eval.values import clone
 
 Evaluation = Any  # engine.eval.worker.Evaluation, which imports this module (no import back: no cycle)
+# The ablation's new inputs: a seed no earlier stage called the candidate with (the check's trials from
+# seed + 1, timing's sets from + 1000, the replay probe's from + 2000 and its confirmation's from + 3000),
+# so a cache keyed by values cannot answer them.
+ABLATION_SEED = 5000
 
 
 def ablation_applies(ev: Evaluation) -> bool:
@@ -37,59 +41,72 @@ def ablation_applies(ev: Evaluation) -> bool:
 
 
 def own_kernels_unneeded(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
-    """One forward with the own kernels' launches switched off; True when its output still passes.
+    """One forward on new inputs with the own kernels' launches switched off; True when the rule it
+    finds refuses the kernel.
 
-    Where the replay probe found seen calls suspiciously fast and deferred to this stage
-    (engine.eval.replay, step 3), the forward takes the very tensors the probe's seen call took (so a
-    cache keyed by pointers hits as well as one keyed by values), and an output that still passes is
-    named ``output-replayed``: a result kept from an earlier call, not work left to PyTorch."""
+    An output that still passes is ``own-kernel-unneeded``: the work is all in PyTorch. Where the replay
+    probe found seen calls suspiciously fast and deferred to this stage (engine.eval.replay, step 3) and
+    the own kernels are needed on new inputs, one more such forward takes a timing set's very tensors,
+    called many times (so a cache keyed by pointers hits as well as one keyed by values): an output that
+    passes there is ``output-replayed``, a result kept from an earlier call. New inputs come first so that
+    a kernel that leaves its work to PyTorch is named for that, not for a replay (on the H100 a cuDNN
+    convolution's timing made such a kernel a suspect)."""
     import torch
-
-    from engine.eval.ablation import Ablated
-    from engine.eval.compare import compare_outputs
-    from engine.eval.degenerate import weak_failure
 
     ev.stage("ablation")
     started = time.monotonic()
     suspect = getattr(ev, "replay_suspect", None)
-    inputs = suspect if suspect is not None else ev.make_inputs(task, ev.job.seed + 2000)
     with torch.no_grad():
-        expected = reference(*clone(inputs))
-        ev.sync()
-        ev.poison()
-        try:
-            with Ablated(ev._ablation_switches):
-                got = new(*(inputs if suspect is not None else clone(inputs)))
-                ev.sync()
-            outcome = compare_outputs(expected, got, ev.job.tolerances)
-            passed, how = outcome.passed, outcome.message or "its output still passes"
-            weak = passed and weak_failure(ev.result.weak_outputs, expected, got, inputs)
-            if weak:  # on a weak task zeros pass the value check: the full check decides
-                passed, how = False, f"{weak} without them"
-        except Exception as error:  # noqa: BLE001 - without its kernels the forward may fail: they are needed
-            passed, how = False, f"{type(error).__name__}: {str(error)[:200]}"
-    record = {"outcome": "unneeded" if passed else "needed", "seconds": time.monotonic() - started, "how": how}
+        passed, how = _ablated_forward(ev, reference, new, ev.make_inputs(task, ev.job.seed + ABLATION_SEED), fresh=True)
+        replayed, seen_how = False, ""
+        if suspect is not None and not passed:
+            replayed, seen_how = _ablated_forward(ev, reference, new, suspect, fresh=False)
+    record = {"outcome": "unneeded" if passed or replayed else "needed", "seconds": time.monotonic() - started, "how": how}
     if suspect is not None:
-        record["on"] = "the replay probe's seen inputs"
+        record["seen"] = {"outcome": "unneeded" if replayed else "needed" if not passed else "not run", "how": seen_how}
     share = ev.result.kernel_share if ev.result.kernel_share is not None else {}
     share["test"], share["ablation"] = "ablation", record
     ev.result.kernel_share = share
-    if not passed:
-        return False
-    if suspect is not None:
+    if replayed:
         replay = ev.result.settings.get("replay") or {}
         return ev.guard(
             "output-replayed",
-            f"after timing, calls on inputs it had just seen took {replay.get('seen_median_ms') or 0:.4f} ms against "
-            f"{replay.get('fresh_median_ms') or 0:.4f} ms on new ones, and on those inputs, with every launch of its "
-            "own kernels switched off, it still returned their answer: it returns results it kept (a cache keyed "
-            "by the inputs)",
+            f"after timing, calls on inputs it had seen took {replay.get('seen_median_ms') or 0:.4f} ms against "
+            f"{replay.get('fresh_median_ms') or 0:.4f} ms on new ones; with every launch of its own kernels switched "
+            "off it answered new inputs wrong but still returned the answer for inputs the timing had used: it "
+            "returns results it kept (a cache keyed by the inputs)",
         )
+    if not passed:
+        return False
     return ev.guard(
         "own-kernel-unneeded",
         "with every launch of the source's own kernels switched off, the output still matches the "
         "reference: the result does not need them (the work is all in PyTorch)",
     )
+
+
+def _ablated_forward(ev: Evaluation, reference: Any, new: Any, inputs: Any, fresh: bool) -> tuple[bool, str]:
+    """One forward with the own kernels switched off: whether its output passes, and how. ``fresh``:
+    inputs the candidate has not seen (called on copies); else the very tensors it has."""
+    from engine.eval.ablation import Ablated
+    from engine.eval.compare import compare_outputs
+    from engine.eval.degenerate import weak_failure
+
+    expected = reference(*clone(inputs))
+    ev.sync()
+    ev.poison()
+    try:
+        with Ablated(ev._ablation_switches):
+            got = new(*(clone(inputs) if fresh else inputs))
+            ev.sync()
+        outcome = compare_outputs(expected, got, ev.job.tolerances)
+        passed, how = outcome.passed, outcome.message or "its output still passes"
+        weak = passed and weak_failure(ev.result.weak_outputs, expected, got, inputs)
+        if weak:  # on a weak task zeros pass the value check: the full check decides
+            passed, how = False, f"{weak} without them"
+    except Exception as error:  # noqa: BLE001 - without its kernels the forward may fail: they are needed
+        passed, how = False, f"{type(error).__name__}: {str(error)[:200]}"
+    return passed, how
 
 
 def shapes_refused(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:

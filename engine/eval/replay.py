@@ -11,27 +11,32 @@ as a lookup, and was caught only when the profiling pass happened to repeat inpu
    to another set's answer is a replay, any other mismatch means the timed path is not the checked one,
    and the same storage for two kept calls is a result returned again.
 2. **A probe after timing**, on ``PROBE_SETS`` input sets the candidate has never seen. Each set's
-   first call (*fresh*, after the reference's untimed call on it) and ``SEEN_CALLS`` more calls on the
-   very same tensors (*seen*; the least of their times counts) are timed with the timer's own flush, and
-   every output compared with the reference's. A candidate whose seen calls run ``REPLAY_RATIO`` times
-   faster than its fresh one on every set is replaying: a memo keyed by the inputs (pointers or values)
-   computes on the fresh call and looks up on a seen one, where an honest kernel takes the same time (the
-   L2 is flushed before each). The least of several seen calls is what a memo that waits for a repeat or
-   two before it replays shows, and a machine busy elsewhere only ever lengthens a call. On CPU the clock
-   is the process's CPU time (``busy_time_once``): a preempted call keeps its work, so a loaded machine
-   neither hides a memo nor makes an honest kernel's first call look like one. It runs after timing,
-   when a cache that waits for many calls before it starts is already on.
+   first call (*fresh*, after the reference's untimed call on it) is timed with the timer's own flush,
+   and right after it one call on one of the timing's sets (*seen*: called dozens of times by then),
+   timed the same way; each output is compared with its answer, and by storage with the outputs the
+   timing keeps alive, as soon as it returns, and let go after its set (see :func:`probe`). A candidate whose fresh calls run
+   ``REPLAY_RATIO`` times slower than its seen ones is replaying: a memo keyed by the inputs (pointers or
+   values) computes on the fresh call and looks up on the seen one, where an honest kernel takes the same
+   time (the L2 is flushed before each). A memo that waits for a few repeats before it replays is on by
+   then. The two calls are made side by side so that the GPU's clocks and the host's state are the same
+   for both: compared with the lower quartile of the timing's own calls instead, an honest cuDNN
+   convolution's first call after timing was more than 1.5x slower on the H100 (session 21). On CPU the clock is the
+   process's CPU time (``busy_time_once``): a preempted call keeps its work, so a loaded machine neither
+   hides a memo nor makes an honest kernel's first call look like one. It runs after timing, when a
+   cache that waits for many calls before it starts is already on. Until session 21 the probe made
+   three seen calls on each probe set's own tensors: ten model calls in all, now six.
 3. **The binary decides where it can.** Time alone does not separate a memo from an honest kernel: on the
    H200 an honest kernel's fresh call measured 2.5x its seen one, a value-keyed memo's 2.4x
    (benchmarks/RESULTS.md). So on CUDA, where the launch check attributed kernels to the candidate's own
-   binary, a seen call ``SUSPECT_RATIO`` times faster than the fresh one is run once more under the
-   profiler: if it launches none of the candidate's own kernels, it returned a result it kept
+   binary, seen calls ``SUSPECT_RATIO`` times faster than fresh ones have one call on a timing set run
+   under the profiler: if it launches none of the candidate's own kernels, it returned a result it kept
    (``output-replayed``); if it launches them, the time difference is not a replay and nothing is refused.
    Where every extension was split-built, the ablation stage answers the same question for the cost of
    one call (the profiler a timing worker has not started costs seconds: 4-6 s a pair on the H200's
    leaderboard run, where honest µs kernels' fresh calls measured up to 13x their seen ones): the probe
-   then *defers* (``DEFERRED``), and that stage calls the candidate on the very tensors it saw, its own
-   kernels switched off; an answer still right is a replay (engine.eval.late).
+   then *defers* (``DEFERRED``), and that stage calls the candidate on a timing set's very tensors, its
+   own kernels switched off; an answer still right there, and wrong on new inputs, is a replay
+   (engine.eval.late).
    Only where there is no such evidence (CPU, no attribution) does time decide, at ``REPLAY_RATIO`` and
    confirmed by the caller on more new sets, so scheduling noise cannot refuse an honest kernel.
 
@@ -51,7 +56,6 @@ from typing import Any
 
 SETS = 3  # input sets the timing cycles over
 PROBE_SETS = 2  # new input sets per probe after timing
-SEEN_CALLS = 3  # calls on each probe set after its first; the least of their times is the seen time
 # Fresh-call time over seen-call time beyond which results are being replayed. A memo pays only where the
 # work costs far more than the lookup (a copy of the answer, or a read of the inputs to compare them), so
 # its ratio is large; honest kernels' first calls on new memory measured up to 2.5x (benchmarks/RESULTS.md).
@@ -108,12 +112,19 @@ def _shared_storage(outputs: list[tuple[str, Any]], inputs: list[list[Any]]) -> 
 def _judge(output: Any, index: int, expected: list[Any], compare: Compare, what: str) -> Verdict | None:
     """None when ``output`` is set ``index``'s answer; else a replay (it is another set's answer) or a
     plain wrong answer."""
-    outcome = compare(expected[index], output)
+    others = [(f"set {other}", answer) for other, answer in enumerate(expected) if other != index]
+    return _judge_among(output, expected[index], others, compare, what)
+
+
+def _judge_among(output: Any, answer: Any, others: list[tuple[str, Any]], compare: Compare, what: str) -> Verdict | None:
+    """None when ``output`` is ``answer``; a replay when it is one of the ``others`` (named answers to
+    other inputs); else a plain wrong answer."""
+    outcome = compare(answer, output)
     if outcome.passed:
         return None
-    for other, answer in enumerate(expected):
-        if other != index and compare(answer, output).passed:
-            return Verdict("output-replayed", message=f"{what} returned the answer for set {other}: a result replayed from other inputs")
+    for name, other in others:
+        if compare(other, output).passed:
+            return Verdict("output-replayed", message=f"{what} returned the answer for {name}: a result replayed from other inputs")
     return Verdict(incorrect=True, message=f"{what}: {outcome.message}")
 
 
@@ -167,6 +178,11 @@ class Rotation:
             return
         self._next_draw = self.calls + int(math.log(1.0 - draws.random()) / math.log(1.0 - self._weight)) + 1
 
+    def alive(self) -> list[tuple[str, Any]]:
+        """The outputs this rotation keeps alive, named: the warm-up's and the kept timed calls'."""
+        warm = [(f"the warm-up call on input set {i}", out) for i, out in enumerate(self.first_outputs())]
+        return warm + [(f"timed call {call} (input set {which})", out) for call, which, out in self.samples()]
+
     def first_outputs(self) -> list[Any]:
         """The output of the first call on each set (the warm-up's), in set order."""
         return [self.kept[call][1] for call in range(len(self.sets)) if call in self.kept]
@@ -202,9 +218,7 @@ def check_warmup(candidate: Rotation, reference: Rotation, compare: Compare) -> 
 def check_samples(candidate: Rotation, expected: list[Any], compare: Compare) -> Verdict:
     """Step 1's check after timing: each kept timed output against the reference's answer on its set."""
     samples = candidate.samples()
-    warm = [(f"the warm-up call on input set {i}", out) for i, out in enumerate(candidate.first_outputs())]
-    timed = [(f"timed call {call} (input set {which})", out) for call, which, out in samples]
-    shared = _shared_storage(warm + timed, candidate.sets)
+    shared = _shared_storage(candidate.alive(), candidate.sets)
     if shared is not None:
         return shared
     for call, which, output in samples:
@@ -216,7 +230,7 @@ def check_samples(candidate: Rotation, expected: list[Any], compare: Compare) ->
 
 @dataclass
 class Probe:
-    """One probe's times per set: the first call on new inputs and the second on the same tensors."""
+    """One probe's times per set: the first call on new inputs, and the call on a timing set after it."""
 
     fresh_ms: list[float] = field(default_factory=list)
     seen_ms: list[float] = field(default_factory=list)
@@ -229,11 +243,12 @@ class Probe:
         }
 
     def replayed(self) -> bool:
-        """Every set's first call ``REPLAY_RATIO`` times slower than its second, the medians
-        ``REPLAY_MIN_GAP_MS`` apart."""
+        """Every set's first call ``REPLAY_RATIO`` times slower than the least seen call (one seen call
+        that a busy machine slowed does not hide a replay), the medians ``REPLAY_MIN_GAP_MS`` apart."""
         if not self.fresh_ms:
             return False
-        every = all(f > REPLAY_RATIO * s for f, s in zip(self.fresh_ms, self.seen_ms, strict=True))
+        least = min(self.seen_ms)
+        every = all(f > REPLAY_RATIO * least for f in self.fresh_ms)
         return every and median(self.fresh_ms) - median(self.seen_ms) > REPLAY_MIN_GAP_MS
 
     def suspect(self) -> bool:
@@ -252,51 +267,54 @@ def probe(
     sets: list[list[Any]],
     time_once: Callable[[Callable[[], object]], float],
     compare: Compare,
+    timed: Rotation,
+    timed_answers: list[Any] | None,
     copies: Callable[[list[Any]], list[Any]] | None = None,
     own_launches: OwnLaunches | None = None,
 ) -> tuple[Probe, Verdict]:
-    """Steps 2 and 3 of the module docstring; ``time_once`` is the timer's flushed single-call clock.
-    ``copies``: given where the reference changes its inputs, a function that copies a set, so each call
-    is compared with the reference on the inputs as that call found them. ``own_launches``: given where
-    the candidate's own kernels are known from its binary (step 3)."""
+    """Steps 2 and 3 of the module docstring; ``time_once`` is the timer's flushed single-call clock,
+    ``timed`` the rotation the candidate was timed through (its sets are the seen ones, and the outputs
+    it keeps alive must never be handed out again) and ``timed_answers`` those sets' answers (None where
+    they are not known: the reference changes its inputs). ``copies``: given where the reference changes
+    its inputs, a function that copies a set, so each fresh call is compared with the reference on the
+    inputs as that call found them. ``own_launches``: given where the candidate's own kernels are known
+    from its binary (step 3).
+
+    Each call is judged as soon as it returns and its output let go after its set's two calls: an output
+    kept alive to the end made the next call's allocations new memory (a cudaMalloc inside the timed
+    call, which the timing's own calls never paid), and honest first calls read as suspects."""
     measured = Probe()
-    calls = 1 + SEEN_CALLS
-    outputs: list[tuple[str, Any]] = []  # every output stays alive to the end: no storage handed out twice
-    answers: list[list[Any]] = [[] for _ in range(calls)]  # by call, each set's answer as that call found it
+    seen_sets = timed.sets
+    kept = timed.alive()
+    timed_named = [(f"timing set {i}", answer) for i, answer in enumerate(timed_answers or [])]
+    answers: list[tuple[str, Any]] = []  # the probe sets' answers so far, named
     for index, inputs in enumerate(sets):
         got: list[Any] = []
-        seen: list[float] = []
-        for call in range(calls):
-            # The reference runs first, untimed: it gives the answer and touches the new inputs' memory, so
-            # the candidate's first call does not pay for the pages' first use (on the H200 an honest kernel's
-            # first call on new memory measured up to 2.5x its second when it went first).
-            if call == 0 or copies:
-                answer = reference(*copies(inputs)) if copies else reference(*inputs)
-            took = time_once(lambda: got.append(candidate(*inputs)))  # noqa: B023 - called at once
-            if copies:  # an in-place answer is its input, which the next call changes again: keep it as it was
-                got[-1] = copies([got[-1]])[0]
-            answers[call].append(answer)
-            if call == 0:
-                measured.fresh_ms.append(took)
-            else:
-                seen.append(took)
-            outputs.append((f"call {call + 1} on probe set {index}" if call else f"the first call on probe set {index}", got[-1]))
-        measured.seen_ms.append(min(seen))
+        # The reference runs first, untimed: it gives the answer and touches the new inputs' memory, so the
+        # candidate's first call does not pay for the pages' first use (on the H200 an honest kernel's first
+        # call on new memory measured up to 2.5x its second when it went first).
+        answer = reference(*copies(inputs)) if copies else reference(*inputs)
+        measured.fresh_ms.append(time_once(lambda: got.append(candidate(*inputs))))  # noqa: B023 - called at once
+        if copies:  # an in-place answer is its input, which a later call changes again: keep it as it was
+            got[-1] = copies([got[-1]])[0]
+        which = index % len(seen_sets)
+        measured.seen_ms.append(time_once(lambda: got.append(candidate(*seen_sets[which]))))  # noqa: B023
+        fresh_name, seen_name = f"the first call on probe set {index}", f"a call on timing set {which} after probe set {index}"
+        wrong = _shared_storage([*kept, (fresh_name, got[0]), (seen_name, got[1])], [*seen_sets, inputs]) or _judge_among(
+            got[0], answer, answers + timed_named, compare, fresh_name
+        )
+        if wrong is None and timed_answers is not None:
+            others = [named for i, named in enumerate(timed_named) if i != which] + answers + [(f"probe set {index}", answer)]
+            wrong = _judge_among(got[1], timed_answers[which], others, compare, seen_name)
+        if wrong is not None:
+            wrong.figures = measured.figures()
+            return measured, wrong
+        answers.append((f"probe set {index}", answer))
+        got.clear()  # let go before the next set's calls, as the timing's calls let theirs go
     figures = measured.figures()
-    shared = _shared_storage(outputs, sets)
-    if shared is not None:
-        shared.figures = figures
-        return measured, shared
-    for index in range(len(sets)):
-        for call in range(calls):
-            name, output = outputs[calls * index + call]
-            wrong = _judge(output, index, answers[call], compare, name)
-            if wrong is not None:
-                wrong.figures = figures
-                return measured, wrong
     fresh, seen = figures["fresh_median_ms"], figures["seen_median_ms"]
     if own_launches is not None and measured.suspect():
-        again = sets[0]
+        again = seen_sets[0]
         launched = own_launches(lambda: candidate(*again))
         if launched == DEFERRED:
             figures["decided_by"] = "ablation"
@@ -307,17 +325,17 @@ def probe(
                 return measured, Verdict(figures=figures)
             return measured, Verdict(
                 "output-replayed",
-                message=f"after timing, a call on inputs it had just seen launched none of its own kernels, which "
-                f"its checked forward launched, and took {seen:.4f} ms where its first calls on new inputs took "
-                f"{fresh:.4f} ms: it returns results it kept (a cache keyed by the inputs)",
+                message=f"after timing, a call on inputs it had seen many times launched none of its own kernels, "
+                f"which its checked forward launched, and took {seen:.4f} ms where its first calls on new inputs "
+                f"took {fresh:.4f} ms: it returns results it kept (a cache keyed by the inputs)",
                 figures=figures,
             )
     if measured.replayed():
         return measured, Verdict(
             "output-replayed",
-            message=f"after timing, calls on inputs it had just seen took {seen:.4f} ms, its first calls on new "
-            f"inputs {fresh:.4f} ms (medians of {len(sets)} sets): more than {REPLAY_RATIO:g}x apart on every set, "
-            "so results are being replayed (a cache keyed by the inputs)",
+            message=f"after timing, calls on inputs it had seen took {seen:.4f} ms, its first calls on new inputs "
+            f"{fresh:.4f} ms (medians of {len(sets)} sets): more than {REPLAY_RATIO:g}x apart on every set, so "
+            "results are being replayed (a cache keyed by the inputs)",
             figures=figures,
             by_time=True,
         )

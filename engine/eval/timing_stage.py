@@ -3,9 +3,10 @@
 In order: ``replay.SETS`` new input sets; both models timed over them in turn (engine.eval.timing), each
 timed call preceded by the L2 flush and, on CUDA, the persisting-L2 reset (engine.eval.l2), the warm-up's
 one call per set verified before any call is timed; the timed calls' kept outputs checked against their
-sets' answers; the replay probe on new sets, confirmed on more when it names a replay by time
-(engine.eval.replay), decided by the candidate's own launches where its binary tells them; the task's lower bounds; the two clocks compared (``timing-disagreement``). Any
-refusal ends the stage with the verdict already recorded.
+sets' answers; the replay probe (a first call on each new set, a call on a timing set beside it),
+confirmed on more new sets when it names a replay by time (engine.eval.replay), decided by the
+candidate's own launches where its binary tells them; the task's lower bounds; the two clocks compared
+(``timing-disagreement``). Any refusal ends the stage with the verdict already recorded.
 """
 
 from __future__ import annotations
@@ -35,13 +36,17 @@ def _refused(ev: Evaluation, verdict: Any, when: str = "") -> bool:
     return False
 
 
-def _probe(ev: Evaluation, task: Any, reference: Any, new: Any, timer: Any, compare: Any, parts: dict[str, float]) -> Any:
+def _probe(
+    ev: Evaluation, task: Any, reference: Any, candidate: Any, answers: Any, timer: Any, compare: Any, parts: dict[str, float]
+) -> Any:
     """The replay probe after timing, confirmed on other new sets when it names a replay by time; what its
     new inputs and its calls took goes into ``parts`` (milliseconds)."""
     from engine.eval import launches, replay
     from engine.eval.values import clone
 
+    new = candidate.fn
     copies = clone if ev.reference_mutates else None
+    seen = (candidate, None if ev.reference_mutates else answers.first_outputs())
     seeds = ev.job.seed + 2000
     started = time.monotonic()
     sets = [ev.make_inputs(task, seeds + i) for i in range(replay.PROBE_SETS)]
@@ -49,14 +54,14 @@ def _probe(ev: Evaluation, task: Any, reference: Any, new: Any, timer: Any, comp
     parts["inputs"] = _ms_since(started)
     clock = timer.busy_time_once  # on CPU, the work done, not the wall time
     started = time.monotonic()
-    probed, verdict = replay.probe(new, reference, sets, clock, compare, copies, launches.own_launches(ev))
+    probed, verdict = replay.probe(new, reference, sets, clock, compare, *seen, copies, launches.own_launches(ev))
     parts["probe"] = _ms_since(started)
     figures = {**probed.figures(), **verdict.figures}  # the seen call's own launches, where looked at
-    if verdict.deferred:  # the ablation stage calls it again on these very tensors, its kernels off
-        ev.replay_suspect = sets[0]
+    if verdict.deferred:  # the ablation stage calls it again on a timing set's tensors, its kernels off
+        ev.replay_suspect = candidate.sets[0]
     if verdict.by_time:  # named from times alone: it must show again on sets never seen
         others = [ev.make_inputs(task, seeds + 1000 + i) for i in range(replay.PROBE_SETS)]
-        again, verdict = replay.probe(new, reference, others, clock, compare, copies)
+        again, verdict = replay.probe(new, reference, others, clock, compare, *seen, copies)
         figures["confirmation"] = again.figures()
         figures["confirmed"] = verdict.by_time
     verdict.figures = figures
@@ -123,7 +128,7 @@ def time_stage(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
         if not ev.reference_mutates:
             sampled = replay.check_samples(candidate, answers.first_outputs(), compare)
         parts["samples"] = _ms_since(started)
-        probed = None if (sampled.rule or sampled.incorrect) else _probe(ev, task, reference, new, timer, compare, parts)
+        probed = None if (sampled.rule or sampled.incorrect) else _probe(ev, task, reference, candidate, answers, timer, compare, parts)
         ev.sync()
     ev.add_seconds("replay", started)
     ev.result.settings["replay"] = {
