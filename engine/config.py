@@ -44,7 +44,7 @@ ProviderName = Literal["openai", "anthropic"]
 DEVICES: tuple[str, ...] = get_args(Device)
 SANDBOX_MODES: tuple[str, ...] = get_args(SandboxMode)
 # how a worker process starts (engine.eval.forkserver): forked from a server that imported torch once, or
-# as a new interpreter; auto forks CPU workers and starts CUDA ones anew until forking is measured on a GPU
+# as a new interpreter; auto forks both CPU and CUDA workers (fork: the same; exec: never)
 WorkerStart = Literal["auto", "fork", "exec"]
 WORKER_STARTS: tuple[str, ...] = get_args(WorkerStart)
 METRIC_SETS: tuple[str, ...] = get_args(MetricSet)

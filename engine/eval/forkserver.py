@@ -12,8 +12,8 @@ What stays as it was: one process per evaluation, its own session and group, its
 environment and private home, its verdict on its own pipe; the supervisor sees a :class:`ForkedProcess`
 as it sees a ``subprocess.Popen``. Where a worker could not be kept apart from its siblings (Landlock
 without signal scopes under bubblewrap) or the server cannot start, workers start the usual way.
-``[eval] workers``: ``auto`` forks on CPU and, until it is measured on a GPU box, starts CUDA workers
-the usual way; ``fork`` forks for both; ``exec`` never forks. Unless ``$CUDAFORGE_KEEP_SERVER_S`` is 0,
+``[eval] workers``: ``auto`` and ``fork`` fork CPU and CUDA workers alike (``auto`` leaves
+``$CUDAFORGE_WORKERS`` the last word); ``exec`` never forks. Unless ``$CUDAFORGE_KEEP_SERVER_S`` is 0,
 the server is one kept for later commands (engine.eval.keptserver): found running, or started detached,
 in the background where the command is one-shot (its own worker then starts anew).
 """
@@ -285,15 +285,13 @@ _PENDING: dict[tuple[object, ...], concurrent.futures.Future] = {}  # kept serve
 
 
 def wanted(options: EvalOptions) -> bool:
-    """Whether these options' workers are forked (``[eval] workers``, above). Where they say ``auto``,
-    ``$CUDAFORGE_WORKERS`` (``fork`` or ``exec``) may choose instead: how the GPU box's tests and
-    benchmarks run forked CUDA workers before ``auto`` forks them."""
+    """Whether these options' workers are forked (``[eval] workers``, above): on CPU and CUDA alike, unless
+    they say ``exec``. Where they say ``auto``, ``$CUDAFORGE_WORKERS`` (``fork`` or ``exec``) may choose
+    instead: how a benchmark measures both ways on one box."""
     choice = options.workers
     if choice == "auto":
         choice = os.environ.get(WORKERS_ENV, "auto")
-    if choice == "fork":
-        return True
-    return choice == "auto" and options.device == "cpu"
+    return choice != "exec"
 
 
 def kept(options: EvalOptions) -> bool:

@@ -61,8 +61,7 @@ def workers_status(workers: str, sandbox: str, env: Mapping[str, str] | None = N
     if blocker:
         return "warn", f"each a new interpreter: {blocker}", "a kernel with Landlock ABI 6 (Linux 6.12+)"
     apart = "each confined to its own job folder by Landlock" if active != "off" else "no sandbox"
-    cuda = "CUDA ones too" if workers == "fork" else 'CUDA ones each a new interpreter ([eval] workers = "fork" forks them too)'
-    return "ok", f"CPU workers forked from one server that imported torch once ({apart}); {cuda}", ""
+    return "ok", f"CPU and CUDA workers forked from one server that imported torch once ({apart})", ""
 
 
 def _landlock_blocks_cuda(env: Mapping[str, str]) -> str | None:
