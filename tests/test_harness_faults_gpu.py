@@ -48,7 +48,7 @@ def test_an_oom_while_other_processes_hold_the_gpu_is_not_the_kernels(ext_cache:
         torch.cuda.empty_cache()
     assert result.status == "harness_error", result.messages
     assert result.harness_fault["kind"] == "oom-contention" and result.failed_side == "harness"
-    assert result.memory["at_oom"]["others_bytes"] > 100 * GiB
+    assert result.memory["at_oom"]["others_bytes"] > free - 8 * GiB  # the hog's share, on any card
     assert "other processes held most of it" in result.messages[-1]
 
 
@@ -66,14 +66,18 @@ def test_an_oom_of_the_kernels_own_making_is_its_runtime_error(ext_cache: Path) 
 
 
 def test_evalset_reruns_alone_an_oom_beside_another_evaluation(tmp_path: Path, ext_cache: Path) -> None:
-    """Two tasks with 6 GiB of inputs: the check holds ~14 copies of input or output at its peak (~85 GiB),
-    while the shape estimate says ~61 GiB each, so a budget that admits both at once makes at least one
-    run out of memory beside the other (issue 24's softmax case), and it must end correct after its rerun.
-    (At 12 GiB of inputs one check alone does not fit on an H200: seen on the device.)"""
+    """Two tasks whose inputs are 4.2% of the card (6 GiB on an H200, 3.3 GiB on an H100): the check holds
+    ~14 copies of input or output at its peak (~85 GiB on the H200), while the shape estimate says ~10,
+    so a budget that admits both at once makes at least one run out of memory beside the other (issue 24's
+    softmax case), and it must end correct after its rerun. (At 12 GiB of inputs one check alone does not
+    fit on an H200, nor 6 GiB on an H100: seen on the devices.)"""
+    import torch
+
+    input_bytes = int(torch.cuda.get_device_properties(0).total_memory * 0.042)
     pairs = tmp_path / "pairs"
     for name in ("huge_a", "huge_b"):
         (pairs / name).mkdir(parents=True)
-        (pairs / name / "task.py").write_text(relu_task(3 * GiB // 2))
+        (pairs / name / "task.py").write_text(relu_task(input_bytes // 4))
         (pairs / name / "kernel.py").write_text(RELU_CUDA)
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": python_path(), "CUDAFORGE_CACHE_DIR": str(ext_cache)}
@@ -93,4 +97,4 @@ def test_evalset_reruns_alone_an_oom_beside_another_evaluation(tmp_path: Path, e
         assert results[name]["messages"][0].startswith("retried alone on its GPU")
     summary = json.loads((out / "summary.json").read_text())
     assert sorted(summary["time"]["this_run"]["retried_alone"]) == sorted(retried)
-    assert all(r["memory"]["peak_reserved_bytes"] > 30 * GiB for r in results.values())
+    assert all(r["memory"]["peak_reserved_bytes"] > 5 * input_bytes for r in results.values())

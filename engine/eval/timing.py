@@ -84,15 +84,16 @@ def time_models(
     return Timing(
         speedup_interval=list(ratio_interval(samples["reference"], samples["candidate"])),
         method=timer.method,
-        candidate=TimingStats.from_samples(
-            samples["candidate"], _median(host["candidate"]) if host["candidate"] else None
-        ),
-        reference=TimingStats.from_samples(
-            samples["reference"], _median(host["reference"]) if host["reference"] else None
-        ),
+        candidate=_stats(samples["candidate"], host["candidate"]),
+        reference=_stats(samples["reference"], host["reference"]),
         l2_flush_bytes=timer.flush_bytes,
         warmup_calls=plan.warmup_calls,
     )
+
+
+def _stats(samples: list[float], host: list[float]) -> TimingStats:
+    """One model's statistics, with the median and the least of its host-clock calls."""
+    return TimingStats.from_samples(samples, _median(host) if host else None, min(host) if host else None)
 
 
 def _warm_up(fn: Callable[[], object], timer: _CpuTimer | _CudaTimer, plan: TimingPlan) -> None:

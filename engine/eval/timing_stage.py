@@ -15,7 +15,7 @@ import dataclasses
 import time
 from typing import Any
 
-from engine.eval.result import INCORRECT
+from engine.eval.result import INCORRECT, Timing
 
 Evaluation = Any  # engine.eval.worker.Evaluation, which imports this module (no import back: no cycle)
 
@@ -68,6 +68,20 @@ def _probe(
     return verdict
 
 
+def hidden_work(timing: Timing) -> str | None:
+    """``timing-disagreement``'s message when the candidate's host-clock calls took far more than its
+    events saw (engine.guard.runtime.timing_disagreement), else None. The candidate's least host-clock
+    call is compared, not their median: work hidden from the events (a side stream) is in every call,
+    while another process's kernels on a shared GPU only ever add to some. With six GPU tests at once on
+    an H100 (session 22) an honest ReLU's median of four host-clock calls passed the allowance. The
+    reference's median gap stays the allowance: a larger one only makes the rule more lenient."""
+    from engine.guard.runtime import timing_disagreement
+
+    candidate, reference = timing.candidate, timing.reference
+    host = candidate.host_min_ms if candidate.host_min_ms is not None else candidate.host_median_ms
+    return timing_disagreement(candidate.median_ms, host, reference.median_ms, reference.host_median_ms)
+
+
 def _ms_since(started: float) -> float:
     return round((time.monotonic() - started) * 1e3, 3)
 
@@ -89,8 +103,6 @@ def time_stage(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
     from engine.eval import floor, replay
     from engine.eval.compare import compare_outputs
     from engine.eval.timing import TimingPlan, make_timer, time_models
-    from engine.guard.runtime import timing_disagreement
-
     ev.stage("time")
     plan = ev.job.timing or TimingPlan()
     plan = dataclasses.replace(plan, warmup_calls=max(plan.warmup_calls, replay.SETS))  # one call per set at least
@@ -145,12 +157,7 @@ def time_stage(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
     l2 = ev.l2.message() if ev.l2 is not None else None
     if l2 and ev.guard("l2-persisting", l2):
         return False
-    message = ev.device.type == "cuda" and timing_disagreement(
-        timing.candidate.median_ms,
-        timing.candidate.host_median_ms,
-        timing.reference.median_ms,
-        timing.reference.host_median_ms,
-    )
+    message = ev.device.type == "cuda" and hidden_work(timing)
     if message and ev.guard("timing-disagreement", message):
         return False
     if timing.candidate.median_ms > 0:
