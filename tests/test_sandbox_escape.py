@@ -166,6 +166,11 @@ def run_eval(
         "AWS_SECRET_ACCESS_KEY": FAKE_AWS,
         "GITHUB_TOKEN": "ghp_SANDBOXLEAKtoken",
         "MY_SERVICE_SECRET": "SANDBOXLEAK-service",
+        # The worker's ancestors are this command, which holds the keys above: no server kept from an
+        # earlier command (detached, its environment the allow-list) between them. With one, a worker that
+        # walked up /proc met only that server and init, and a Landlock that let it read every process's
+        # /proc entry passed (the mutant landlock-reads-all-proc survived the kept servers of session 21).
+        "CUDAFORGE_KEEP_SERVER_S": "0",
     }
     if os.environ.get("CUDAFORGE_BWRAP"):
         env["CUDAFORGE_BWRAP"] = os.environ["CUDAFORGE_BWRAP"]
