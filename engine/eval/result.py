@@ -59,14 +59,9 @@ class TimingStats:
     host_median_ms: float | None = None
     #: the 95% bootstrap interval of ``median_ms`` (engine.eval.bootstrap); None in older records
     median_interval_ms: list[float] | None = None
-    #: the least of that host-clock pass: another process's work on a shared GPU only ever adds to a call,
-    #: while work hidden from the events is in each one (engine.eval.timing_stage.hidden_work)
-    host_min_ms: float | None = None
 
     @classmethod
-    def from_samples(
-        cls, samples_ms: list[float], host_median_ms: float | None = None, host_min_ms: float | None = None
-    ) -> TimingStats:
+    def from_samples(cls, samples_ms: list[float], host_median_ms: float | None = None) -> TimingStats:
         """Summarise raw samples (at least one) with robust statistics."""
         from engine.eval.bootstrap import median_interval
 
@@ -89,7 +84,6 @@ class TimingStats:
             std_ms=var**0.5,
             host_median_ms=host_median_ms,
             median_interval_ms=list(median_interval(ordered)),
-            host_min_ms=host_min_ms,
         )
 
 

@@ -92,8 +92,8 @@ def time_models(
 
 
 def _stats(samples: list[float], host: list[float]) -> TimingStats:
-    """One model's statistics, with the median and the least of its host-clock calls."""
-    return TimingStats.from_samples(samples, _median(host) if host else None, min(host) if host else None)
+    """One model's statistics, with the median of its host-clock calls."""
+    return TimingStats.from_samples(samples, _median(host) if host else None)
 
 
 def _warm_up(fn: Callable[[], object], timer: _CpuTimer | _CudaTimer, plan: TimingPlan) -> None:
