@@ -101,8 +101,9 @@ class _Worker:
         return True
 
 
-def _kernel(library: types.ModuleType, memo: bool):  # noqa: ANN202
-    """x * 2 by an 'own kernel' that does nothing while the switch is on; ``memo``: a value-keyed cache."""
+def _kernel(library: types.ModuleType, memo: bool, capacity: int | None = None):  # noqa: ANN202
+    """x * 2 by an 'own kernel' that does nothing while the switch is on; ``memo``: a value-keyed cache,
+    of ``capacity`` answers where given (the oldest pushed out)."""
     import torch
 
     state = ctypes.CDLL(library.__file__).cf_test_ablated
@@ -116,6 +117,8 @@ def _kernel(library: types.ModuleType, memo: bool):  # noqa: ANN202
         if not state():
             out = x * 2
         kept[key] = out
+        if capacity is not None and len(kept) > capacity:
+            del kept[next(iter(kept))]
         return out
 
     return forward
@@ -135,9 +138,9 @@ def test_a_suspect_the_replay_probe_deferred_is_called_on_the_tensors_it_saw_and
     refused = late.own_kernels_unneeded(worker, None, lambda x: x * 2, new)
     assert refused is memo and worker.rules == (["output-replayed"] if memo else [])
     ablated = worker.result.kernel_share["ablation"]
-    assert ablated["outcome"] == ("unneeded" if memo else "needed")  # new inputs first: needed by both
-    assert ablated["seen"]["outcome"] == ("unneeded" if memo else "needed")
-    assert not memo or "it answered new inputs wrong but still returned the answer for inputs the timing had used" in worker.result.messages[-1]
+    assert ablated["outcome"] == ("replayed" if memo else "needed")
+    assert ablated["seen"]["outcome"] == ("passes" if memo else "fails")
+    assert not memo or "it answered new inputs wrong but still returned the answer for inputs it had seen" in worker.result.messages[-1]
 
     fresh_memo = _kernel(extensions["split_a"], memo=True)
     fresh_memo(*seen)  # not suspected: new tensors of the stage's own seed, the rule is the ablation's own
@@ -158,4 +161,21 @@ def test_a_suspect_whose_work_is_all_in_pytorch_is_named_for_that_not_for_a_repl
     worker = _Worker(switches, suspect=seen)
     assert late.own_kernels_unneeded(worker, None, lambda x: x * 2, lambda x: x * 2) is True
     assert worker.rules == ["own-kernel-unneeded"]
-    assert worker.result.kernel_share["ablation"]["seen"]["outcome"] == "not run"
+    ablated = worker.result.kernel_share["ablation"]
+    assert (ablated["outcome"], ablated["seen"]["outcome"]) == ("unneeded", "passes")
+
+
+def test_a_memo_of_one_answer_is_asked_on_the_suspect_tensors_before_a_new_input_can_push_them_out(
+    extensions: dict[str, types.ModuleType],
+) -> None:
+    """A review of session 22: asked on new inputs first, a memo that keeps only its last answer had let the
+    suspect's go by the time the seen forward ran."""
+    from engine.eval import late
+
+    switches = ablation.switches([extensions["split_a"]], ["split"])
+    new = _kernel(extensions["split_a"], memo=True, capacity=1)
+    seen = [__import__("torch").randn(64)]
+    new(*seen)
+    worker = _Worker(switches, suspect=seen)
+    assert late.own_kernels_unneeded(worker, None, lambda x: x * 2, new) is True
+    assert worker.rules == ["output-replayed"]

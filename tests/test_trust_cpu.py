@@ -204,7 +204,8 @@ def _probe_of(kernels: _Kernels, evidence: bool):  # noqa: ANN202
         call()
         return next(times)
 
-    times = iter([8.0, 1.0] * len(sets))  # each first call 8x the seen call after it: well past the time rule's ratio
+    # the timing-set calls first, then each set's first call: 8x the seen calls, well past the time rule's ratio
+    times = iter([1.0] * len(sets) + [8.0] * len(sets))
     answers = [reference(*inputs) for inputs in timed]
     rotation = _timed(kernels, timed, calls=6)  # the timing's calls on its sets: a memo keeps their answers
     return probe(kernels, reference, sets, scripted_clock, close, rotation, answers, None, kernels.launches if evidence else None)
@@ -529,12 +530,43 @@ def test_a_memo_that_waits_for_repeats_before_it_replays_is_seen_on_the_timings_
     assert verdict.rule is None, verdict.message
 
 
+class _SmallMemo:
+    """A memo of ``capacity`` answers keyed by the input's values: enough for the timing's whole rotation.
+    ``lru``: the least recently used is pushed out, else the oldest kept (a review of session 22 found the
+    oldest-first one passing a probe whose seen calls came after its new inputs)."""
+
+    def __init__(self, capacity: int = 3, lru: bool = False) -> None:
+        self.capacity, self.lru = capacity, lru
+        self.kept: dict[bytes, object] = {}
+
+    def __call__(self, x):  # noqa: ANN001, ANN202
+        key = x.numpy().tobytes()[:64]
+        if key in self.kept:
+            if self.lru:
+                self.kept[key] = self.kept.pop(key)
+            return self.kept[key].clone()
+        y = x
+        for _ in range(4):
+            y = (y @ x) / x.shape[0]
+        self.kept[key] = y
+        if len(self.kept) > self.capacity:
+            del self.kept[next(iter(self.kept))]
+        return y
+
+
+@pytest.mark.parametrize("lru", [False, True], ids=["oldest-out", "least-recent-out"])
+def test_a_memo_just_big_enough_for_the_timings_sets_is_refused(lru: bool) -> None:
+    measured, verdict = _probe_cpu_clock(_SmallMemo(capacity=3, lru=lru))
+    assert verdict.rule == "output-replayed" and verdict.by_time, (verdict.message, measured.figures())
+
+
 def test_one_seen_call_slowed_by_a_busy_machine_does_not_hide_a_replay() -> None:
     import torch
 
     from engine.eval.replay import probe
 
-    times = iter([8.0, 9.0, 8.0, 1.0])  # per set: fresh, then the seen call (the first one preempted)
+    # the timing-set calls (the first one preempted), then each set's first call
+    times = iter([9.0, 1.0, 8.0, 8.0])
 
     def clock(call) -> float:  # noqa: ANN001
         call()
@@ -620,7 +652,7 @@ def test_the_probe_lets_each_sets_outputs_go_before_the_next_sets_calls() -> Non
     same = lambda e, g: _Same(bool(torch.equal(e, g)), "values differ")  # noqa: E731
     _, verdict = probe(honest, lambda x: x * 2, sets, lambda call: call() or 1.0, same, rotation, [t[0] * 2 for t in timed])
     assert verdict.rule is None and not verdict.incorrect, verdict.message
-    assert alive_at_call == [0, 1, 0, 1]  # each set's seen call beside its fresh output, nothing from the set before
+    assert alive_at_call == [0, 0, 0, 0]  # each call alone: no earlier call's output kept
 
 
 def test_the_profiler_is_asked_only_where_seen_calls_are_faster_by_a_margin_a_memo_could_gain() -> None:
@@ -629,8 +661,8 @@ def test_the_profiler_is_asked_only_where_seen_calls_are_faster_by_a_margin_a_me
 
     from engine.eval.replay import REPLAY_MIN_GAP_MS, probe
 
-    def timed(fresh_ms: float, seen_ms: float):  # noqa: ANN202 - a clock that reads fresh, then seen, for each set
-        times = iter([fresh_ms, seen_ms] * 2)
+    def timed(fresh_ms: float, seen_ms: float):  # noqa: ANN202 - the timing-set calls, then each set's first call
+        times = iter([seen_ms] * 2 + [fresh_ms] * 2)
 
         def time_once(call) -> float:  # noqa: ANN001
             call()

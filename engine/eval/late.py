@@ -46,24 +46,26 @@ def own_kernels_unneeded(ev: Evaluation, task: Any, reference: Any, new: Any) ->
 
     An output that still passes is ``own-kernel-unneeded``: the work is all in PyTorch. Where the replay
     probe found seen calls suspiciously fast and deferred to this stage (engine.eval.replay, step 3) and
-    the own kernels are needed on new inputs, one more such forward takes a timing set's very tensors,
-    called many times (so a cache keyed by pointers hits as well as one keyed by values): an output that
-    passes there is ``output-replayed``, a result kept from an earlier call. New inputs come first so that
-    a kernel that leaves its work to PyTorch is named for that, not for a replay (on the H100 a cuDNN
-    convolution's timing made such a kernel a suspect)."""
+    the own kernels are needed on new inputs, the forward on the tensors of the probe's fastest seen call
+    (so a cache keyed by pointers hits as well as one keyed by values) that passes is ``output-replayed``,
+    a result kept from an earlier call. That forward runs first, before the new inputs could push its
+    answer out of a small cache; one that passes on new inputs too is named ``own-kernel-unneeded``, not
+    a replay (on the H100 a cuDNN convolution's timing made such a kernel a suspect)."""
     import torch
 
     ev.stage("ablation")
     started = time.monotonic()
     suspect = getattr(ev, "replay_suspect", None)
     with torch.no_grad():
+        seen_passed, seen_how = False, ""
+        if suspect is not None:  # first: a new input would give a small cache the chance to push it out
+            seen_passed, seen_how = _ablated_forward(ev, reference, new, suspect, fresh=False)
         passed, how = _ablated_forward(ev, reference, new, ev.make_inputs(task, ev.job.seed + ABLATION_SEED), fresh=True)
-        replayed, seen_how = False, ""
-        if suspect is not None and not passed:
-            replayed, seen_how = _ablated_forward(ev, reference, new, suspect, fresh=False)
-    record = {"outcome": "unneeded" if passed or replayed else "needed", "seconds": time.monotonic() - started, "how": how}
+    replayed = seen_passed and not passed  # right on new inputs without its kernels too: the work is PyTorch's
+    outcome = "unneeded" if passed else "replayed" if replayed else "needed"
+    record = {"outcome": outcome, "seconds": time.monotonic() - started, "how": how}
     if suspect is not None:
-        record["seen"] = {"outcome": "unneeded" if replayed else "needed" if not passed else "not run", "how": seen_how}
+        record["seen"] = {"outcome": "passes" if seen_passed else "fails", "how": seen_how}
     share = ev.result.kernel_share if ev.result.kernel_share is not None else {}
     share["test"], share["ablation"] = "ablation", record
     ev.result.kernel_share = share
@@ -73,7 +75,7 @@ def own_kernels_unneeded(ev: Evaluation, task: Any, reference: Any, new: Any) ->
             "output-replayed",
             f"after timing, calls on inputs it had seen took {replay.get('seen_median_ms') or 0:.4f} ms against "
             f"{replay.get('fresh_median_ms') or 0:.4f} ms on new ones; with every launch of its own kernels switched "
-            "off it answered new inputs wrong but still returned the answer for inputs the timing had used: it "
+            "off it answered new inputs wrong but still returned the answer for inputs it had seen: it "
             "returns results it kept (a cache keyed by the inputs)",
         )
     if not passed:

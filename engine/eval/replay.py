@@ -10,21 +10,22 @@ as a lookup, and was caught only when the profiling pass happened to repeat inpu
    random one and the last are kept and compared with their sets' answers after timing: an output equal
    to another set's answer is a replay, any other mismatch means the timed path is not the checked one,
    and the same storage for two kept calls is a result returned again.
-2. **A probe after timing**, on ``PROBE_SETS`` input sets the candidate has never seen. Each set's
-   first call (*fresh*, after the reference's untimed call on it) is timed with the timer's own flush,
-   and right after it one call on one of the timing's sets (*seen*: called dozens of times by then),
-   timed the same way; each output is compared with its answer, and by storage with the outputs the
-   timing keeps alive, as soon as it returns, and let go after its set (see :func:`probe`). A candidate whose fresh calls run
-   ``REPLAY_RATIO`` times slower than its seen ones is replaying: a memo keyed by the inputs (pointers or
-   values) computes on the fresh call and looks up on the seen one, where an honest kernel takes the same
-   time (the L2 is flushed before each). A memo that waits for a few repeats before it replays is on by
-   then. The two calls are made side by side so that the GPU's clocks and the host's state are the same
+2. **A probe after timing**, on ``PROBE_SETS`` input sets the candidate has never seen. First one call
+   on a timing set per probe set (*seen*: called dozens of times by then), before any new input could push
+   it out of a cache; then each probe set's first call (*fresh*, after the reference's untimed call on
+   it). Both timed with the timer's own flush; each output compared with its answer, and by storage with
+   the outputs the timing keeps alive, as soon as it returns, and let go after its set (see
+   :func:`probe`). A candidate whose fresh calls run ``REPLAY_RATIO`` times slower than its seen ones is
+   replaying: a memo keyed by the inputs (pointers or values) computes on the fresh call and looks up on
+   the seen one, where an honest kernel takes the same time (the L2 is flushed before each). A memo that
+   waits for repeats before it replays is on for the timing's sets by then, and one that keeps only a
+   few answers must keep the timing's three to gain, which nothing new has pushed out yet. The seen
+   calls are made right before the fresh ones so that the GPU's clocks and the host's state are the same
    for both: compared with the lower quartile of the timing's own calls instead, an honest cuDNN
-   convolution's first call after timing was more than 1.5x slower on the H100 (session 21). On CPU the clock is the
-   process's CPU time (``busy_time_once``): a preempted call keeps its work, so a loaded machine neither
-   hides a memo nor makes an honest kernel's first call look like one. It runs after timing, when a
-   cache that waits for many calls before it starts is already on. Until session 21 the probe made
-   three seen calls on each probe set's own tensors: ten model calls in all, now six.
+   convolution's first call after timing was more than 1.5x slower on the H100 (session 21). On CPU the
+   clock is the process's CPU time (``busy_time_once``): a preempted call keeps its work, so a loaded
+   machine neither hides a memo nor makes an honest kernel's first call look like one. Until session 21
+   the probe made three seen calls on each probe set's own tensors: ten model calls in all, now six.
 3. **The binary decides where it can.** Time alone does not separate a memo from an honest kernel: on the
    H200 an honest kernel's fresh call measured 2.5x its seen one, a value-keyed memo's 2.4x
    (benchmarks/RESULTS.md). So on CUDA, where the launch check attributed kernels to the candidate's own
@@ -84,6 +85,7 @@ class Verdict:
     figures: dict[str, Any] = field(default_factory=dict)
     by_time: bool = False
     deferred: bool = False  # suspect, and the ablation stage decides on the set the probe saw
+    suspect: list[Any] | None = None  # deferred: the inputs of the probe's fastest seen call, for the ablation
 
 
 def _storages(output: Any) -> set[int]:
@@ -230,10 +232,10 @@ def check_samples(candidate: Rotation, expected: list[Any], compare: Compare) ->
 
 @dataclass
 class Probe:
-    """One probe's times per set: the first call on new inputs, and the call on a timing set after it."""
+    """One probe's times per set: the first call on new inputs, and a call on a timing set."""
 
     fresh_ms: list[float] = field(default_factory=list)
-    seen_ms: list[float] = field(default_factory=list)
+    seen_ms: list[float] = field(default_factory=list)  # a call on a timing set, before any new input
 
     def figures(self) -> dict[str, Any]:
         return {
@@ -276,49 +278,61 @@ def probe(
     ``timed`` the rotation the candidate was timed through (its sets are the seen ones, and the outputs
     it keeps alive must never be handed out again) and ``timed_answers`` those sets' answers (None where
     they are not known: the reference changes its inputs). ``copies``: given where the reference changes
-    its inputs, a function that copies a set, so each fresh call is compared with the reference on the
-    inputs as that call found them. ``own_launches``: given where the candidate's own kernels are known
-    from its binary (step 3).
+    its inputs, a function that copies a set, so each call is compared with the reference on the inputs
+    as that call found them. ``own_launches``: given where the candidate's own kernels are known from its
+    binary (step 3).
 
-    Each call is judged as soon as it returns and its output let go after its set's two calls: an output
-    kept alive to the end made the next call's allocations new memory (a cudaMalloc inside the timed
-    call, which the timing's own calls never paid), and honest first calls read as suspects."""
+    The calls, in order: one on a timing set per probe set (its *seen* call), all before any new input,
+    so that no cache has been handed anything that could push the timing's sets out (a review of session
+    22 found a three-entry memo that evicts its oldest passing a probe whose seen calls came after the
+    new inputs: three entries hold the timing's whole rotation); then each probe set's first call. Each
+    call is judged as soon as it returns and its output let go after its set: an output kept alive to
+    the end made the next call's allocations new memory (a cudaMalloc inside the timed call, which the
+    timing's own calls never paid), and honest first calls read as suspects."""
     measured = Probe()
     seen_sets = timed.sets
     kept = timed.alive()
     timed_named = [(f"timing set {i}", answer) for i, answer in enumerate(timed_answers or [])]
+    for index in range(len(sets)):
+        which = index % len(seen_sets)
+        got: list[Any] = []
+        measured.seen_ms.append(time_once(lambda: got.append(candidate(*seen_sets[which]))))  # noqa: B023 - called at once
+        name = f"a call on timing set {which} after timing"
+        wrong = _shared_storage([*kept, (name, got[0])], list(seen_sets))
+        if wrong is None and timed_answers is not None:
+            others = [named for i, named in enumerate(timed_named) if i != which]
+            wrong = _judge_among(got[0], timed_answers[which], others, compare, name)
+        if wrong is not None:
+            wrong.figures = measured.figures()
+            return measured, wrong
     answers: list[tuple[str, Any]] = []  # the probe sets' answers so far, named
     for index, inputs in enumerate(sets):
-        got: list[Any] = []
+        got = []
         # The reference runs first, untimed: it gives the answer and touches the new inputs' memory, so the
         # candidate's first call does not pay for the pages' first use (on the H200 an honest kernel's first
         # call on new memory measured up to 2.5x its second when it went first).
         answer = reference(*copies(inputs)) if copies else reference(*inputs)
         measured.fresh_ms.append(time_once(lambda: got.append(candidate(*inputs))))  # noqa: B023 - called at once
-        if copies:  # an in-place answer is its input, which a later call changes again: keep it as it was
+        if copies:  # an in-place answer is its input: keep it as it was
             got[-1] = copies([got[-1]])[0]
-        which = index % len(seen_sets)
-        measured.seen_ms.append(time_once(lambda: got.append(candidate(*seen_sets[which]))))  # noqa: B023
-        fresh_name, seen_name = f"the first call on probe set {index}", f"a call on timing set {which} after probe set {index}"
-        wrong = _shared_storage([*kept, (fresh_name, got[0]), (seen_name, got[1])], [*seen_sets, inputs]) or _judge_among(
-            got[0], answer, answers + timed_named, compare, fresh_name
+        name = f"the first call on probe set {index}"
+        wrong = _shared_storage([*kept, (name, got[0])], [*seen_sets, inputs]) or _judge_among(
+            got[0], answer, answers + timed_named, compare, name
         )
-        if wrong is None and timed_answers is not None:
-            others = [named for i, named in enumerate(timed_named) if i != which] + answers + [(f"probe set {index}", answer)]
-            wrong = _judge_among(got[1], timed_answers[which], others, compare, seen_name)
         if wrong is not None:
             wrong.figures = measured.figures()
             return measured, wrong
         answers.append((f"probe set {index}", answer))
-        got.clear()  # let go before the next set's calls, as the timing's calls let theirs go
+        got.clear()  # let go before the next set's call, as the timing's calls let theirs go
     figures = measured.figures()
     fresh, seen = figures["fresh_median_ms"], figures["seen_median_ms"]
     if own_launches is not None and measured.suspect():
-        again = seen_sets[0]
+        # the timing set whose seen call took least: where a cache answered, if one did
+        again = seen_sets[min(range(len(measured.seen_ms)), key=measured.seen_ms.__getitem__) % len(seen_sets)]
         launched = own_launches(lambda: candidate(*again))
         if launched == DEFERRED:
             figures["decided_by"] = "ablation"
-            return measured, Verdict(figures=figures, deferred=True)
+            return measured, Verdict(figures=figures, deferred=True, suspect=again)
         if isinstance(launched, list):
             figures["seen_call_own_kernels"] = launched
             if launched:  # its own kernels ran on inputs it had seen: whatever made it faster, not a replay

@@ -57,8 +57,8 @@ def _probe(
     probed, verdict = replay.probe(new, reference, sets, clock, compare, *seen, copies, launches.own_launches(ev))
     parts["probe"] = _ms_since(started)
     figures = {**probed.figures(), **verdict.figures}  # the seen call's own launches, where looked at
-    if verdict.deferred:  # the ablation stage calls it again on a timing set's tensors, its kernels off
-        ev.replay_suspect = candidate.sets[0]
+    if verdict.deferred:  # the ablation stage calls it again on the fastest seen call's tensors, its kernels off
+        ev.replay_suspect = verdict.suspect if verdict.suspect is not None else candidate.sets[0]
     if verdict.by_time:  # named from times alone: it must show again on sets never seen
         others = [ev.make_inputs(task, seeds + 1000 + i) for i in range(replay.PROBE_SETS)]
         again, verdict = replay.probe(new, reference, others, clock, compare, *seen, copies)
