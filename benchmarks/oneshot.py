@@ -51,12 +51,18 @@ def run_once(task: Path, kernel: Path, device: str, env: dict[str, str]) -> tupl
 
 
 def edited(kernel: Path, number: int, folder: Path) -> Path:
-    """A copy of ``kernel`` in ``folder`` whose CUDA source has a comment line no other copy has, above its
-    first ``__global__`` (inside the source string, so only the CUDA unit changes)."""
+    """A copy of ``kernel`` in ``folder`` whose CUDA source has a comment line no other copy has, above the
+    first line of its ``cuda_sources`` that holds a ``__global__`` (as the source says it, so only the CUDA
+    unit changes; a ``__global__`` in a Python comment or the C++ sources is left alone)."""
+    if str(REPO) not in sys.path:  # run as a script from anywhere: cudaforge's own reader of the source
+        sys.path.insert(0, str(REPO))
+    from engine.eval.build.prebuild import read_calls
+
     text = kernel.read_text()
-    at = text.find("__global__")
+    lines = [line for call in read_calls(text) for line in str(call.cuda_sources or "").splitlines() if "__global__" in line]
+    at = text.find(lines[0]) if lines else -1
     if at < 0:
-        raise SystemExit(f"{kernel}: no __global__ to edit above")
+        raise SystemExit(f"{kernel}: no __global__ line of its cuda_sources found in its text to edit above")
     copy = folder / f"{kernel.stem}_edit{number}{kernel.suffix}"
     copy.write_text(f"{text[:at]}// cudaforge oneshot edit {number}\n{text[at:]}")
     return copy

@@ -222,8 +222,9 @@ def test_escape_attempt_has_no_effect_on_cuda(name: str, mechanism: str, world: 
 def check_escape(name: str, mechanism: str, world: dict, device: str) -> None:
     _skip_unless(mechanism)
     if name == "daemon" and mechanism == "landlock" and device != "cpu":
-        # A CUDA worker starts anew (auto forks CPU workers only), and then nothing ties its setsid daemon
-        # to the run; a forked worker's init ends what it leaves behind (engine/eval/zygote.py).
+        # A worker started anew leaves nothing that ties its setsid daemon to the run; a forked worker's init
+        # ends what it leaves behind (engine/eval/zygote.py). Auto forks CUDA workers since session 22, but
+        # whether this case then passes has not run on a GPU: kept expected to fail until it has.
         pytest.xfail("Landlock does not tie a setsid daemon of a worker started anew to the run")
     mark = f"{int(time.time() * 1000) % 100000 + 100000}.{os.getpid() % 1000}"
     source = candidate_source(name, world, mark, HONEST if device == "cpu" else CUDA_HONEST)
