@@ -469,6 +469,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "        _ablated_forward(ev, reference, new, ev.make_inputs(task, ev.job.seed + ABLATION_SEED), fresh=True)\n"
            "        seen_passed, seen_how = False, \"\"\n        if suspect is not None:",
            (ABL + "test_a_memo_of_one_answer_is_asked_on_the_suspect_tensors_before_a_new_input_can_push_them_out",)),
+    Mutant("ablation-suspect-slowest-seen", "engine/eval/replay.py", "probe",
+           "the ablation is handed the timing set whose seen call took longest, not the one a cache answered",
+           "key=measured.seen_ms.__getitem__)", "key=lambda i: -measured.seen_ms[i])",
+           (TRUST + "test_where_the_ablation_stage_will_tell_the_probe_defers_and_refuses_nothing_by_time",)),
     Mutant("hidden-work-never-found", "engine/eval/timing_stage.py", "hidden_work",
            "timing-disagreement never fires: work on a side stream is timed as free",
            "    return timing_disagreement(candidate.median_ms, candidate.host_median_ms, reference.median_ms, reference.host_median_ms)\n",

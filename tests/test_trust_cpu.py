@@ -188,7 +188,7 @@ class _Kernels:
         return ["own_kernel(float const*, float*)"] if self.computed > before else []
 
 
-def _probe_of(kernels: _Kernels, evidence: bool):  # noqa: ANN202
+def _probe_of(kernels: _Kernels, evidence: bool, seen_ms: tuple[float, float] = (1.0, 1.0)):  # noqa: ANN202
     import torch
 
     from engine.eval.replay import probe
@@ -205,7 +205,7 @@ def _probe_of(kernels: _Kernels, evidence: bool):  # noqa: ANN202
         return next(times)
 
     # the timing-set calls first, then each set's first call: 8x the seen calls, well past the time rule's ratio
-    times = iter([1.0] * len(sets) + [8.0] * len(sets))
+    times = iter([*seen_ms, *[8.0] * len(sets)])
     answers = [reference(*inputs) for inputs in timed]
     rotation = _timed(kernels, timed, calls=6)  # the timing's calls on its sets: a memo keeps their answers
     return probe(kernels, reference, sets, scripted_clock, close, rotation, answers, None, kernels.launches if evidence else None)
@@ -688,6 +688,8 @@ def test_the_profiler_is_asked_only_where_seen_calls_are_faster_by_a_margin_a_me
 
 
 def test_where_the_ablation_stage_will_tell_the_probe_defers_and_refuses_nothing_by_time() -> None:
+    import torch
+
     from engine.eval.replay import DEFERRED, REPLAY_RATIO
 
     kernels = _Kernels(memo=False, slow_first=True)
@@ -698,3 +700,9 @@ def test_where_the_ablation_stage_will_tell_the_probe_defers_and_refuses_nothing
     measured, verdict = _probe_of(kernels, evidence=True)
     assert all(f > REPLAY_RATIO * s for f, s in zip(measured.fresh_ms, measured.seen_ms, strict=True))
     assert verdict.deferred and verdict.rule is None and verdict.figures["decided_by"] == "ablation"
+    # the ablation is handed the tensors of the timing set whose seen call took least: where a cache answered
+    kernels = _Kernels(memo=False, slow_first=True)
+    kernels.launches = lambda call: DEFERRED  # type: ignore[method-assign]
+    _, verdict = _probe_of(kernels, evidence=True, seen_ms=(1.5, 1.0))
+    timed_set_1 = torch.randn(384, 384, generator=torch.Generator().manual_seed(11))  # as _probe_of makes it
+    assert verdict.deferred and torch.equal(verdict.suspect[0], timed_set_1)
