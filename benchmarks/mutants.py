@@ -319,9 +319,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "the probe's calls on the timing's sets never compared with their answers",
            "        if wrong is None and timed_answers is not None:\n", "        if False:\n",
            (TRUST + "test_a_seen_call_that_returns_another_timing_sets_answer_is_a_replay",)),
-    Mutant("probe-storage-unchecked", "engine/eval/replay.py", "probe",
+    Mutant("probe-storage-unchecked", "engine/eval/replay.py", "_seen_calls",
            "the probe's outputs never compared by storage with the outputs the timing keeps alive",
-           "        wrong = _shared_storage([*kept, (name, got[0])], list(seen_sets))\n", "        wrong = None\n",
+           "        wrong = _shared_storage([*kept, (name, got[0])], list(timed.sets))\n", "        wrong = None\n",
            (TRUST + "test_a_seen_call_that_hands_back_the_storage_its_timed_call_returned_is_a_replay",)),
     Mutant("ablation-replay-before-unneeded", "engine/eval/late.py", "own_kernels_unneeded",
            "a suspect's seen inputs ablated whatever new inputs showed: work left to PyTorch is named a replay",
@@ -459,9 +459,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("probe-seen-after-new-inputs", "engine/eval/replay.py", "probe",
            "the probe's seen calls come after the candidate met new inputs, which may push the timing's sets out "
            "of a small memo",
-           "    for index in range(len(sets)):\n        which = index % len(seen_sets)\n",
-           "    for extra in sets:\n        candidate(*extra)\n    for index in range(len(sets)):\n"
-           "        which = index % len(seen_sets)\n",
+           "    wrong = _seen_calls(candidate, len(sets), time_once, compare, timed, timed_answers, measured)\n",
+           "    for extra in sets:\n        candidate(*extra)\n"
+           "    wrong = _seen_calls(candidate, len(sets), time_once, compare, timed, timed_answers, measured)\n",
            (TRUST + "test_a_memo_just_big_enough_for_the_timings_sets_is_refused",)),
     Mutant("ablation-new-inputs-first", "engine/eval/late.py", "own_kernels_unneeded",
            "the ablation asks new inputs before the suspect's tensors: a memo of one answer has let the suspect's go",

@@ -263,6 +263,34 @@ class Probe:
         return fresh > SUSPECT_RATIO * seen and fresh - seen > REPLAY_MIN_GAP_MS
 
 
+def _seen_calls(
+    candidate: Callable[..., Any],
+    count: int,
+    time_once: Callable[[Callable[[], object]], float],
+    compare: Compare,
+    timed: Rotation,
+    timed_answers: list[Any] | None,
+    measured: Probe,
+) -> Verdict | None:
+    """The probe's ``count`` calls on the timing's sets, each timed into ``measured.seen_ms`` and judged as
+    it returns (by storage against what the timing keeps alive, and by value where the answers are known),
+    then let go; the first failure's verdict, else None."""
+    kept = timed.alive()
+    timed_named = [(f"timing set {i}", answer) for i, answer in enumerate(timed_answers or [])]
+    for index in range(count):
+        which = index % len(timed.sets)
+        got: list[Any] = []
+        measured.seen_ms.append(time_once(lambda: got.append(candidate(*timed.sets[which]))))  # noqa: B023 - called at once
+        name = f"a call on timing set {which} after timing"
+        wrong = _shared_storage([*kept, (name, got[0])], list(timed.sets))
+        if wrong is None and timed_answers is not None:
+            others = [named for i, named in enumerate(timed_named) if i != which]
+            wrong = _judge_among(got[0], timed_answers[which], others, compare, name)
+        if wrong is not None:
+            return wrong
+    return None
+
+
 def probe(
     candidate: Callable[..., Any],
     reference: Callable[..., Any],
@@ -277,34 +305,19 @@ def probe(
     """Steps 2 and 3 of the module docstring; ``time_once`` is the timer's flushed single-call clock,
     ``timed`` the rotation the candidate was timed through (its sets are the seen ones, and the outputs
     it keeps alive must never be handed out again) and ``timed_answers`` those sets' answers (None where
-    they are not known: the reference changes its inputs). ``copies``: given where the reference changes
-    its inputs, a function that copies a set, so each call is compared with the reference on the inputs
-    as that call found them. ``own_launches``: given where the candidate's own kernels are known from its
-    binary (step 3).
-
-    The calls, in order: one on a timing set per probe set (its *seen* call), all before any new input,
-    so that no cache has been handed anything that could push the timing's sets out (a review of session
-    22 found a three-entry memo that evicts its oldest passing a probe whose seen calls came after the
-    new inputs: three entries hold the timing's whole rotation); then each probe set's first call. Each
-    call is judged as soon as it returns and its output let go after its set: an output kept alive to
-    the end made the next call's allocations new memory (a cudaMalloc inside the timed call, which the
-    timing's own calls never paid), and honest first calls read as suspects."""
+    the reference changes its inputs; ``copies`` then copies a set, so each call is compared with the
+    reference on the inputs as it found them). ``own_launches``: where the candidate's own kernels are
+    known from its binary (step 3). The seen calls come before any new input: with them after, a memo of
+    three answers that evicts its oldest passed (session 22's review). Each output is let go after its
+    set: kept to the end, the next call allocated inside its timed span, which the timing never did."""
     measured = Probe()
     seen_sets = timed.sets
     kept = timed.alive()
     timed_named = [(f"timing set {i}", answer) for i, answer in enumerate(timed_answers or [])]
-    for index in range(len(sets)):
-        which = index % len(seen_sets)
-        got: list[Any] = []
-        measured.seen_ms.append(time_once(lambda: got.append(candidate(*seen_sets[which]))))  # noqa: B023 - called at once
-        name = f"a call on timing set {which} after timing"
-        wrong = _shared_storage([*kept, (name, got[0])], list(seen_sets))
-        if wrong is None and timed_answers is not None:
-            others = [named for i, named in enumerate(timed_named) if i != which]
-            wrong = _judge_among(got[0], timed_answers[which], others, compare, name)
-        if wrong is not None:
-            wrong.figures = measured.figures()
-            return measured, wrong
+    wrong = _seen_calls(candidate, len(sets), time_once, compare, timed, timed_answers, measured)
+    if wrong is not None:
+        wrong.figures = measured.figures()
+        return measured, wrong
     answers: list[tuple[str, Any]] = []  # the probe sets' answers so far, named
     for index, inputs in enumerate(sets):
         got = []
