@@ -473,6 +473,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "the ablation is handed the timing set whose seen call took longest, not the one a cache answered",
            "key=measured.seen_ms.__getitem__)", "key=lambda i: -measured.seen_ms[i])",
            (TRUST + "test_where_the_ablation_stage_will_tell_the_probe_defers_and_refuses_nothing_by_time",)),
+    Mutant("landlock-one-shot-worker-anew", "engine/eval/forkserver.py", "server_for",
+           "under Landlock alone a one-shot command starts its worker anew while its server launches: a setsid'd "
+           "daemon it leaves outlives the evaluation",
+           "            if mechanism != \"landlock\":\n", "            if True:\n",
+           ("tests/test_sandbox_escape.py::test_escape_attempt_has_no_effect[daemon-landlock]",)),
     Mutant("hidden-work-never-found", "engine/eval/timing_stage.py", "hidden_work",
            "timing-disagreement never fires: work on a side stream is timed as free",
            "    return timing_disagreement(candidate.median_ms, candidate.host_median_ms, reference.median_ms, reference.host_median_ms)\n",

@@ -170,6 +170,7 @@ def run_eval(
         # earlier command (detached, its environment the allow-list) between them. With one, a worker that
         # walked up /proc met only that server and init, and a Landlock that let it read every process's
         # /proc entry passed (the mutant landlock-reads-all-proc survived the kept servers of session 21).
+        # Payloads whose attack needs a server that outlives the command say so (KEPT_SERVER_PAYLOADS).
         "CUDAFORGE_KEEP_SERVER_S": "0",
     }
     if os.environ.get("CUDAFORGE_BWRAP"):
@@ -219,6 +220,13 @@ def test_escape_attempt_has_no_effect_on_cuda(name: str, mechanism: str, world: 
     check_escape(name, mechanism, world, "cuda")
 
 
+# Run with a kept server: what a worker leaves behind must end with its evaluation although its server lives on
+# for the next command (the worker's own init ends it, engine/eval/zygote.py). A server that ended with the
+# command ended it anyway (the mutant orphans-outlive-forked-worker survived so), and under Landlock alone a
+# one-shot command that started its worker anew while its server launched left the daemon running (session 22).
+KEPT_SERVER_PAYLOADS = frozenset({"daemon"})
+
+
 def check_escape(name: str, mechanism: str, world: dict, device: str) -> None:
     _skip_unless(mechanism)
     if name == "daemon" and mechanism == "landlock" and device != "cpu":
@@ -230,7 +238,8 @@ def check_escape(name: str, mechanism: str, world: dict, device: str) -> None:
     source = candidate_source(name, world, mark, HONEST if device == "cpu" else CUDA_HONEST)
     kernel = world["tmp"] / f"{name}.py"
     kernel.write_text(source)
-    done = run_eval(kernel, mechanism, world, refusing_rules(source, device), device=device)
+    kept = {"CUDAFORGE_KEEP_SERVER_S": "600"} if name in KEPT_SERVER_PAYLOADS else None
+    done = run_eval(kernel, mechanism, world, refusing_rules(source, device), device=device, extra_env=kept)
     # cudaforge survived and returned a result, whatever the candidate did
     assert done.returncode in (0, 1), done.stderr[-3000:]
     result = json.loads(done.stdout)

@@ -352,15 +352,18 @@ def server_for(options: EvalOptions, cache_root: Path) -> ForkServer | None:
             launched = pending.result()
         elif kept(options) and keptserver.starts_in_background():
             try:
-                _fork_mechanism(options)  # a sandbox that cannot run or keep workers apart: nothing launched
+                mechanism = _fork_mechanism(options)  # a sandbox that cannot run or keep workers apart: nothing launched
             except ForkError as error:
                 _BROKEN[key] = str(error)
                 return None
-            name = kept_address(key, options, cache_root)
-            listener = keptserver.listen(name)
-            if listener is not None:  # none runs or starts: launched for the next command, not waited for
-                _PENDING[key] = _STARTER.submit(lambda: _launch_kept(options, cache_root, name, listener))
-                return None
+            # Under Landlock alone (no pid namespace) nothing ends what a worker started anew leaves running
+            # (a setsid'd daemon); a forked one's own init does. So there the command waits for its server.
+            if mechanism != "landlock":
+                name = kept_address(key, options, cache_root)
+                listener = keptserver.listen(name)
+                if listener is not None:  # none runs or starts: launched for the next command, not waited for
+                    _PENDING[key] = _STARTER.submit(lambda: _launch_kept(options, cache_root, name, listener))
+                    return None
         try:
             server = _STARTER.submit(lambda: _start(key, options, cache_root, launched)).result()
         except ForkError as error:
