@@ -459,9 +459,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("probe-seen-after-new-inputs", "engine/eval/replay.py", "probe",
            "the probe's seen calls come after the candidate met new inputs, which may push the timing's sets out "
            "of a small memo",
-           "    wrong = _seen_calls(candidate, len(sets), time_once, compare, timed, timed_answers, measured)\n",
+           "    wrong = _seen_calls(candidate, len(sets), time_once, compare, timed, timed_answers, kept, timed_named, measured)\n",
            "    for extra in sets:\n        candidate(*extra)\n"
-           "    wrong = _seen_calls(candidate, len(sets), time_once, compare, timed, timed_answers, measured)\n",
+           "    wrong = _seen_calls(candidate, len(sets), time_once, compare, timed, timed_answers, kept, timed_named, measured)\n",
            (TRUST + "test_a_memo_just_big_enough_for_the_timings_sets_is_refused",)),
     Mutant("ablation-new-inputs-first", "engine/eval/late.py", "own_kernels_unneeded",
            "the ablation asks new inputs before the suspect's tensors: a memo of one answer has let the suspect's go",

@@ -270,13 +270,14 @@ def _seen_calls(
     compare: Compare,
     timed: Rotation,
     timed_answers: list[Any] | None,
+    kept: list[tuple[str, Any]],
+    timed_named: list[tuple[str, Any]],
     measured: Probe,
 ) -> Verdict | None:
     """The probe's ``count`` calls on the timing's sets, each timed into ``measured.seen_ms`` and judged as
-    it returns (by storage against what the timing keeps alive, and by value where the answers are known),
-    then let go; the first failure's verdict, else None."""
-    kept = timed.alive()
-    timed_named = [(f"timing set {i}", answer) for i, answer in enumerate(timed_answers or [])]
+    it returns (by storage against ``kept``, what the timing keeps alive, and by value against
+    ``timed_named``, the timing sets' answers, where they are known), then let go; the first failure's
+    verdict, else None."""
     for index in range(count):
         which = index % len(timed.sets)
         got: list[Any] = []
@@ -314,7 +315,7 @@ def probe(
     seen_sets = timed.sets
     kept = timed.alive()
     timed_named = [(f"timing set {i}", answer) for i, answer in enumerate(timed_answers or [])]
-    wrong = _seen_calls(candidate, len(sets), time_once, compare, timed, timed_answers, measured)
+    wrong = _seen_calls(candidate, len(sets), time_once, compare, timed, timed_answers, kept, timed_named, measured)
     if wrong is not None:
         wrong.figures = measured.figures()
         return measured, wrong

@@ -3,7 +3,7 @@
 In order: ``replay.SETS`` new input sets; both models timed over them in turn (engine.eval.timing), each
 timed call preceded by the L2 flush and, on CUDA, the persisting-L2 reset (engine.eval.l2), the warm-up's
 one call per set verified before any call is timed; the timed calls' kept outputs checked against their
-sets' answers; the replay probe (a first call on each new set, a call on a timing set beside it),
+sets' answers; the replay probe (a call on a timing set per new set, then the first call on each new set),
 confirmed on more new sets when it names a replay by time (engine.eval.replay), decided by the
 candidate's own launches where its binary tells them; the task's lower bounds; the two clocks compared
 (``timing-disagreement``). Any refusal ends the stage with the verdict already recorded.
@@ -58,7 +58,7 @@ def _probe(
     parts["probe"] = _ms_since(started)
     figures = {**probed.figures(), **verdict.figures}  # the seen call's own launches, where looked at
     if verdict.deferred:  # the ablation stage calls it again on the fastest seen call's tensors, its kernels off
-        ev.replay_suspect = verdict.suspect if verdict.suspect is not None else candidate.sets[0]
+        ev.replay_suspect = verdict.suspect
     if verdict.by_time:  # named from times alone: it must show again on sets never seen
         others = [ev.make_inputs(task, seeds + 1000 + i) for i in range(replay.PROBE_SETS)]
         again, verdict = replay.probe(new, reference, others, clock, compare, *seen, copies)
@@ -101,6 +101,7 @@ def time_stage(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
     from engine.eval import floor, replay
     from engine.eval.compare import compare_outputs
     from engine.eval.timing import TimingPlan, make_timer, time_models
+
     ev.stage("time")
     plan = ev.job.timing or TimingPlan()
     plan = dataclasses.replace(plan, warmup_calls=max(plan.warmup_calls, replay.SETS))  # one call per set at least
