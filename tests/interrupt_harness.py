@@ -352,10 +352,22 @@ class Pty:
     def press_until_held(self, data: bytes, name: str) -> int:
         return press_until_held(lambda: self.keys(data), self.hold_file, name, self.alive)
 
-    def hang_up(self) -> None:
-        """Close the terminal's other end: the connection dropped."""
+    def stop_reading(self) -> None:
+        """Read no more of the app's output (a stalled connection): its writes block once the
+        terminal's buffers are full."""
         self._open = False
         self._reader.join(timeout=5)
+
+    def resize(self, rows: int, columns: int) -> None:
+        """Change the terminal's size, as the user's terminal window does (SIGWINCH: a full redraw)."""
+        import fcntl
+        import termios
+
+        fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+
+    def hang_up(self) -> None:
+        """Close the terminal's other end: the connection dropped."""
+        self.stop_reading()
         os.close(self.master)
 
     def finish(self, seconds: float = 300) -> int:

@@ -37,6 +37,7 @@ from tui import settings as tui_settings
 from tui.live import LoopFactory, default_loop_factory
 from tui.messages import SettingChanged
 from tui.screens.workbench import REPLAY, WorkbenchScreen
+from tui.terminal_output import hang_up_proof
 from tui.writers import Writers
 
 QUIT_POLL_S = 0.1
@@ -109,6 +110,11 @@ class CudaforgeApp(App[int]):
             self._named_session_used = self._named_session_used or named
             return self.config
         return self.session_config(repo)
+
+    def get_driver_class(self) -> Any:
+        """Textual's driver for this platform, with terminal output that survives a hang-up
+        (``tui/terminal_output.py``: otherwise a write failing as SSH drops can freeze the app)."""
+        return hang_up_proof(super().get_driver_class())
 
     def _make_loop(self, repo: SessionRepo, on_event: Any) -> Any:
         return default_loop_factory(repo, on_event, config=self.loop_config_for(repo))
