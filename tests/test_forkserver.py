@@ -23,7 +23,7 @@ from engine import procgroups
 from engine.config import ConfigError, load_config
 from engine.eval import forkserver, spare
 from engine.eval.evaluate import evaluate
-from engine.eval.options import EvalOptions
+from engine.eval.options import EvalOptions, EvaluationError
 from engine.guard.policy import GuardSettings
 from engine.guard.static import check_source
 from engine.sandbox import available_mechanisms
@@ -295,6 +295,9 @@ def test_the_workers_setting_is_checked_and_auto_forks_on_cpu_and_cuda(tmp_path:
         assert forkserver.wanted(EvalOptions(device="cuda", workers="fork"))
         env.setenv(forkserver.WORKERS_ENV, "fork")
         assert not forkserver.wanted(EvalOptions(device="cpu", workers="exec"))
+        env.setenv(forkserver.WORKERS_ENV, "exce")  # a typo is said, never taken for fork
+        with pytest.raises(EvaluationError, match=r"CUDAFORGE_WORKERS is 'exce'"):
+            forkserver.wanted(EvalOptions(device="cpu"))
 
 
 @pytest.mark.gpu

@@ -443,3 +443,22 @@ def test_a_fork_that_fails_ends_only_this_commands_use_of_a_kept_server(ext_cach
     forkserver.give_up(server, str(failed.value), stuck=failed.value.stuck)
     assert forkserver.server_for(options, ext_cache) is None  # this process starts its workers anew
     assert len(_servers_of(kept_here)) == 1  # while the server goes on for every other command
+
+
+def test_a_bad_workers_variable_is_a_usage_error_that_names_it(tmp_path: Path, ext_cache: Path) -> None:
+    done = _eval({**_kept_env(tmp_path, ext_cache), "CUDAFORGE_WORKERS": "frok"})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "CUDAFORGE_WORKERS" in done.stderr and "'frok'" in done.stderr
+
+
+def test_the_doctor_says_what_the_workers_variable_chose(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from engine.cli.doctor import _workers_check
+
+    monkeypatch.chdir(tmp_path)  # no cudaforge.toml here: [eval] workers is auto
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("CUDAFORGE_WORKERS", "frok")
+    check = _workers_check()
+    assert check.state == "warn" and "'frok'" in check.detail and "CUDAFORGE_WORKERS" in check.fix
+    monkeypatch.setenv("CUDAFORGE_WORKERS", "exec")
+    check = _workers_check()
+    assert (check.state, check.detail) == ("ok", "each a new interpreter ($CUDAFORGE_WORKERS=exec)")

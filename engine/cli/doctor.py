@@ -197,6 +197,8 @@ def _sandbox_check() -> Check:
 def _workers_check() -> Check:
     """How evaluation workers start here (engine.eval.forkserver)."""
     from engine.config import ConfigError, load_config
+    from engine.eval.forkserver import WORKERS_ENV, workers_choice
+    from engine.eval.options import EvaluationError
     from engine.sandbox.report import workers_status
 
     try:
@@ -204,8 +206,14 @@ def _workers_check() -> Check:
         workers, sandbox = section.workers, section.sandbox
     except ConfigError:
         workers, sandbox = "auto", "auto"
-    state, detail, fix = workers_status(workers, sandbox)
-    if workers != "exec" and state == "ok":
+    try:
+        chosen = workers_choice(workers)
+    except EvaluationError as error:
+        return Check("workers", "warn", f"{error}: every evaluation refuses to start", f"unset ${WORKERS_ENV} or say fork or exec")
+    state, detail, fix = workers_status(chosen, sandbox)
+    if chosen == "exec" and workers != "exec":  # [eval] workers says auto; the environment chose
+        detail = f"each a new interpreter (${WORKERS_ENV}=exec)"
+    if chosen != "exec" and state == "ok":
         state, kept, kept_fix = _kept_status()
         detail, fix = f"{detail}; {kept}", fix or kept_fix
     return Check("workers", state, detail, fix)

@@ -284,14 +284,26 @@ _BROKEN: dict[tuple[object, ...], str] = {}  # settings whose server failed once
 _PENDING: dict[tuple[object, ...], concurrent.futures.Future] = {}  # kept servers being launched in the background
 
 
+WORKER_CHOICES = ("auto", "fork", "exec")
+
+
+def workers_choice(configured: str, env: Mapping[str, str] | None = None) -> str:
+    """How workers start for ``[eval] workers = configured``: the setting itself, or where it says
+    ``auto``, ``$CUDAFORGE_WORKERS`` (``fork``, ``exec`` or ``auto``) when set; anything else there is an
+    EvaluationError that names it (a typo would otherwise have forked in silence)."""
+    if configured != "auto":
+        return configured
+    text = (os.environ if env is None else env).get(WORKERS_ENV, "").strip()
+    if text and text not in WORKER_CHOICES:
+        raise EvaluationError(f"${WORKERS_ENV} is {text!r}: say fork, exec or auto (or unset it)")
+    return text or "auto"
+
+
 def wanted(options: EvalOptions) -> bool:
     """Whether these options' workers are forked (``[eval] workers``, above): on CPU and CUDA alike, unless
-    they say ``exec``. Where they say ``auto``, ``$CUDAFORGE_WORKERS`` (``fork`` or ``exec``) may choose
-    instead: how a benchmark measures both ways on one box."""
-    choice = options.workers
-    if choice == "auto":
-        choice = os.environ.get(WORKERS_ENV, "auto")
-    return choice != "exec"
+    they say ``exec``. Where they say ``auto``, ``$CUDAFORGE_WORKERS`` may choose instead
+    (:func:`workers_choice`): how a benchmark measures both ways on one box."""
+    return workers_choice(options.workers) != "exec"
 
 
 def kept(options: EvalOptions) -> bool:
