@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -28,7 +29,7 @@ from engine.guard.policy import GuardSettings
 from engine.guard.static import check_source
 from engine.sandbox import available_mechanisms
 from engine.sandbox.report import workers_status
-from tests.conftest import EXAMPLES, until
+from tests.conftest import EXAMPLES, REPO, until
 
 TASK = (EXAMPLES / "tasks" / "relu.py").read_text()
 HONEST = (EXAMPLES / "kernels" / "relu_cpu.py").read_text()
@@ -211,6 +212,35 @@ def _relaxed(source: str) -> GuardSettings:
 
 def _alive(mark: str) -> bool:
     return bool(subprocess.run(["pgrep", "-f", f"sleep {mark}"], capture_output=True, text=True).stdout.strip())
+
+
+INIT_ALONE = """
+import ctypes, ctypes.util, os, sys
+from engine.eval import zygote
+libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER, as the server makes each worker's init
+_, verdict = os.pipe()
+worker = os.fork()
+if worker == 0:
+    if os.fork() == 0:
+        os.setsid()
+        os.execvp("sleep", ["sleep", sys.argv[1]])
+    os._exit(3)
+zygote._watch(worker, verdict)
+"""
+
+
+def test_a_workers_init_ends_what_the_worker_left_before_it_ends_itself() -> None:
+    """The init alone, with no server behind it (whose own sweep of strays would hide a lapse here):
+    the worker's setsid'd child, reparented to the init when the worker ends, is ended by it, and the
+    init ends with the worker's own exit status."""
+    mark = f"{os.getpid() % 1000 + 2000}.{int(time.time() * 1000) % 100000}"
+    try:
+        done = subprocess.run([sys.executable, "-c", INIT_ALONE, mark], cwd=REPO, capture_output=True, timeout=120)
+        assert done.returncode == 3, done.stderr
+        assert not _alive(mark)
+    finally:
+        subprocess.run(["pkill", "-9", "-f", f"sleep {mark}"], capture_output=True)
 
 
 @pytest.mark.parametrize("mechanism", CONFINED)
