@@ -54,19 +54,15 @@ class TimingStats:
     max_ms: float
     mean_ms: float
     std_ms: float
-    #: the median of the timed calls by the host clock around a device-wide sync, the flush left out
-    #: (each call's event time plus its gap): launch overhead included, and work hidden from the events
+    # Median of a separate, unflushed pass timed by the host clock around a device-wide sync:
+    # it includes launch overhead, and work hidden from the events shows up here.
     host_median_ms: float | None = None
     #: the 95% bootstrap interval of ``median_ms`` (engine.eval.bootstrap); None in older records
     median_interval_ms: list[float] | None = None
-    #: the median over the timed calls of each one's gap, the host clock less the GPU's span
-    #: (engine.eval.timing); None on CPU and in older records
-    host_gap_ms: float | None = None
 
     @classmethod
-    def from_samples(cls, samples_ms: list[float], gaps_ms: list[float] | None = None) -> TimingStats:
-        """Summarise raw samples (at least one) with robust statistics; ``gaps_ms``, one per sample where
-        given, the host clock's view of the same calls."""
+    def from_samples(cls, samples_ms: list[float], host_median_ms: float | None = None) -> TimingStats:
+        """Summarise raw samples (at least one) with robust statistics."""
         from engine.eval.bootstrap import median_interval
 
         if not samples_ms:
@@ -86,14 +82,9 @@ class TimingStats:
             max_ms=ordered[-1],
             mean_ms=mean,
             std_ms=var**0.5,
-            host_median_ms=_median([ms + gap for ms, gap in zip(samples_ms, gaps_ms, strict=True)]) if gaps_ms else None,
+            host_median_ms=host_median_ms,
             median_interval_ms=list(median_interval(ordered)),
-            host_gap_ms=_median(gaps_ms) if gaps_ms else None,
         )
-
-
-def _median(values: list[float]) -> float:
-    return _quantile(sorted(values), 0.5)
 
 
 def _quantile(ordered: list[float], q: float) -> float:

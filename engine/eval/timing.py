@@ -4,13 +4,8 @@ On CUDA each timed call is bracketed by events on the current stream, after a 25
 flushes the L2 (so no call profits from the previous one's cache, and the flush hides the CPU's
 launch latency); on CPU a monotonic clock does the same job after a smaller cache-flushing write.
 The two models are timed in alternating blocks so that clock and power drift hit both alike.
-Every timed call is also timed by the host clock around a device-wide sync, and its *gap* kept: the
-host's time less the GPU's span from before the flush to the end event. Work launched on a side stream
-that outlives the end event shows in every gap and not in the events; another process on the GPU
-stretches the gaps of both models' calls in the same blocks (so the reference's gap, over the same
-period, is the allowance), and a burst of it touches only some calls, which the median of all of
-them passes over (engine.guard.runtime.timing_disagreement). Separate host-clock calls, a few per
-block, were measured before: a burst that met them refused an honest kernel. Lines a
+Host-clock calls with a device-wide sync, interleaved with the event-timed ones, record what the
+events cannot see: work launched on a side stream shows up there and not in the events. Lines a
 candidate marked persisting would survive the flush: on CUDA the persisting-L2 limit is put back and
 those lines reset before each timed call (engine.eval.l2). What the callables run on, and what keeps
 them from replaying results, is the caller's (engine.eval.replay).
@@ -44,6 +39,7 @@ class TimingPlan:
     warmup_calls: int = 3
     warmup_s: float = 0.05
     block: int = 10
+    host_per_block: int = 2  # host-clock calls per model per block, interleaved with the event-timed ones
 
 
 def make_timer(device: torch.device, l2: PersistingL2 | None = None) -> _CudaTimer | _CpuTimer:
@@ -72,15 +68,14 @@ def time_models(
     if after_warmup is not None and not after_warmup():
         return None
     samples: dict[str, list[float]] = {"candidate": [], "reference": []}
-    gaps: dict[str, list[float]] = {"candidate": [], "reference": []}
+    host: dict[str, list[float]] = {"candidate": [], "reference": []}
     deadline = time.monotonic() + plan.budget_s
     while True:
         for name, fn in fns.items():
             for _ in range(plan.block):
-                ms, gap = timer.time_with_gap(fn)
-                samples[name].append(ms)
-                if gap is not None:
-                    gaps[name].append(gap)
+                samples[name].append(timer.time_once(fn))
+            for _ in range(plan.host_per_block):
+                host[name].append(timer.host_time_once(fn))
         enough = all(len(s) >= plan.min_trials for s in samples.values())
         if enough or time.monotonic() > deadline:
             break  # the budget wins over the trial count for very slow models
@@ -89,11 +84,16 @@ def time_models(
     return Timing(
         speedup_interval=list(ratio_interval(samples["reference"], samples["candidate"])),
         method=timer.method,
-        candidate=TimingStats.from_samples(samples["candidate"], gaps["candidate"] or None),
-        reference=TimingStats.from_samples(samples["reference"], gaps["reference"] or None),
+        candidate=_stats(samples["candidate"], host["candidate"]),
+        reference=_stats(samples["reference"], host["reference"]),
         l2_flush_bytes=timer.flush_bytes,
         warmup_calls=plan.warmup_calls,
     )
+
+
+def _stats(samples: list[float], host: list[float]) -> TimingStats:
+    """One model's statistics, with the median of its host-clock calls."""
+    return TimingStats.from_samples(samples, _median(host) if host else None)
 
 
 def _warm_up(fn: Callable[[], object], timer: _CpuTimer | _CudaTimer, plan: TimingPlan) -> None:
@@ -108,6 +108,12 @@ def _warm_up(fn: Callable[[], object], timer: _CpuTimer | _CudaTimer, plan: Timi
     timer.sync()
 
 
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 class _CudaTimer:
     method = "cuda-events"
 
@@ -118,7 +124,6 @@ class _CudaTimer:
         self.l2 = l2
         self.flush_bytes = CUDA_FLUSH_BYTES
         self.cache = torch.empty(CUDA_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
-        self.before = torch.cuda.Event(enable_timing=True)  # ahead of the flush: the GPU's whole span
         self.start = torch.cuda.Event(enable_timing=True)
         self.end = torch.cuda.Event(enable_timing=True)
 
@@ -128,31 +133,31 @@ class _CudaTimer:
         torch.cuda.synchronize(self.device)
 
     def time_once(self, fn: Callable[[], object]) -> float:
-        return self.time_with_gap(fn)[0]
-
-    def time_with_gap(self, fn: Callable[[], object]) -> tuple[float, float]:
-        """One flushed call: its milliseconds by the events, and its gap (the module docstring): the host
-        clock from before the flush to the device-wide sync after it, less the GPU's span over the same
-        work, so the flush's own time cancels out and what is left is launch and wake-up latency, time
-        spent waiting behind other processes' work, and any work that outlived the end event."""
         import torch
 
         if self.l2 is not None:
             self.l2.restore()  # persisting lines would survive the flush
-        host_started = time.perf_counter()
-        self.before.record()
         self.cache.zero_()
         self.start.record()
         fn()
         self.end.record()
         torch.cuda.synchronize(self.device)  # device-wide: every stream is drained before reading
-        host_ms = (time.perf_counter() - host_started) * 1e3
-        return float(self.start.elapsed_time(self.end)), host_ms - float(self.before.elapsed_time(self.end))
+        return float(self.start.elapsed_time(self.end))
 
     def busy_time_once(self, fn: Callable[[], object]) -> float:
         """The replay probe's clock (``_CpuTimer.busy_time_once`` on CPU): CUDA events already time the
         GPU's own work, which a busy host does not stretch."""
         return self.time_once(fn)
+    def host_time_once(self, fn: Callable[[], object]) -> float:
+        import torch
+
+        if self.l2 is not None:
+            self.l2.restore()
+        torch.cuda.synchronize(self.device)
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize(self.device)
+        return (time.perf_counter() - t0) * 1e3
 
 
 class _CpuTimer:
@@ -173,9 +178,10 @@ class _CpuTimer:
         fn()
         return (time.perf_counter() - t0) * 1e3
 
-    def time_with_gap(self, fn: Callable[[], object]) -> tuple[float, None]:
-        """One flushed call and no gap: on CPU nothing runs outside the clock's view."""
-        return self.time_once(fn), None
+    def host_time_once(self, fn: Callable[[], object]) -> float:
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3
 
     def busy_time_once(self, fn: Callable[[], object]) -> float:
         """The process's CPU milliseconds in one flushed call: what the replay probe compares on CPU. A busy

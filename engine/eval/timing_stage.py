@@ -23,7 +23,7 @@ Evaluation = Any  # engine.eval.worker.Evaluation, which imports this module (no
 def _expected_calls(plan: Any) -> int:
     """About how many calls of each model the timing makes (where the random sample is drawn)."""
     blocks = max(1, -(-plan.min_trials // plan.block))
-    return plan.warmup_calls + blocks * plan.block
+    return plan.warmup_calls + blocks * (plan.block + plan.host_per_block)
 
 
 def _refused(ev: Evaluation, verdict: Any, when: str = "") -> bool:
@@ -69,16 +69,15 @@ def _probe(
 
 
 def hidden_work(timing: Timing) -> str | None:
-    """``timing-disagreement``'s message when the host clock saw far more of the candidate's timed calls
-    than its events did (engine.guard.runtime.timing_disagreement), else None: the median of each call's
-    gap, the reference's allowed. Medians of separate host-clock calls, a few per block, were used
-    before: a burst of another process's work on the GPU that met them refused an honest ReLU (session
-    22). Reading the least host-clock call instead was tried and dropped: a candidate hiding its work
-    from the events could make any one call cheap (a kept answer, at random)."""
+    """``timing-disagreement``'s message when the candidate's host-clock calls took far more than its
+    events saw (engine.guard.runtime.timing_disagreement), else None: the medians of both models, the
+    reference's gap allowed. Its least host-clock call was tried instead (session 22: another process on
+    the GPU delayed an honest ReLU's host-clock calls) and dropped: a candidate that hides its work from
+    the events and makes any one of its host-clock calls cheap (a kept answer, at random) then passed."""
     from engine.guard.runtime import timing_disagreement
 
     candidate, reference = timing.candidate, timing.reference
-    return timing_disagreement(candidate.median_ms, candidate.host_gap_ms, reference.host_gap_ms)
+    return timing_disagreement(candidate.median_ms, candidate.host_median_ms, reference.median_ms, reference.host_median_ms)
 
 
 def _ms_since(started: float) -> float:

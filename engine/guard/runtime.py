@@ -133,24 +133,28 @@ def non_tensor_outputs(outputs: Any) -> list[str]:
     return [type(t).__name__ for t in flatten_tensors(outputs) if type(t) is not torch.Tensor]
 
 
-def timing_disagreement(event_ms: float, gap_ms: float | None, reference_gap_ms: float | None = None) -> str | None:
-    """A message when the host clock saw much more of the candidate's calls than the events did, else None.
+def timing_disagreement(
+    event_ms: float,
+    host_ms: float | None,
+    reference_event_ms: float | None = None,
+    reference_host_ms: float | None = None,
+) -> str | None:
+    """A message when the host clock saw much more than the events did, else None.
 
-    ``gap_ms`` is the median over the candidate's timed calls of each call's gap: its host-clock time
-    less the GPU's span of the same call (engine.eval.timing). The reference is the control: timed the
-    same way in the same blocks, it cannot hide work, so its own gap (launch overhead, waiting behind
-    other processes on a shared GPU) is allowed to the candidate too. Only a gap well beyond that is
-    refused. The median needs the hidden work in most calls, and a candidate hiding work in fewer has
-    its event median an honest call's time anyway.
+    The reference is the control: it is timed the same way, interleaved, and cannot hide work, so
+    its own host-minus-event gap (launch overhead, other processes on a shared GPU) is allowed to
+    the candidate too. Only a gap well beyond that is refused.
     """
-    if gap_ms is None:
+    if host_ms is None:
         return None
-    allowance = DISAGREEMENT_ABS_MS + DISAGREEMENT_REL * event_ms + max(0.0, reference_gap_ms or 0.0)
-    if gap_ms > allowance:
+    allowance = DISAGREEMENT_ABS_MS + DISAGREEMENT_REL * event_ms
+    if reference_event_ms is not None and reference_host_ms is not None:
+        allowance += max(0.0, reference_host_ms - reference_event_ms)
+    if host_ms - event_ms > allowance:
         return (
-            f"the host clock with a device-wide sync measured {event_ms + gap_ms:.4f} ms per call but the CUDA "
-            f"events only {event_ms:.4f} ms (medians over the timed calls; allowed gap {allowance:.4f} ms, from "
-            "the reference's own gap): work is running outside the timed stream (e.g. on a side stream)"
+            f"the host clock with a device-wide sync measured {host_ms:.4f} ms per call but the CUDA events "
+            f"only {event_ms:.4f} ms (allowed gap {allowance:.4f} ms, from the reference's own gap): "
+            "work is running outside the timed stream (e.g. on a side stream)"
         )
     return None
 
