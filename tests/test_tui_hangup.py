@@ -10,6 +10,7 @@ block on the full terminal until its queue is full too, then the connection drop
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,40 @@ def test_a_driver_without_a_terminal_of_its_own_is_left_as_it_is() -> None:
 
     assert hang_up_proof(HeadlessDriver) is HeadlessDriver  # tests, and the web driver of `serve`
     assert issubclass(hang_up_proof(LinuxDriver), LinuxDriver)
+
+
+def test_the_output_is_gone_only_when_the_terminal_is() -> None:
+    """A real hung-up terminal (its other end closed: EIO) ends the output for good; a real full
+    non-blocking pipe (EAGAIN) loses that write and no more."""
+    import fcntl
+    import os
+
+    from tui.terminal_output import HangUpProofOutput
+
+    master, slave = os.openpty()
+    os.close(master)  # the connection dropped
+    terminal = open(slave, "w", encoding="utf-8")  # noqa: SIM115 - closed below, where closing fails too
+    output = HangUpProofOutput(terminal)
+    output.write("x" * 10)
+    output.flush()
+    assert output.gone
+    output.write("more")  # nothing raises
+    output.flush()
+    with contextlib.suppress(OSError):  # its buffer still holds what never reached the terminal
+        terminal.close()
+
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETFL, fcntl.fcntl(write, fcntl.F_GETFL) | os.O_NONBLOCK)
+    with open(write, "w", encoding="utf-8") as pipe, open(read, "rb", buffering=0) as reader:
+        output = HangUpProofOutput(pipe)
+        for _ in range(1024):  # far past the pipe's capacity
+            output.write("y" * 4096)
+            output.flush()
+        assert not output.gone
+        fcntl.fcntl(read, fcntl.F_SETFL, fcntl.fcntl(read, fcntl.F_GETFL) | os.O_NONBLOCK)
+        with contextlib.suppress(BlockingIOError):
+            while reader.read(1 << 16):
+                pass
+        output.write("after\n")
+        output.flush()
+        assert reader.read(1 << 16).endswith(b"after\n")

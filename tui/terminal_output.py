@@ -15,11 +15,17 @@ quit the SIGHUP asks for can run to its end. :func:`hang_up_proof` wraps the pla
 
 from __future__ import annotations
 
+import errno
 from typing import IO, Any
+
+#: what a write to a terminal that is gone fails with: hung up (EIO), its reader closed (EPIPE), no device
+HUNG_UP = frozenset({errno.EIO, errno.EPIPE, errno.ENXIO})
 
 
 class HangUpProofOutput:
-    """A text stream over the terminal that stops writing, quietly, once a write to it fails."""
+    """A text stream over the terminal that stops writing, quietly, once a write to it fails because the
+    terminal is gone. Any other failure (EAGAIN, where something sharing the terminal made it
+    non-blocking) loses that piece of the screen and no more: the writer thread lives on either way."""
 
     def __init__(self, stream: IO[str]) -> None:
         self._stream = stream
@@ -29,16 +35,16 @@ class HangUpProofOutput:
         if not self.gone:
             try:
                 self._stream.write(text)
-            except OSError:  # EIO: the terminal hung up (EPIPE and the like: it is gone as well)
-                self.gone = True
+            except OSError as error:
+                self.gone = error.errno in HUNG_UP
         return len(text)
 
     def flush(self) -> None:
         if not self.gone:
             try:
                 self._stream.flush()
-            except OSError:
-                self.gone = True
+            except OSError as error:
+                self.gone = error.errno in HUNG_UP
 
     def fileno(self) -> int:
         return self._stream.fileno()
