@@ -8,14 +8,15 @@ most likely when the writer was blocked on a full terminal (nobody reading) as t
 but one write in the moment between the hang-up and the app's handler is enough: the app then
 never exits and keeps its session's lock.
 
-:class:`HangUpProofOutput` stands between that thread and the terminal: the first failed write marks
-the terminal gone and every later write vanishes, so the thread keeps emptying its queue and the
-quit the SIGHUP asks for can run to its end. :func:`hang_up_proof` wraps the platform's driver class.
+:class:`HangUpProofOutput` stands between that thread and the terminal: the first write that fails
+because the terminal is gone marks it so and every later write vanishes, so the thread keeps emptying
+its queue and the quit the SIGHUP asks for can run to its end. :func:`hang_up_proof` wraps the platform's driver class.
 """
 
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
 from typing import IO, Any
 
 #: what a write to a terminal that is gone fails with: hung up (EIO), its reader closed (EPIPE), no device
@@ -32,17 +33,16 @@ class HangUpProofOutput:
         self.gone = False
 
     def write(self, text: str) -> int:
-        if not self.gone:
-            try:
-                self._stream.write(text)
-            except OSError as error:
-                self.gone = error.errno in HUNG_UP
+        self._attempt(self._stream.write, text)
         return len(text)
 
     def flush(self) -> None:
+        self._attempt(self._stream.flush)
+
+    def _attempt(self, action: Callable[..., object], *args: object) -> None:
         if not self.gone:
             try:
-                self._stream.flush()
+                action(*args)
             except OSError as error:
                 self.gone = error.errno in HUNG_UP
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine import procgroups, sandbox
+from engine.config import WORKER_STARTS
 from engine.eval import jobdirs, keptserver, zygote
 from engine.eval.options import EvalOptions, EvaluationError
 
@@ -284,17 +285,14 @@ _BROKEN: dict[tuple[object, ...], str] = {}  # settings whose server failed once
 _PENDING: dict[tuple[object, ...], concurrent.futures.Future] = {}  # kept servers being launched in the background
 
 
-WORKER_CHOICES = ("auto", "fork", "exec")
-
-
-def workers_choice(configured: str, env: Mapping[str, str] | None = None) -> str:
+def workers_choice(configured: str) -> str:
     """How workers start for ``[eval] workers = configured``: the setting itself, or where it says
     ``auto``, ``$CUDAFORGE_WORKERS`` (``fork``, ``exec`` or ``auto``) when set; anything else there is an
     EvaluationError that names it (a typo would otherwise have forked in silence)."""
     if configured != "auto":
         return configured
-    text = (os.environ if env is None else env).get(WORKERS_ENV, "").strip()
-    if text and text not in WORKER_CHOICES:
+    text = os.environ.get(WORKERS_ENV, "").strip()
+    if text and text not in WORKER_STARTS:
         raise EvaluationError(f"${WORKERS_ENV} is {text!r}: say fork, exec or auto (or unset it)")
     return text or "auto"
 
