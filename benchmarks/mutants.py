@@ -489,9 +489,25 @@ MUTANTS: tuple[Mutant, ...] = (
            ("tests/test_tui_hangup.py::test_the_output_is_gone_only_when_the_terminal_is",)),
     Mutant("hidden-work-never-found", "engine/eval/timing_stage.py", "hidden_work",
            "timing-disagreement never fires: work on a side stream is timed as free",
-           "    return timing_disagreement(candidate.median_ms, candidate.host_median_ms, reference.median_ms, reference.host_median_ms)\n",
+           "    return timing_disagreement(candidate.median_ms, candidate.gap_median_ms, reference.gap_median_ms)\n",
            "    return None\n",
            ("tests/test_guard_runtime.py::test_work_hidden_from_the_events_in_every_call_is_still_found",)),
+    Mutant("gap-against-own-flush", "engine/eval/timing.py", "_stats",
+           "each model's gap measured against its own flush: work put ahead of the flush at a higher priority "
+           "stretches the flush, not the gap, and passes",
+           "    stats.gap_median_ms = _median(gaps(calls, flush_ms))\n",
+           "    stats.gap_median_ms = _median(gaps(calls, stats.flush_median_ms))\n",
+           ("tests/test_guard_runtime.py::test_work_put_ahead_of_the_flush_is_found_by_the_flush_it_stretched",)),
+    Mutant("disagreement-unconfirmed", "engine/eval/timing_stage.py", "confirmed_hidden_work",
+           "one timing's disagreement refuses: a burst of another process's work on a shared GPU refuses an honest kernel",
+           "    if not first:\n        return None\n",
+           "    if not first:\n        return None\n    return first\n",
+           ("tests/test_guard_runtime.py::test_a_disagreement_is_refused_only_when_a_second_timing_shows_it_too",)),
+    Mutant("disagreement-never-confirmed", "engine/eval/timing_stage.py", "confirmed_hidden_work",
+           "the second timing never confirms: hidden work in every call passes",
+           "    second = again and hidden_work(again)\n",
+           "    second = None\n",
+           ("tests/test_guard_runtime.py::test_a_disagreement_is_refused_only_when_a_second_timing_shows_it_too",)),
 )
 
 

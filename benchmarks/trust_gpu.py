@@ -28,6 +28,20 @@ def runtime_rules(result: object) -> list[str]:
     return [f["rule"] for f in result.findings if f.get("source") == "runtime"]  # type: ignore[attr-defined]
 
 
+def _gaps(result: object) -> dict[str, object] | None:
+    """Each model's median gap and flush (engine.eval.timing), and a second timing's figures if one ran."""
+    timing = result.timing  # type: ignore[attr-defined]
+    if timing is None:
+        return None
+    figures: dict[str, object] = {
+        f"{name}_{what}": getattr(getattr(timing, name), f"{what}_median_ms")
+        for name in ("candidate", "reference")
+        for what in ("gap", "flush")
+    }
+    figures["disagreement"] = result.settings.get("timing_disagreement")  # type: ignore[attr-defined]
+    return figures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -64,6 +78,7 @@ def main() -> int:
                 "stages": {k: round(v, 3) for k, v in result.durations.items()},
                 "messages": [m[:300] for m in result.messages],
                 "l2": result.settings.get("l2"),
+                "gaps_ms": _gaps(result),  # what timing-disagreement compared
                 "defence_replay_s": result.durations.get("defence_replay"),
                 "time_stage_s": result.durations.get("time"),
                 "seconds": round(time.monotonic() - started, 1),

@@ -54,14 +54,17 @@ class TimingStats:
     max_ms: float
     mean_ms: float
     std_ms: float
-    # Median of a separate, unflushed pass timed by the host clock around a device-wide sync:
-    # it includes launch overhead, and work hidden from the events shows up here.
+    # Medians over the timed calls (engine.eval.timing): the host clock's span of flush, call and
+    # device-wide sync; the flush's own span by events; and the gap, host time less the call's events and
+    # the reference's median flush, where work hidden from the events shows. None in older records.
     host_median_ms: float | None = None
+    flush_median_ms: float | None = None
+    gap_median_ms: float | None = None
     #: the 95% bootstrap interval of ``median_ms`` (engine.eval.bootstrap); None in older records
     median_interval_ms: list[float] | None = None
 
     @classmethod
-    def from_samples(cls, samples_ms: list[float], host_median_ms: float | None = None) -> TimingStats:
+    def from_samples(cls, samples_ms: list[float]) -> TimingStats:
         """Summarise raw samples (at least one) with robust statistics."""
         from engine.eval.bootstrap import median_interval
 
@@ -82,7 +85,6 @@ class TimingStats:
             max_ms=ordered[-1],
             mean_ms=mean,
             std_ms=var**0.5,
-            host_median_ms=host_median_ms,
             median_interval_ms=list(median_interval(ordered)),
         )
 

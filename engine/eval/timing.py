@@ -4,8 +4,11 @@ On CUDA each timed call is bracketed by events on the current stream, after a 25
 flushes the L2 (so no call profits from the previous one's cache, and the flush hides the CPU's
 launch latency); on CPU a monotonic clock does the same job after a smaller cache-flushing write.
 The two models are timed in alternating blocks so that clock and power drift hit both alike.
-Host-clock calls with a device-wide sync, interleaved with the event-timed ones, record what the
-events cannot see: work launched on a side stream shows up there and not in the events. Lines a
+Every timed call is also timed by the host clock, from before its flush to after a device-wide sync,
+and the flush by events of its own: a call's *gap* is its host time less its events' span and less the
+reference's median flush. Work the events cannot see (launched on a side stream, or ahead of the flush
+at a higher priority, which stretches the flush) shows in the gap; another process's work stretching
+the call itself stretches both clocks and cancels. Lines a
 candidate marked persisting would survive the flush: on CUDA the persisting-L2 limit is put back and
 those lines reset before each timed call (engine.eval.l2). What the callables run on, and what keeps
 them from replaying results, is the caller's (engine.eval.replay).
@@ -16,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.config import EvalConfig
 from engine.eval.result import Timing, TimingStats
@@ -39,7 +42,16 @@ class TimingPlan:
     warmup_calls: int = 3
     warmup_s: float = 0.05
     block: int = 10
-    host_per_block: int = 2  # host-clock calls per model per block, interleaved with the event-timed ones
+
+
+@dataclass(frozen=True)
+class CallTime:
+    """One timed call by both clocks: the events' span of the call, the host clock's span of flush, call
+    and device-wide sync, and the events' span of the flush alone (0 where there is no flush to time)."""
+
+    event_ms: float
+    host_ms: float
+    flush_ms: float = 0.0
 
 
 def make_timer(device: torch.device, l2: PersistingL2 | None = None) -> _CudaTimer | _CpuTimer:
@@ -67,33 +79,46 @@ def time_models(
         _warm_up(fn, timer, plan)
     if after_warmup is not None and not after_warmup():
         return None
-    samples: dict[str, list[float]] = {"candidate": [], "reference": []}
-    host: dict[str, list[float]] = {"candidate": [], "reference": []}
+    calls: dict[str, list[CallTime]] = {"candidate": [], "reference": []}
     deadline = time.monotonic() + plan.budget_s
     while True:
         for name, fn in fns.items():
-            for _ in range(plan.block):
-                samples[name].append(timer.time_once(fn))
-            for _ in range(plan.host_per_block):
-                host[name].append(timer.host_time_once(fn))
-        enough = all(len(s) >= plan.min_trials for s in samples.values())
+            calls[name].extend(timer.time_call(fn) for _ in range(plan.block))
+        enough = all(len(c) >= plan.min_trials for c in calls.values())
         if enough or time.monotonic() > deadline:
             break  # the budget wins over the trial count for very slow models
+    return summarise(calls["candidate"], calls["reference"], timer, plan.warmup_calls)
+
+
+def summarise(candidate: list[CallTime], reference: list[CallTime], timer: Any, warmup_calls: int = 0) -> Timing:
+    """Both models' statistics from their timed calls; the gaps measured against the reference's flush."""
     from engine.eval.bootstrap import ratio_interval
 
+    flush = _median([c.flush_ms for c in reference])
+    events = {name: [c.event_ms for c in calls] for name, calls in (("candidate", candidate), ("reference", reference))}
     return Timing(
-        speedup_interval=list(ratio_interval(samples["reference"], samples["candidate"])),
+        speedup_interval=list(ratio_interval(events["reference"], events["candidate"])),
         method=timer.method,
-        candidate=_stats(samples["candidate"], host["candidate"]),
-        reference=_stats(samples["reference"], host["reference"]),
+        candidate=_stats(candidate, flush),
+        reference=_stats(reference, flush),
         l2_flush_bytes=timer.flush_bytes,
-        warmup_calls=plan.warmup_calls,
+        warmup_calls=warmup_calls,
     )
 
 
-def _stats(samples: list[float], host: list[float]) -> TimingStats:
-    """One model's statistics, with the median of its host-clock calls."""
-    return TimingStats.from_samples(samples, _median(host) if host else None)
+def gaps(calls: list[CallTime], flush_ms: float) -> list[float]:
+    """Each call's host time beyond its events' span and a flush of ``flush_ms``: launch and sync latency
+    for honest work; work the events did not see, inside the flush or after the call's end event, besides."""
+    return [c.host_ms - c.event_ms - flush_ms for c in calls]
+
+
+def _stats(calls: list[CallTime], flush_ms: float) -> TimingStats:
+    """One model's statistics, with the medians of its host-clock spans, its flushes and its gaps."""
+    stats = TimingStats.from_samples([c.event_ms for c in calls])
+    stats.host_median_ms = _median([c.host_ms for c in calls])
+    stats.flush_median_ms = _median([c.flush_ms for c in calls])
+    stats.gap_median_ms = _median(gaps(calls, flush_ms))
+    return stats
 
 
 def _warm_up(fn: Callable[[], object], timer: _CpuTimer | _CudaTimer, plan: TimingPlan) -> None:
@@ -124,6 +149,7 @@ class _CudaTimer:
         self.l2 = l2
         self.flush_bytes = CUDA_FLUSH_BYTES
         self.cache = torch.empty(CUDA_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+        self.before = torch.cuda.Event(enable_timing=True)  # the flush's start
         self.start = torch.cuda.Event(enable_timing=True)
         self.end = torch.cuda.Event(enable_timing=True)
 
@@ -132,32 +158,30 @@ class _CudaTimer:
 
         torch.cuda.synchronize(self.device)
 
-    def time_once(self, fn: Callable[[], object]) -> float:
+    def time_call(self, fn: Callable[[], object]) -> CallTime:
+        """The call by its events, the flush before it by its own, and both under the host clock; the
+        candidate cannot tell this call from any other timed one."""
         import torch
 
         if self.l2 is not None:
             self.l2.restore()  # persisting lines would survive the flush
+        started = time.perf_counter()
+        self.before.record()
         self.cache.zero_()
         self.start.record()
         fn()
         self.end.record()
         torch.cuda.synchronize(self.device)  # device-wide: every stream is drained before reading
-        return float(self.start.elapsed_time(self.end))
+        host_ms = (time.perf_counter() - started) * 1e3
+        return CallTime(float(self.start.elapsed_time(self.end)), host_ms, float(self.before.elapsed_time(self.start)))
+
+    def time_once(self, fn: Callable[[], object]) -> float:
+        return self.time_call(fn).event_ms
 
     def busy_time_once(self, fn: Callable[[], object]) -> float:
         """The replay probe's clock (``_CpuTimer.busy_time_once`` on CPU): CUDA events already time the
         GPU's own work, which a busy host does not stretch."""
         return self.time_once(fn)
-    def host_time_once(self, fn: Callable[[], object]) -> float:
-        import torch
-
-        if self.l2 is not None:
-            self.l2.restore()
-        torch.cuda.synchronize(self.device)
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize(self.device)
-        return (time.perf_counter() - t0) * 1e3
 
 
 class _CpuTimer:
@@ -178,10 +202,10 @@ class _CpuTimer:
         fn()
         return (time.perf_counter() - t0) * 1e3
 
-    def host_time_once(self, fn: Callable[[], object]) -> float:
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1e3
+    def time_call(self, fn: Callable[[], object]) -> CallTime:
+        """On CPU one clock times everything: the host time is the call's own."""
+        elapsed = self.time_once(fn)
+        return CallTime(elapsed, elapsed)
 
     def busy_time_once(self, fn: Callable[[], object]) -> float:
         """The process's CPU milliseconds in one flushed call: what the replay probe compares on CPU. A busy

@@ -12,7 +12,7 @@ is recorded):
 | output-cached | refuse | an output's storage is a previous call's output (results cached across calls) |
 | output-not-tensor | refuse | an output is a Tensor subclass or another object posing as a tensor |
 | no-own-kernel | refuse | on CUDA, none of the source's own ``__global__`` kernels launched in a forward |
-| timing-disagreement | refuse | the host clock (device-wide sync) saw far more time than the events: hidden work |
+| timing-disagreement | refuse | the host clock (device-wide sync) saw far more time than the events and the flush, in two timings: hidden work |
 | kernel-launch-unverified | warn | the launch check could not run (profiler unavailable) |
 | own-kernel-trivial | refuse | on CUDA, for a candidate not built on the split path: the source's own kernels launched but took under ``OWN_SHARE_MIN`` of the forward's device time: the work is all in PyTorch |
 | own-kernel-unneeded | refuse | on CUDA, split-built: with every own kernel's launch switched off the output still passes (engine.eval.ablation) |
@@ -133,28 +133,24 @@ def non_tensor_outputs(outputs: Any) -> list[str]:
     return [type(t).__name__ for t in flatten_tensors(outputs) if type(t) is not torch.Tensor]
 
 
-def timing_disagreement(
-    event_ms: float,
-    host_ms: float | None,
-    reference_event_ms: float | None = None,
-    reference_host_ms: float | None = None,
-) -> str | None:
-    """A message when the host clock saw much more than the events did, else None.
+def timing_disagreement(event_ms: float, gap_ms: float | None, reference_gap_ms: float | None = None) -> str | None:
+    """A message when the candidate's calls took the host clock far longer than their events saw, else None.
 
-    The reference is the control: it is timed the same way, interleaved, and cannot hide work, so
-    its own host-minus-event gap (launch overhead, other processes on a shared GPU) is allowed to
-    the candidate too. Only a gap well beyond that is refused.
+    ``gap_ms`` is the median over the timed calls of host time less the call's events and the reference's
+    flush (engine.eval.timing.gaps). The reference is the control: timed the same way, interleaved, it
+    cannot hide work, so its own gap (launch and sync latency, other processes on a shared GPU) is allowed
+    to the candidate too. Only a gap well beyond that is refused.
     """
-    if host_ms is None:
+    if gap_ms is None:
         return None
     allowance = DISAGREEMENT_ABS_MS + DISAGREEMENT_REL * event_ms
-    if reference_event_ms is not None and reference_host_ms is not None:
-        allowance += max(0.0, reference_host_ms - reference_event_ms)
-    if host_ms - event_ms > allowance:
+    control = max(0.0, reference_gap_ms) if reference_gap_ms is not None else 0.0
+    if gap_ms - control > allowance:
         return (
-            f"the host clock with a device-wide sync measured {host_ms:.4f} ms per call but the CUDA events "
-            f"only {event_ms:.4f} ms (allowed gap {allowance:.4f} ms, from the reference's own gap): "
-            "work is running outside the timed stream (e.g. on a side stream)"
+            f"the host clock with a device-wide sync measured {gap_ms:.4f} ms per call beyond the call's "
+            f"{event_ms:.4f} ms by CUDA events and the L2 flush before it, where the reference's own calls "
+            f"had {control:.4f} ms (allowed beyond that: {allowance:.4f} ms): work is running outside the "
+            "timed stream (e.g. on a side stream, or ahead of the flush)"
         )
     return None
 
