@@ -29,7 +29,7 @@ def runtime_rules(result: object) -> list[str]:
 
 
 def _gaps(result: object) -> dict[str, object] | None:
-    """Each model's median gap and flush (engine.eval.timing), and a second timing's figures if one ran."""
+    """Each model's median gap and flush (engine.eval.timing): what ``timing-disagreement`` compared."""
     timing = result.timing  # type: ignore[attr-defined]
     if timing is None:
         return None
@@ -38,7 +38,6 @@ def _gaps(result: object) -> dict[str, object] | None:
         for name in ("candidate", "reference")
         for what in ("gap", "flush")
     }
-    figures["disagreement"] = result.settings.get("timing_disagreement")  # type: ignore[attr-defined]
     return figures
 
 

@@ -57,10 +57,13 @@ HIGH_PRIORITY = SIDE_STREAM.replace("torch.cuda.Stream()", "torch.cuda.Stream(pr
 
 
 def test_work_put_ahead_of_the_flush_on_a_high_priority_stream_is_a_timing_disagreement(ext_cache: Path) -> None:
-    """Its blocks are scheduled before the flush's: the flush ends later, the call's events see nothing."""
+    """Its blocks are scheduled before the flush's: the flush ends later, the call's events see nothing. Eight
+    ReLUs also outlast the flush, so the gap sees them after the end event as well; that the gap counts the
+    stretched flush is pinned on CPU (test_guard_runtime.py); here the stretch itself is shown."""
     result = run(cheat(HIGH_PRIORITY), ext_cache, guard=GuardSettings(relax=("stream-swap",)))
     assert result.status == "rejected" and "timing-disagreement" in rules(result), (result.messages, result.timing)
     candidate, reference = result.timing.candidate, result.timing.reference
+    assert candidate.flush_median_ms > reference.flush_median_ms, result.timing
     print("high priority: flush", candidate.flush_median_ms, "vs", reference.flush_median_ms, "gap", candidate.gap_median_ms)
 
 
@@ -90,9 +93,9 @@ def test_an_honest_kernel_beside_another_process_s_bursts_of_work_is_not_hidden_
     finally:
         other.kill()
         other.wait()
-    assert result.status == "correct", (result.messages, result.timing, result.settings.get("timing_disagreement"))
+    assert result.status == "correct", (result.messages, result.timing)
     candidate, reference = result.timing.candidate, result.timing.reference
-    print("beside bursts: gaps", candidate.gap_median_ms, reference.gap_median_ms, result.settings.get("timing_disagreement"))
+    print("beside bursts: gaps", candidate.gap_median_ms, reference.gap_median_ms, "flushes", candidate.flush_median_ms, reference.flush_median_ms)
 
 
 def test_matmul_fallback_is_refused(ext_cache: Path) -> None:

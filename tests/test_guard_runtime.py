@@ -173,7 +173,7 @@ PLAN = TimingPlan(min_trials=20, warmup_calls=1, warmup_s=0.0)
 
 
 def _scripted_timing(hidden_ms: float, **clocks):
-    """A timing on the scripted clocks, with them and the candidate, for a second timing."""
+    """A timing on the scripted clocks, with them and the candidate."""
     import torch
 
     from engine.eval.timing import time_models
@@ -221,31 +221,3 @@ def test_another_process_stretching_calls_of_both_models_is_not_hidden_work() ->
         timing = _timing_with_hidden_work(0.0, burst=burst, stretches_call=stretches_call)
         assert hidden_work(timing) is None, timing
     assert hidden_work(_timing_with_hidden_work(0.4, burst=burst)) is not None
-
-
-class _Evaluation:
-    """What the timing stage's confirmation reads and writes of an evaluation."""
-
-    def __init__(self) -> None:
-        import torch
-
-        self.device = torch.device("cpu")
-        self.result = EvalResult(status="correct")
-
-
-def test_a_disagreement_is_refused_only_when_a_second_timing_shows_it_too() -> None:
-    """The first timing's candidate calls met another process's work (all twenty of them); the second
-    timing, the models call by call, did not. Hidden work shows in both."""
-    from engine.eval.timing_stage import confirmed_hidden_work
-
-    def confirm(hidden_ms: float, burst) -> tuple[str | None, dict]:
-        timing, clock, candidate = _scripted_timing(hidden_ms, burst=burst)
-        ev = _Evaluation()
-        return confirmed_hidden_work(ev, timing, candidate, lambda: None, PLAN, clock), ev.result.settings
-
-    message, settings = confirm(0.0, lambda name, k: 1.0 if name == "candidate" and k < 20 else 0.0)
-    assert message is None
-    assert settings["timing_disagreement"]["first"] and settings["timing_disagreement"]["confirmed"] is False
-    message, settings = confirm(0.4, lambda name, k: 0.0)
-    assert message is not None and "and in the first timing" in message
-    assert settings["timing_disagreement"]["confirmed"] is True

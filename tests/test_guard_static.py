@@ -459,6 +459,9 @@ NATIVE_CASES = {
     "auto s3 = c10::cuda::getStreamFromPool(true);": "side-stream",
     "c10::cuda::setCurrentCUDAStream(c10::cuda::getStreamFromPool());": "side-stream",
     "std::thread t([]{}); t.detach();": "threads-or-processes",
+    "at::launch([]{});": "torch-compute-in-extension",  # ATen's inter-op pool: outside the allowed at:: calls
+    "CUstream s4; cuStreamCreate(&s4, 0);": "side-stream",
+    "CUcontext own; cuCtxCreate(&own, 0, 0);": "side-stream",
     'FILE* f = fopen("/tmp/x", "r");': "file-access",
     "out = at::native::add(out, a);": "torch-compute-in-extension",
     "out = torch::nn::functional::relu(out);": "torch-compute-in-extension",

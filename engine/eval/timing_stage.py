@@ -71,34 +71,16 @@ def _probe(
 def hidden_work(timing: Timing) -> str | None:
     """``timing-disagreement``'s message when the candidate's calls took the host clock far longer than
     their events and the flush saw (engine.guard.runtime.timing_disagreement), else None: the median gaps
-    of both models over every timed call, the reference's allowed. Session 22's separate host-clock calls
-    were few (four), so another process's work on the GPU decided their median; a candidate could also
-    tell them from timed calls (no flush before them) and behave there."""
+    of both models over every timed call, the reference's allowed. It is decided on the timed calls
+    themselves: session 22's separate host-clock calls were few (four), so another process's work on the
+    GPU decided their median, and a candidate could tell them from timed calls (no flush queued before
+    them) and behave there; a second timing to confirm a disagreement was tried and dropped (session 24's
+    review): it came after the probe's new inputs and alternated the models call by call, so a candidate
+    could tell it apart too, and hide its work only in the first."""
     from engine.guard.runtime import timing_disagreement
 
     candidate, reference = timing.candidate, timing.reference
     return timing_disagreement(candidate.median_ms, candidate.gap_median_ms, reference.gap_median_ms)
-
-
-def confirmed_hidden_work(ev: Evaluation, timing: Timing, candidate: Any, reference: Any, plan: Any, timer: Any) -> str | None:
-    """``hidden_work``'s message only when a second timing, the models alternating call by call, shows it
-    too: a burst of another process's work on a shared GPU can stretch one timing's gaps, hidden work
-    stretches every timing's. The second timing's figures go into the result's settings."""
-    from engine.eval.timing import time_models
-
-    first = hidden_work(timing)
-    if not first:
-        return None
-    again = time_models(candidate, reference, ev.device, dataclasses.replace(plan, block=1, warmup_calls=1, warmup_s=0.0), timer)
-    second = again and hidden_work(again)
-    ev.result.settings["timing_disagreement"] = {
-        "first": first,
-        "again": {"candidate_gap_ms": again.candidate.gap_median_ms, "reference_gap_ms": again.reference.gap_median_ms}
-        if again
-        else None,
-        "confirmed": bool(second),
-    }
-    return f"{second} (and in the first timing: {first})" if second else None
 
 
 def _ms_since(started: float) -> float:
@@ -177,7 +159,7 @@ def time_stage(ev: Evaluation, task: Any, reference: Any, new: Any) -> bool:
     l2 = ev.l2.message() if ev.l2 is not None else None
     if l2 and ev.guard("l2-persisting", l2):
         return False
-    message = ev.device.type == "cuda" and confirmed_hidden_work(ev, timing, candidate, answers, plan, timer)
+    message = ev.device.type == "cuda" and hidden_work(timing)
     if message and ev.guard("timing-disagreement", message):
         return False
     if timing.candidate.median_ms > 0:

@@ -22,6 +22,12 @@ _NATIVE_PATTERNS: list[tuple[str, re.Pattern[str], str]] = [
     ("side-stream", re.compile(r"\bcudaStreamNonBlocking\b"), "uses a non-blocking stream ({m})"),
     ("side-stream", re.compile(r"\bcudaStreamPerThread\b"), "launches on the per-thread stream ({m})"),
     ("side-stream", re.compile(r"\bset(?:Current)?CUDAStream\b"), "swaps the current CUDA stream ({m})"),
+    ("side-stream", re.compile(r"\bcuStreamCreate\w*\b"), "creates its own CUDA stream through the driver ({m})"),
+    (
+        "side-stream",
+        re.compile(r"\bcuCtxCreate\w*\b"),
+        "creates a CUDA context of its own ({m}): the timing's device-wide sync does not wait for its work",
+    ),
     (
         "threads-or-processes",
         re.compile(r"\bstd::(?:j?thread|async)\b|\bpthread_create\b|\bfork\s*\("),

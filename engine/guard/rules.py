@@ -28,7 +28,7 @@ human and recorded). Every rule can be relaxed per run; a relaxed finding is sti
 | timing-access                  | warn     | the candidate reads clocks or creates CUDA events |
 | sync-patched                   | refuse   | `synchronize`/`wait`/`query` of torch.cuda replaced |
 | stream-swap                    | refuse   | Python-side stream games: `torch.cuda.Stream`, `torch.cuda.stream(...)`, `set_stream` |
-| side-stream                    | refuse   | C++/CUDA-side stream creation or pool streams (`cudaStreamCreate`, `getStreamFromPool`, ...) |
+| side-stream                    | refuse   | C++/CUDA-side stream creation or pool streams (`cudaStreamCreate`, `cuStreamCreate`, `getStreamFromPool`, ...), or a CUDA context of its own (`cuCtxCreate`) |
 | monkeypatch-torch              | refuse   | any torch attribute assigned, deleted or `setattr`-ed (`torch.allclose = ...`, backends flags) |
 | torch-global-state             | refuse   | calls that change global torch behaviour for the reference too (matmul precision, threads, dtype) |
 | file-access                    | refuse   | reading or writing files (Python `open`, os/shutil/pathlib/pickle, `torch.save`/`load`; C++ `fopen`, fstreams) |
