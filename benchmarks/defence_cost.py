@@ -8,7 +8,10 @@ the weak outputs, and the seconds the defences added: the NaN fill and the weak-
 time (phase 1 + phase 2 wall seconds). The issue's target: at most 10 % of an evaluation, or 2 s.
 It also reports issue 45's measure: the replay defence's seconds (``durations["defence_replay"]``) against
 the timing stage's (``durations["time"]``) over the correct pairs (target: at most 3 %), with the median
-of each of its parts (``settings.replay.parts_ms``) where the results have them.
+of each of its parts (``settings.replay.parts_ms``) where the results have them. And what
+``timing-disagreement`` compared on each timed pair: the candidate's median gap beyond the reference's
+(``timing.*.gap_median_ms``, engine.eval.timing) against the rule's allowance, so an honest set shows how
+much room the allowance leaves.
 """
 
 from __future__ import annotations
@@ -60,7 +63,36 @@ def row(out: Path, name: str) -> dict | None:
         "replay_s": float((final.get("durations") or {}).get("defence_replay") or 0.0),
         "time_s": float((final.get("durations") or {}).get("time") or 0.0),
         "replay_parts_ms": ((final.get("settings") or {}).get("replay") or {}).get("parts_ms") or {},
+        **gap_figures(final.get("timing")),
     }
+
+
+def gap_figures(timing: dict | None) -> dict:
+    """The candidate's median gap beyond the reference's and the allowance it was held to (ms), both None
+    where the result has no gaps (CPU, or written before gaps were measured)."""
+    from engine.guard.runtime import DISAGREEMENT_ABS_MS, DISAGREEMENT_REL
+
+    candidate, reference = (timing or {}).get("candidate") or {}, (timing or {}).get("reference") or {}
+    if candidate.get("gap_median_ms") is None or reference.get("gap_median_ms") is None:
+        return {"gap_excess_ms": None, "gap_allowance_ms": None}
+    return {
+        "gap_excess_ms": candidate["gap_median_ms"] - max(0.0, reference["gap_median_ms"]),
+        "gap_allowance_ms": DISAGREEMENT_ABS_MS + DISAGREEMENT_REL * candidate["median_ms"],
+    }
+
+
+def gap_summary(rows: list[dict]) -> str | None:
+    """One line over the timed pairs: the gaps' excess beyond the reference's against the allowance."""
+    timed = [r for r in rows if r["gap_excess_ms"] is not None]
+    if not timed:
+        return None
+    excess = sorted(r["gap_excess_ms"] for r in timed)
+    room = min(r["gap_allowance_ms"] - r["gap_excess_ms"] for r in timed)
+    return (
+        f"timing gaps: {len(timed)} timed pairs, the candidate's median gap beyond the reference's "
+        f"{excess[0]:+.4f} to {excess[-1]:+.4f} ms (median {statistics.median(excess):+.4f}); least room "
+        f"left under the allowance {room:.4f} ms"
+    )
 
 
 def replay_share(rows: list[dict]) -> dict | None:
@@ -116,6 +148,9 @@ def main(argv: list[str]) -> int:
             f"{replay['pairs']} correct pairs, {100 * replay['share']:.2f}% (issue 45: <= 3%); per pair "
             f"{100 * replay['per_pair'][0]:.1f}-{100 * replay['per_pair'][-1]:.1f}%; parts (medians): {parts}"
         )
+    gaps = gap_summary(rows)
+    if gaps:
+        print(gaps)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0
