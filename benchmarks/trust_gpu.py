@@ -75,7 +75,7 @@ def main() -> int:
                 "replay": result.settings.get("replay"),
                 "ablation": share.get("ablation"),
                 "stages": {k: round(v, 3) for k, v in result.durations.items()},
-                "messages": [m[:300] for m in result.messages],
+                "messages": [m if not ok else m[:300] for m in result.messages],  # a wrong verdict's in full
                 "l2": result.settings.get("l2"),
                 "gaps_ms": _gaps(result),  # what timing-disagreement compared
                 "defence_replay_s": result.durations.get("defence_replay"),
@@ -86,6 +86,8 @@ def main() -> int:
             log.write(json.dumps(row) + "\n")
             log.flush()
             print(f"{'PASS' if ok else 'FAIL'} {name}: {result.status} {rules} ({row['seconds']} s) {row['message'][:160]}", flush=True)
+            if not ok:  # its whole last message's end: a compiler's error comes last
+                print("  ..." + (result.messages[-1] if result.messages else "")[-1500:], flush=True)
     table = ["| case | policy | expected | verdict | runtime findings | own-kernel share | seconds |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         share = "–" if r["own_share"] is None else f"{r['own_share']:.2f}"
