@@ -69,7 +69,7 @@ def row(out: Path, name: str) -> dict | None:
 
 def gap_figures(timing: dict | None) -> dict:
     """The candidate's median gap beyond the reference's and the allowance it was held to (ms), both None
-    where the result has no gaps (CPU, or written before gaps were measured)."""
+    where the result has no gaps (CPU, where one clock times everything, or written before gaps were measured)."""
     from engine.guard.runtime import DISAGREEMENT_ABS_MS, DISAGREEMENT_REL
 
     candidate, reference = (timing or {}).get("candidate") or {}, (timing or {}).get("reference") or {}

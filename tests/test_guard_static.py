@@ -462,6 +462,7 @@ NATIVE_CASES = {
     "at::launch([]{});": "torch-compute-in-extension",  # ATen's inter-op pool: outside the allowed at:: calls
     "CUstream s4; cuStreamCreate(&s4, 0);": "side-stream",
     "CUcontext own; cuCtxCreate(&own, 0, 0);": "side-stream",
+    "CUgreenCtx green; cuGreenCtxCreate(&green, desc, dev, 0);": "side-stream",
     'FILE* f = fopen("/tmp/x", "r");': "file-access",
     "out = at::native::add(out, a);": "torch-compute-in-extension",
     "out = torch::nn::functional::relu(out);": "torch-compute-in-extension",

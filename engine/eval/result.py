@@ -56,7 +56,8 @@ class TimingStats:
     std_ms: float
     # Medians over the timed calls (engine.eval.timing): the host clock's span of flush, call and
     # device-wide sync; the flush's own span by events; and the gap, host time less the call's events and
-    # the reference's median flush, where work hidden from the events shows. None in older records.
+    # the reference's median flush, where work hidden from the events shows. None on CPU (one clock) and in
+    # older records.
     host_median_ms: float | None = None
     flush_median_ms: float | None = None
     gap_median_ms: float | None = None

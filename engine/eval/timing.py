@@ -50,7 +50,7 @@ class CallTime:
     and device-wide sync, and the events' span of the flush alone (0 where there is no flush to time)."""
 
     event_ms: float
-    host_ms: float
+    host_ms: float | None  # None where one clock times everything (CPU): no gap to measure
     flush_ms: float = 0.0
 
 
@@ -109,15 +109,16 @@ def summarise(candidate: list[CallTime], reference: list[CallTime], timer: Any, 
 def gaps(calls: list[CallTime], flush_ms: float) -> list[float]:
     """Each call's host time beyond its events' span and a flush of ``flush_ms``: launch and sync latency
     for honest work; work the events did not see, inside the flush or after the call's end event, besides."""
-    return [c.host_ms - c.event_ms - flush_ms for c in calls]
+    return [c.host_ms - c.event_ms - flush_ms for c in calls if c.host_ms is not None]
 
 
 def _stats(calls: list[CallTime], flush_ms: float) -> TimingStats:
     """One model's statistics, with the medians of its host-clock spans, its flushes and its gaps."""
     stats = TimingStats.from_samples([c.event_ms for c in calls])
-    stats.host_median_ms = _median([c.host_ms for c in calls])
-    stats.flush_median_ms = _median([c.flush_ms for c in calls])
-    stats.gap_median_ms = _median(gaps(calls, flush_ms))
+    if all(c.host_ms is not None for c in calls):
+        stats.host_median_ms = _median([c.host_ms for c in calls])  # type: ignore[misc]
+        stats.flush_median_ms = _median([c.flush_ms for c in calls])
+        stats.gap_median_ms = _median(gaps(calls, flush_ms))
     return stats
 
 
@@ -203,9 +204,8 @@ class _CpuTimer:
         return (time.perf_counter() - t0) * 1e3
 
     def time_call(self, fn: Callable[[], object]) -> CallTime:
-        """On CPU one clock times everything: the host time is the call's own."""
-        elapsed = self.time_once(fn)
-        return CallTime(elapsed, elapsed)
+        """On CPU one clock times everything: there is no second clock, and no gap."""
+        return CallTime(self.time_once(fn), None)
 
     def busy_time_once(self, fn: Callable[[], object]) -> float:
         """The process's CPU milliseconds in one flushed call: what the replay probe compares on CPU. A busy

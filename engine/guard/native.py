@@ -25,7 +25,7 @@ _NATIVE_PATTERNS: list[tuple[str, re.Pattern[str], str]] = [
     ("side-stream", re.compile(r"\bcuStreamCreate\w*\b"), "creates its own CUDA stream through the driver ({m})"),
     (
         "side-stream",
-        re.compile(r"\bcuCtxCreate\w*\b"),
+        re.compile(r"\bcu(?:Ctx|GreenCtx)Create\w*\b|\bcuGreenCtxStreamCreate\b"),
         "creates a CUDA context of its own ({m}): the timing's device-wide sync does not wait for its work",
     ),
     (

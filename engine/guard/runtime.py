@@ -12,7 +12,7 @@ is recorded):
 | output-cached | refuse | an output's storage is a previous call's output (results cached across calls) |
 | output-not-tensor | refuse | an output is a Tensor subclass or another object posing as a tensor |
 | no-own-kernel | refuse | on CUDA, none of the source's own ``__global__`` kernels launched in a forward |
-| timing-disagreement | refuse | the host clock (device-wide sync) saw far more time than the events and the flush, in two timings: hidden work |
+| timing-disagreement | refuse | the host clock (device-wide sync) saw far more time than the events and the flush: hidden work |
 | kernel-launch-unverified | warn | the launch check could not run (profiler unavailable) |
 | own-kernel-trivial | refuse | on CUDA, for a candidate not built on the split path: the source's own kernels launched but took under ``OWN_SHARE_MIN`` of the forward's device time: the work is all in PyTorch |
 | own-kernel-unneeded | refuse | on CUDA, split-built: with every own kernel's launch switched off the output still passes (engine.eval.ablation) |
