@@ -70,14 +70,14 @@ def row(out: Path, name: str) -> dict | None:
 def gap_figures(timing: dict | None) -> dict:
     """The candidate's median gap beyond the reference's and the allowance it was held to (ms), both None
     where the result has no gaps (CPU, where one clock times everything, or written before gaps were measured)."""
-    from engine.guard.runtime import DISAGREEMENT_ABS_MS, DISAGREEMENT_REL
+    from engine.guard.runtime import disagreement_allowance
 
     candidate, reference = (timing or {}).get("candidate") or {}, (timing or {}).get("reference") or {}
     if candidate.get("gap_median_ms") is None or reference.get("gap_median_ms") is None:
         return {"gap_excess_ms": None, "gap_allowance_ms": None}
     return {
         "gap_excess_ms": candidate["gap_median_ms"] - max(0.0, reference["gap_median_ms"]),
-        "gap_allowance_ms": DISAGREEMENT_ABS_MS + DISAGREEMENT_REL * candidate["median_ms"],
+        "gap_allowance_ms": disagreement_allowance(candidate["median_ms"]),
     }
 
 

@@ -33,12 +33,11 @@ def _gaps(result: object) -> dict[str, object] | None:
     timing = result.timing  # type: ignore[attr-defined]
     if timing is None:
         return None
-    figures: dict[str, object] = {
+    return {
         f"{name}_{what}": getattr(getattr(timing, name), f"{what}_median_ms")
         for name in ("candidate", "reference")
         for what in ("gap", "flush")
     }
-    return figures
 
 
 def main() -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from statistics import median as _median
 from typing import TYPE_CHECKING, Any
 
 from engine.config import EvalConfig
@@ -132,12 +133,6 @@ def _warm_up(fn: Callable[[], object], timer: _CpuTimer | _CudaTimer, plan: Timi
         if calls >= 1000:
             break
     timer.sync()
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 class _CudaTimer:

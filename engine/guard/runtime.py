@@ -133,6 +133,11 @@ def non_tensor_outputs(outputs: Any) -> list[str]:
     return [type(t).__name__ for t in flatten_tensors(outputs) if type(t) is not torch.Tensor]
 
 
+def disagreement_allowance(event_ms: float) -> float:
+    """How far (ms) a candidate's median gap may pass the reference's before ``timing-disagreement``."""
+    return DISAGREEMENT_ABS_MS + DISAGREEMENT_REL * event_ms
+
+
 def timing_disagreement(event_ms: float, gap_ms: float | None, reference_gap_ms: float | None = None) -> str | None:
     """A message when the candidate's calls took the host clock far longer than their events saw, else None.
 
@@ -143,7 +148,7 @@ def timing_disagreement(event_ms: float, gap_ms: float | None, reference_gap_ms:
     """
     if gap_ms is None:
         return None
-    allowance = DISAGREEMENT_ABS_MS + DISAGREEMENT_REL * event_ms
+    allowance = disagreement_allowance(event_ms)
     control = max(0.0, reference_gap_ms) if reference_gap_ms is not None else 0.0
     if gap_ms - control > allowance:
         return (
