@@ -38,6 +38,9 @@ def test_an_honest_kernel_is_timed_over_several_verified_input_sets(ext_cache: P
     assert replay["fresh_median_ms"] > 0 and replay["seen_median_ms"] > 0
     assert {"warmup_check", "samples", "inputs", "probe"} <= set(replay["parts_ms"])  # where its time went
     assert "output-replayed" not in runtime_rules(result)
+    # freed memory stays mapped (engine.eval.hostheap): without it, an honest first call on new inputs
+    # could pay page faults its calls on seen inputs did not, and look like a replay
+    assert result.settings["host_heap_kept"] is True
 
 
 @pytest.mark.slow

@@ -103,6 +103,10 @@ class Evaluation:
     def run(self) -> EvalResult:
         from engine.eval import envinfo
 
+        if self.device.type == "cpu":
+            from engine.eval.hostheap import keep_freed_memory
+
+            self.result.settings["host_heap_kept"] = keep_freed_memory()
         if self.device.type == "cpu" and self.job.cpu_threads:
             import torch
 
