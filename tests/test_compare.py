@@ -298,7 +298,7 @@ def test_a_candidate_on_another_device_is_compared_by_value() -> None:
 
 def _on_cuda(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
-        return value.cuda()
+        return value if value.is_meta else value.cuda()  # a meta tensor holds no values to move
     if isinstance(value, (list, tuple)):
         return type(value)(_on_cuda(v) for v in value)
     if isinstance(value, dict):
