@@ -39,6 +39,7 @@ TRUST = "tests/test_trust_cpu.py::"
 ARB = "tests/test_arbiter_cpu.py::"
 FORK = "tests/test_forkserver.py::"
 KEPT = "tests/test_keptserver.py::"
+PCH = "tests/test_build_pch.py::"
 
 
 @dataclass(frozen=True)
@@ -498,6 +499,17 @@ MUTANTS: tuple[Mutant, ...] = (
            "    stats.gap_median_ms = _median(gaps(calls, flush_ms))\n",
            "    stats.gap_median_ms = _median(gaps(calls, stats.flush_median_ms))\n",
            ("tests/test_guard_runtime.py::test_work_put_ahead_of_the_flush_is_found_by_the_flush_it_stretched",)),
+    # -- the precompiled header: the harness's fault, never the kernel's (session 25) ----------------------
+    Mutant("header-fault-blamed-on-kernel", "engine/eval/build/extension.py", "_header_at_fault",
+           "a build the precompiled header broke is not built again without it: compile_error on the kernel",
+           "        if record is None or record.pch != \"used\" or path == \"split\":\n",
+           "        if True:\n",
+           (PCH + "test_a_build_the_header_breaks_is_built_again_without_it_and_the_header_set_aside",)),
+    Mutant("own-error-blamed-on-header", "engine/eval/build/extension.py", "_header_at_fault",
+           "an error in the candidate's own code, with torch's cascade after it, blamed on the header: built twice",
+           "        if not errors or any(placed.own for placed in errors):",
+           "        if not errors or all(placed.own for placed in errors):",
+           (PCH + "test_a_candidates_own_error_with_the_header_is_its_own_after_one_build",)),
 )
 
 

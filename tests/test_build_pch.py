@@ -133,3 +133,51 @@ def test_sets_an_older_cudaforge_made_are_pruned_and_a_full_store_gives_up_its_l
     assert store.evict_unused(MAX_HEADER_SETS - 1) == ["stale"]
     assert busy.exists() and fresh.exists() and not stale.exists()
     assert store.evict_unused(1) == []  # the other two were used within the hour: kept
+
+
+def _fake_header_set(root: Path, stub_tail: str) -> HeaderStore:
+    """A ready header set for the flag-less CPU key whose precompiled file is not valid, so g++ (told
+    ``-Winvalid-pch``) reads its stub instead: the stub's tail decides what the build then meets."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    store = HeaderStore(root)
+    torch_dir = store.folder(header_key({}, False)) / "torch"
+    torch_dir.mkdir(parents=True)
+    (store.folder(header_key({}, False)) / FORMAT_MARKER).touch()
+    real = Path(cpp_extension.include_paths()[0]) / "torch" / "extension.h"
+    (torch_dir / "extension.h").write_text(f'#include "{real}"\n{stub_tail}')
+    (torch_dir / "extension.h.gch").write_bytes(b"not a precompiled header")
+    assert store.ready(header_key({}, False))
+    return store
+
+
+@pytest.mark.slow
+def test_a_build_the_header_breaks_is_built_again_without_it_and_the_header_set_aside(tmp_path: Path) -> None:
+    """The harness's faults are never the kernel's: a header set that makes a build fail with no error in
+    the candidate's code (here its stub ends in an ``#error``) is put aside, and the kernel is built once
+    more without it, correct."""
+    store = _fake_header_set(tmp_path, "#error a broken header set\n")
+    options = EvalOptions(device="cpu", cache_root=tmp_path, do_timing=False, use_pch=True, make_pch=False)
+    fresh = f"cf_relu_cpu_broken_pch_{uuid.uuid4().hex[:8]}"
+    result = evaluate(TASK, KERNEL.replace('name="cf_relu_cpu"', f'name="{fresh}"'), options)
+    assert result.status == "correct", result.messages
+    assert [e.pch for e in result.build.extensions] == [""]  # the build that counts: without the header
+    assert any("precompiled header failed outside the candidate's code" in m for m in result.messages), result.messages
+    key = header_key({}, False)
+    assert not store.ready(key) and (store.folder(key) / "failed.log").is_file()  # put aside, to be made anew
+
+
+@pytest.mark.slow
+def test_a_candidates_own_error_with_the_header_is_its_own_after_one_build(tmp_path: Path) -> None:
+    """An error in the candidate's own code is its own, header or not, even with errors in torch's headers
+    after it: one build, and the header kept."""
+    store = _fake_header_set(tmp_path, "")
+    options = EvalOptions(device="cpu", cache_root=tmp_path, do_timing=False, use_pch=True, make_pch=False)
+    broken = KERNEL.replace('name="cf_relu_cpu"', f'name="cf_relu_cpu_own_error_{uuid.uuid4().hex[:8]}"')
+    broken = broken.replace("torch::Tensor relu(", "torch::Tensor relu(undeclared_type_7 y, ", 1)
+    assert broken != KERNEL
+    result = evaluate(TASK, broken, options)
+    assert result.status == "compile_error" and "undeclared_type_7" in result.messages[0], result.messages
+    assert "FunctionTraits.h" in result.build.log  # the cascade into torch's headers is there too
+    assert [e.pch for e in result.build.extensions] == ["used"]
+    assert store.ready(header_key({}, False))

@@ -148,6 +148,7 @@ class BuildRecorder:
         self.headers = HeaderStore(cache_root)
         self.builds: list[ExtensionBuild] = []
         self.notices: list[str] = []
+        self._headers_used: dict[str, str] = {}  # build directory -> the header set its build used
         self.modules: list[Any] = []  # what each load_inline returned (the CPU own-kernel share wraps them)
         self.module_paths: list[str] = []  # each module's build path ("split", "stock", "fast", "cpp"), in order
         self.failed: list[str] = []  # the load_inline calls that raised to the candidate, described
@@ -337,18 +338,21 @@ class BuildRecorder:
             self._failed_record = self.ledger.failed_record(identity)
             self._say_again(f"[cudaforge] {name!r} ({path} path) failed to build earlier in this evaluation: not built again", again, adopted)
             raise again
+        build = functools.partial(self._build_counted, name, cpp_sources, cuda_sources, args, kwargs, path, split_skipped, host_lines)
         try:
-            return self._build_counted(name, cpp_sources, cuda_sources, args, kwargs, path, split_skipped, host_lines)
+            try:
+                return build()
+            except (Prebuilt, faults.HarnessFault):
+                raise
+            except Exception as error:
+                if not self._header_at_fault(error, path, cpp_sources, cuda_sources, host_lines):
+                    raise
+                return build(use_header=False)
         except (Prebuilt, faults.HarnessFault):
             raise
         except Exception as error:
-            build_dir = Path(self.builds[-1].build_dir) if self.builds else None
-            found = compiler_errors(str(error), host_lines)
-            errors = found[:MAX_PLACED_ERRORS]
-            for placed in errors:  # messages[0] shows the first; all of them say whose code failed
-                place_in_stock_sources(placed, build_dir, _as_text(cpp_sources), _as_text(cuda_sources))
-            # a split's own errors are judged by its caller; more errors than were placed: not known to be own
-            if path != "split" and len(found) == len(errors) and all_in_own_code(errors):
+            errors, own = self._placed_errors(error, path, cpp_sources, cuda_sources, host_lines)
+            if own:
                 self._own_failure = True
             record = self.builds[-1] if self.builds else None
             if record is not None and prebuilding():
@@ -358,6 +362,46 @@ class BuildRecorder:
             raise
         finally:
             self.ledger.finish(identity, clock)
+
+    def _placed_errors(
+        self, error: BaseException, path: str, cpp_sources: Any, cuda_sources: Any, host_lines: dict[str, int] | None
+    ) -> tuple[list[Any], bool]:
+        """The failed build's compiler errors placed in the candidate's sources, and whether all of them are
+        in its own code (a split's own errors are judged by its caller; more errors than were placed: not
+        known to be its own)."""
+        build_dir = Path(self.builds[-1].build_dir) if self.builds else None
+        found = compiler_errors(str(error), host_lines)
+        errors = found[:MAX_PLACED_ERRORS]
+        for placed in errors:  # messages[0] shows the first; all of them say whose code failed
+            place_in_stock_sources(placed, build_dir, _as_text(cpp_sources), _as_text(cuda_sources))
+        return errors, path != "split" and len(found) == len(errors) and all_in_own_code(errors)
+
+    def _header_at_fault(
+        self, error: BaseException, path: str, cpp_sources: Any, cuda_sources: Any, host_lines: dict[str, int] | None
+    ) -> bool:
+        """A build that used cudaforge's precompiled header failed with compiler errors of which none is in
+        the candidate's own code (an error in its code, and the cascade into torch's headers it often
+        brings, is its own): the header is the harness's, so its fault is never the kernel's. The set is put aside (HeaderStore.
+        set_aside) and the caller builds once more without it. A split build's failure is left to its caller,
+        whose stock build comes here in turn."""
+        record = self.builds[-1] if self.builds else None
+        if record is None or record.pch != "used" or path == "split":
+            return False
+        errors, _ = self._placed_errors(error, path, cpp_sources, cuda_sources, host_lines)
+        if not errors or any(placed.own for placed in errors):  # the compiler's, about the candidate's code
+            return False
+        first = errors[0].text()
+        key = self._headers_used.get(record.build_dir)
+        if key is None:
+            return False
+        self.headers.set_aside(key, f"{record.name} ({path} path) in {record.build_dir}:\n{error}")
+        del self.builds[self.builds.index(record)]
+        self._notice(
+            f"a build with cudaforge's precompiled header failed outside the candidate's code ({first[:200]}); "
+            "built again without it, and that header set aside to be made anew"
+        )
+        print(f"[cudaforge] {self.notices[-1]}", flush=True)
+        return True
 
     def _adopt_failed(self, identity: str) -> bool:
         """List the failed build the remembered error came from when another recorder ran it (the prebuild
@@ -384,10 +428,11 @@ class BuildRecorder:
         path: str,
         split_skipped: str | None,
         host_lines: dict[str, int] | None,
+        use_header: bool = True,
     ) -> Any:
         try:
             prepared = self._prepare(
-                name, cpp_sources, cuda_sources, args, kwargs, path, split_skipped, host_lines or {}
+                name, cpp_sources, cuda_sources, args, kwargs, path, split_skipped, host_lines or {}, use_header
             )
         except Exception as error:  # noqa: BLE001 - cudaforge's own code failed before any compiler ran
             kind = faults.IMPORT if isinstance(error, ImportError) else faults.INTERNAL
@@ -450,8 +495,10 @@ class BuildRecorder:
         path: str,
         split_skipped: str | None,
         host_lines: dict[str, int],
+        use_header: bool = True,
     ) -> _Prepared:
-        """Everything cudaforge does before the compiler runs: the build directory, its lock, the header."""
+        """Everything cudaforge does before the compiler runs: the build directory, its lock, the header
+        (none where ``use_header`` is False: a build again after the header failed it)."""
         kwargs = dict(kwargs)
         kwargs.pop("build_directory", None)  # ours, so that builds are isolated by content
         kwargs["verbose"] = True  # the full ninja/nvcc/g++ output goes to the log
@@ -467,6 +514,7 @@ class BuildRecorder:
         header = None
         if (
             self.use_pch
+            and use_header
             and first_include(cpp_text, not kwargs.get("no_implicit_headers")) == "torch/extension.h"
         ):
             header = header_key(kwargs, bool(cuda_text.strip()))
@@ -495,6 +543,7 @@ class BuildRecorder:
                 ]
                 kwargs["extra_cflags"] = [*(kwargs.get("extra_cflags") or []), PCH_FLAG]
                 record.pch = "used"
+                self._headers_used[str(build_dir)] = header
                 self.headers.mark_used(header)
         except BaseException:
             guard.close()
