@@ -500,16 +500,22 @@ MUTANTS: tuple[Mutant, ...] = (
            "    stats.gap_median_ms = _median(gaps(calls, stats.flush_median_ms))\n",
            ("tests/test_guard_runtime.py::test_work_put_ahead_of_the_flush_is_found_by_the_flush_it_stretched",)),
     # -- the precompiled header: the harness's fault, never the kernel's (session 25) ----------------------
-    Mutant("header-fault-blamed-on-kernel", "engine/eval/build/extension.py", "_header_at_fault",
+    Mutant("header-fault-blamed-on-kernel", "engine/eval/build/extension.py", "_header_suspect",
            "a build the precompiled header broke is not built again without it: compile_error on the kernel",
            "        if record is None or record.pch != \"used\" or path == \"split\":\n",
            "        if True:\n",
            (PCH + "test_a_build_the_header_breaks_is_built_again_without_it_and_the_header_set_aside",)),
-    Mutant("own-error-blamed-on-header", "engine/eval/build/extension.py", "_header_at_fault",
+    Mutant("own-error-blamed-on-header", "engine/eval/build/extension.py", "_header_suspect",
            "an error in the candidate's own code, with torch's cascade after it, blamed on the header: built twice",
            "        if not errors or any(placed.own for placed in errors):",
            "        if not errors or all(placed.own for placed in errors):",
            (PCH + "test_a_candidates_own_error_with_the_header_is_its_own_after_one_build",)),
+    Mutant("header-set-aside-before-its-retry", "engine/eval/build/extension.py", "_build_without_header",
+           "the header put aside before the build without it proves it at fault: a candidate's binding error takes "
+           "the shared header from every other build",
+           "        try:\n            module = build(use_header=False)\n",
+           "        self._header_was_at_fault(header, error)\n        try:\n            module = build(use_header=False)\n",
+           (PCH + "test_a_build_that_fails_without_the_header_too_keeps_the_header",)),
 )
 
 

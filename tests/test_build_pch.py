@@ -181,3 +181,20 @@ def test_a_candidates_own_error_with_the_header_is_its_own_after_one_build(tmp_p
     assert "FunctionTraits.h" in result.build.log  # the cascade into torch's headers is there too
     assert [e.pch for e in result.build.extensions] == ["used"]
     assert store.ready(header_key({}, False))
+
+
+@pytest.mark.slow
+def test_a_build_that_fails_without_the_header_too_keeps_the_header(tmp_path: Path) -> None:
+    """A binding that names a function the candidate never declared fails in torch's generated code, not
+    in the candidate's lines: the header is suspected, and the build without it fails the same way, so the
+    error is the build's own and the header stays for every other build."""
+    store = _fake_header_set(tmp_path, "")
+    options = EvalOptions(device="cpu", cache_root=tmp_path, do_timing=False, use_pch=True, make_pch=False)
+    unnamed = KERNEL.replace('name="cf_relu_cpu"', f'name="cf_relu_cpu_undeclared_{uuid.uuid4().hex[:8]}"')
+    unnamed = unnamed.replace('functions=["relu"', 'functions=["relu", "never_declared_fn"', 1)
+    assert unnamed != KERNEL
+    result = evaluate(TASK, unnamed, options)
+    assert result.status == "compile_error" and any("never_declared_fn" in m for m in result.messages), result.messages
+    assert [e.pch for e in result.build.extensions] == [""]  # the build without the header, which failed too
+    assert not any("set aside" in m for m in result.messages)
+    assert store.ready(header_key({}, False))

@@ -174,9 +174,11 @@ def _within(r: torch.Tensor, c: torch.Tensor, tol: float) -> bool:
     """Every value of both finite and ``|c - r| <= tol + tol·|r|``: what the full reading passes, read back
     from the device once, as one reduction: the largest ``|c - r| - (tol + tol·|r|)`` is at most 0.
 
-    Exact, not approximate: a float difference is <= 0 exactly when ``a <= b`` (gradual underflow), and the
-    max propagates NaN, which every non-finite case gives: a NaN in either, an Inf in ``c`` (an Inf excess,
-    or Inf - Inf), an Inf in ``r`` (its bound is Inf, and so is its difference, or NaN). Seven passes over the
+    It never passes what the full reading fails: a float difference is <= 0 exactly when ``a <= b`` (gradual
+    underflow), and the max propagates NaN, which every non-finite case gives: a NaN in either, an Inf in
+    ``c`` (an Inf excess, or Inf - Inf), an Inf in ``r`` (its bound is Inf, and so is its difference, or
+    NaN). It can fail what the full reading passes only where ``|r|`` or the bound overflows from finite
+    values (a complex64 near its largest, a tolerance near 1e30): the full reading then decides. Seven passes over the
     output where the element-wise finiteness checks took nineteen (``isfinite`` is four kernels): the replay
     defence compares about fourteen outputs per evaluation, and on large outputs those memory-bound passes
     were most of its cost on the H200 and H100 (benchmarks/RESULTS.md, "Session 25")."""

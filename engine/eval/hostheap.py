@@ -13,7 +13,6 @@ mapped and written, every call of a size reuses it, and the NaN fill (engine.eva
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 # glibc's mallopt parameters (malloc.h)
 M_TRIM_THRESHOLD = -1
@@ -25,11 +24,9 @@ TRIM_THRESHOLD = (1 << 31) - 1  # an int: the heap's top is never given back dur
 def keep_freed_memory() -> bool:
     """Fix glibc's thresholds so freed chunks up to 32 MiB stay in the heap; False where the C library
     is not glibc (or refuses), and nothing changes."""
-    name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError, TypeError):
+        mallopt = ctypes.CDLL(None).mallopt  # the process's own symbols: no ldconfig run in a sandboxed worker
+    except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))

@@ -345,9 +345,10 @@ class BuildRecorder:
             except (Prebuilt, faults.HarnessFault):
                 raise
             except Exception as error:
-                if not self._header_at_fault(error, path, cpp_sources, cuda_sources, host_lines):
+                header = self._header_suspect(error, path, cpp_sources, cuda_sources, host_lines)
+                if header is None:
                     raise
-                return build(use_header=False)
+                return self._build_without_header(build, identity, header, error)
         except (Prebuilt, faults.HarnessFault):
             raise
         except Exception as error:
@@ -376,32 +377,52 @@ class BuildRecorder:
             place_in_stock_sources(placed, build_dir, _as_text(cpp_sources), _as_text(cuda_sources))
         return errors, path != "split" and len(found) == len(errors) and all_in_own_code(errors)
 
-    def _header_at_fault(
+    def _header_suspect(
         self, error: BaseException, path: str, cpp_sources: Any, cuda_sources: Any, host_lines: dict[str, int] | None
-    ) -> bool:
-        """A build that used cudaforge's precompiled header failed with compiler errors of which none is in
-        the candidate's own code (an error in its code, and the cascade into torch's headers it often
-        brings, is its own): the header is the harness's, so its fault is never the kernel's. The set is put aside (HeaderStore.
-        set_aside) and the caller builds once more without it. A split build's failure is left to its caller,
-        whose stock build comes here in turn."""
+    ) -> str | None:
+        """The header set to suspect when a build that used cudaforge's precompiled header failed with
+        compiler errors of which none is in the candidate's own code (an error in its code, and the cascade
+        into torch's headers it often brings, is its own), else None. The failed build's record is dropped:
+        the build without the header takes its place. A split build's failure is left to its caller, whose
+        stock build comes here in turn."""
         record = self.builds[-1] if self.builds else None
         if record is None or record.pch != "used" or path == "split":
-            return False
+            return None
         errors, _ = self._placed_errors(error, path, cpp_sources, cuda_sources, host_lines)
         if not errors or any(placed.own for placed in errors):  # the compiler's, about the candidate's code
-            return False
-        first = errors[0].text()
-        key = self._headers_used.get(record.build_dir)
-        if key is None:
-            return False
-        self.headers.set_aside(key, f"{record.name} ({path} path) in {record.build_dir}:\n{error}")
-        del self.builds[self.builds.index(record)]
+            return None
+        header = self._headers_used.get(record.build_dir)
+        if header is not None:
+            del self.builds[self.builds.index(record)]
+        return header
+
+    def _build_without_header(self, build: Callable[..., Any], identity: str, header: str, error: BaseException) -> Any:
+        """Build once more without the suspected header, counted and within the build budget. Only when that
+        build succeeds (the prebuild thread's success is :class:`Prebuilt`) was the header at fault: it is put
+        aside (``HeaderStore.set_aside``) to be made anew, and the verdict says so. Failing again, the error
+        is the build's own, and the header stays: a candidate's mistake never costs other builds theirs."""
+        retry = f"{identity} without the header"
+        clock = self.ledger.start(retry)
+        try:
+            module = build(use_header=False)
+        except Prebuilt:
+            self._header_was_at_fault(header, error)
+            raise
+        finally:
+            self.ledger.finish(retry, clock)
+        self._header_was_at_fault(header, error)
+        return module
+
+    def _header_was_at_fault(self, header: str, error: BaseException) -> None:
+        """The header is the harness's, so its fault is never the kernel's (ARCHITECTURE.md §3, "Builds")."""
+        first = (compiler_errors(str(error)) or [None])[0]
+        self.headers.set_aside(header, str(error))
         self._notice(
-            f"a build with cudaforge's precompiled header failed outside the candidate's code ({first[:200]}); "
-            "built again without it, and that header set aside to be made anew"
+            "a build with cudaforge's precompiled header failed outside the candidate's code"
+            + (f" ({first.text()[:200]})" if first is not None else "")
+            + "; built again without it, and that header set aside to be made anew"
         )
         print(f"[cudaforge] {self.notices[-1]}", flush=True)
-        return True
 
     def _adopt_failed(self, identity: str) -> bool:
         """List the failed build the remembered error came from when another recorder ran it (the prebuild

@@ -96,8 +96,9 @@ class HeaderStore:
         return bool(target) and Path(target.group(1)).is_file()
 
     def set_aside(self, key: str, why: str) -> None:
-        """A build that used this set failed outside the candidate's code: the header is renamed out of
-        the way with why beside it (``failed.log``), so no build uses it and the next one asks for it anew.
+        """A build that used this set failed outside the candidate's code and built without it: the header
+        is renamed out of the way with why beside it (``failed.log``), so no build uses it and the next one
+        asks for it anew.
         Seen on the H100 (sessions 24 and 25): a stock build's ``main.cpp`` read torch's pybind11 macros as
         garbage from a header another build had just used correctly; the cause is not known."""
         torch_dir = self.folder(key) / "torch"
