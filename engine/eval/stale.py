@@ -10,9 +10,10 @@ them first). ``poison_free_memory`` overwrites what the next allocation can get:
   pieces of at most 1 MiB, the largest request that pool serves);
 - CPU: PyTorch takes host memory from ``malloc``; buffers the size of the last outputs are allocated
   (four of each size that glibc keeps on its heap), filled the same way and freed, which is what glibc
-  hands out next for those sizes. What is not
-  feasible on CPU: memory glibc gave back to the kernel comes back zero-filled from ``mmap``, never
-  stale, and a candidate's own ``malloc`` of other sizes may get other chunks. Zeros fail a strong
+  hands out next for those sizes. CPU workers keep freed chunks up to 32 MiB in the heap
+  (engine.eval.hostheap), so those are the sizes the fill reaches. What is not feasible on CPU: larger
+  chunks go back to the kernel and come back zero-filled from ``mmap``, never stale, and a candidate's own
+  ``malloc`` of other sizes may get other chunks. Zeros fail a strong
   task's check and a weak one's spread check (engine.eval.degenerate), so neither hides a stale read.
 """
 
