@@ -1,9 +1,12 @@
-"""A stock CUDA build with cudaforge's precompiled header, on the GPU machine's own compiler.
+"""A stock CUDA build beside cudaforge's precompiled header, on the GPU machine's own compiler.
 
 Two trust cases (a split-refusing candidate, built the stock way) ended ``compile_error`` on the H100
 whenever a header made by an earlier split build of the same flags was ready (sessions 24 and 25): the
-compiler's first error was in torch's ``PYBIND11_MODULE`` line of the stock ``main.cpp``. Here the
-header is made the way a user's first split build makes it, then a stock build of the same flags uses it.
+compiler's first error was in torch's ``PYBIND11_MODULE`` line of the stock ``main.cpp``. This test, with
+the stock build using the header, passed on the H100 in session 25, so it does not reproduce that; stock
+builds now leave the header alone (engine.eval.build.extension.STOCK_WITHOUT_HEADER). Here the header is
+made the way a user's first split build makes it, then a stock build of the same flags builds correctly
+without it, and the header stays for split builds.
 """
 
 from __future__ import annotations
@@ -44,4 +47,5 @@ def test_a_stock_cuda_build_uses_the_header_a_split_build_made(tmp_path: Path) -
     stock = evaluate(TASK, refused, options)
     ext = stock.build.extensions[-1]
     assert stock.status == "correct" and ext.path == "stock", (stock.messages, stock.build.log[-6000:])
-    assert ext.pch == "used" and "not used because" not in stock.build.log, stock.build.log[-3000:]
+    assert ext.pch == "" and "-Winvalid-pch" not in stock.build.log, stock.build.log[-3000:]
+    assert HeaderStore(tmp_path).ready(key)
