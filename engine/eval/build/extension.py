@@ -389,19 +389,15 @@ class BuildRecorder:
     ) -> str | None:
         """The header set to suspect when a build that used cudaforge's precompiled header failed with
         compiler errors of which none is in the candidate's own code (an error in its code, and the cascade
-        into torch's headers it often brings, is its own), else None. The failed build's record is dropped:
-        the build without the header takes its place. A split build's failure is left to its caller, whose
-        stock build comes here in turn."""
+        into torch's headers it often brings, is its own), else None. A split build's failure is left to its
+        caller, whose stock build comes here in turn."""
         record = self.builds[-1] if self.builds else None
         if record is None or record.pch != "used" or path == "split":
             return None
         errors, _ = self._placed_errors(error, path, cpp_sources, cuda_sources, host_lines)
         if not errors or any(placed.own for placed in errors):  # the compiler's, about the candidate's code
             return None
-        header = self._headers_used.get(record.build_dir)
-        if header is not None:
-            del self.builds[self.builds.index(record)]
-        return header
+        return self._headers_used.get(record.build_dir)
 
     def _build_without_header(self, build: Callable[..., Any], identity: str, header: str, error: BaseException) -> Any:
         """Build once more without the suspected header, counted and within the build budget. Only when that
@@ -409,7 +405,8 @@ class BuildRecorder:
         aside (``HeaderStore.set_aside``) to be made anew, and the verdict says so. Failing again, the error
         is the build's own, and the header stays: a candidate's mistake never costs other builds theirs."""
         retry = f"{identity} without the header"
-        clock = self.ledger.start(retry)
+        clock = self.ledger.start(retry)  # past the budget: the failed build's record stays, with its error
+        del self.builds[-1]  # the failed build's record: the build without the header takes its place
         try:
             module = build(use_header=False)
         except Prebuilt:
