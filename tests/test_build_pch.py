@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch.utils.cpp_extension
@@ -151,15 +152,24 @@ def _fake_header_set(root: Path, stub_tail: str) -> HeaderStore:
     return store
 
 
+def _evaluate_beside(store: HeaderStore, tag: str, edit: tuple[str, str] | None = None) -> Any:
+    """The kernel under a build name of its own (``tag``), ``edit`` applied once, evaluated with ``store``'s
+    header set and no header made."""
+    source = KERNEL.replace('name="cf_relu_cpu"', f'name="cf_relu_cpu_{tag}_{uuid.uuid4().hex[:8]}"')
+    if edit is not None:
+        assert edit[0] in source
+        source = source.replace(*edit, 1)
+    options = EvalOptions(device="cpu", cache_root=store.root.parent, do_timing=False, use_pch=True, make_pch=False)
+    return evaluate(TASK, source, options)
+
+
 @pytest.mark.slow
 def test_a_build_the_header_breaks_is_built_again_without_it_and_the_header_set_aside(tmp_path: Path) -> None:
     """The harness's faults are never the kernel's: a header set that makes a build fail with no error in
     the candidate's code (here its stub ends in an ``#error``) is put aside, and the kernel is built once
     more without it, correct."""
     store = _fake_header_set(tmp_path, "#error a broken header set\n")
-    options = EvalOptions(device="cpu", cache_root=tmp_path, do_timing=False, use_pch=True, make_pch=False)
-    fresh = f"cf_relu_cpu_broken_pch_{uuid.uuid4().hex[:8]}"
-    result = evaluate(TASK, KERNEL.replace('name="cf_relu_cpu"', f'name="{fresh}"'), options)
+    result = _evaluate_beside(store, "broken_pch")
     assert result.status == "correct", result.messages
     assert [e.pch for e in result.build.extensions] == [""]  # the build that counts: without the header
     assert any("precompiled header failed outside the candidate's code" in m for m in result.messages), result.messages
@@ -172,11 +182,7 @@ def test_a_candidates_own_error_with_the_header_is_its_own_after_one_build(tmp_p
     """An error in the candidate's own code is its own, header or not, even with errors in torch's headers
     after it: one build, and the header kept."""
     store = _fake_header_set(tmp_path, "")
-    options = EvalOptions(device="cpu", cache_root=tmp_path, do_timing=False, use_pch=True, make_pch=False)
-    broken = KERNEL.replace('name="cf_relu_cpu"', f'name="cf_relu_cpu_own_error_{uuid.uuid4().hex[:8]}"')
-    broken = broken.replace("torch::Tensor relu(", "torch::Tensor relu(undeclared_type_7 y, ", 1)
-    assert broken != KERNEL
-    result = evaluate(TASK, broken, options)
+    result = _evaluate_beside(store, "own_error", ("torch::Tensor relu(", "torch::Tensor relu(undeclared_type_7 y, "))
     assert result.status == "compile_error" and "undeclared_type_7" in result.messages[0], result.messages
     assert "FunctionTraits.h" in result.build.log  # the cascade into torch's headers is there too
     assert [e.pch for e in result.build.extensions] == ["used"]
@@ -189,11 +195,7 @@ def test_a_build_that_fails_without_the_header_too_keeps_the_header(tmp_path: Pa
     in the candidate's lines: the header is suspected, and the build without it fails the same way, so the
     error is the build's own and the header stays for every other build."""
     store = _fake_header_set(tmp_path, "")
-    options = EvalOptions(device="cpu", cache_root=tmp_path, do_timing=False, use_pch=True, make_pch=False)
-    unnamed = KERNEL.replace('name="cf_relu_cpu"', f'name="cf_relu_cpu_undeclared_{uuid.uuid4().hex[:8]}"')
-    unnamed = unnamed.replace('functions=["relu"', 'functions=["relu", "never_declared_fn"', 1)
-    assert unnamed != KERNEL
-    result = evaluate(TASK, unnamed, options)
+    result = _evaluate_beside(store, "undeclared", ('functions=["relu"', 'functions=["relu", "never_declared_fn"'))
     assert result.status == "compile_error" and any("never_declared_fn" in m for m in result.messages), result.messages
     assert [e.pch for e in result.build.extensions] == [""]  # the build without the header, which failed too
     assert not any("set aside" in m for m in result.messages)

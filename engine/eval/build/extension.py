@@ -390,7 +390,7 @@ class BuildRecorder:
         """The header set to suspect when a build that used cudaforge's precompiled header failed with
         compiler errors of which none is in the candidate's own code (an error in its code, and the cascade
         into torch's headers it often brings, is its own), else None. A split build's failure is left to its
-        caller, whose stock build comes here in turn."""
+        caller, which falls back to a stock build, and stock builds use no header (STOCK_WITHOUT_HEADER)."""
         record = self.builds[-1] if self.builds else None
         if record is None or record.pch != "used" or path == "split":
             return None
