@@ -31,7 +31,7 @@ STOCK_ONLY = "template <int N> struct alignas(4 * N) StockOnly { float v[N]; };\
 assert KERNEL.count(CUDA_START) == 1
 
 
-def test_a_stock_cuda_build_uses_the_header_a_split_build_made(tmp_path: Path) -> None:
+def test_a_stock_cuda_build_beside_a_split_builds_header_builds_without_it(tmp_path: Path) -> None:
     options = EvalOptions(device="cuda", cache_root=tmp_path, do_timing=False, use_pch=True, make_pch=True)
     first = evaluate(TASK, KERNEL, options)
     assert first.status == "correct", first.messages

@@ -690,6 +690,36 @@ def test_the_profiler_is_asked_only_where_seen_calls_are_faster_by_a_margin_a_me
     assert asked == [1] and verdict.rule is None  # looked at once; its own kernels ran
 
 
+def test_a_fresh_call_far_slower_than_the_timings_credited_call_is_looked_at_in_the_binary() -> None:
+    """On the H100 a value-keyed memo's seen probe calls were only 1.35x faster than its fresh ones (its
+    lookup syncs the host), while the timing credited it twice an honest kernel's speed: the timing's
+    median is what a replay gains, so a fresh call far slower than it has a seen call profiled too."""
+    import torch
+
+    from engine.eval.replay import REPLAY_MIN_GAP_MS, SUSPECT_RATIO, probe
+
+    kernels, reference = _Kernels(memo=True), _Kernels(memo=False).own
+    sets = [[torch.randn(8, 8, generator=torch.Generator().manual_seed(i))] for i in range(2)]
+    timed = [[torch.randn(8, 8, generator=torch.Generator().manual_seed(10 + i))] for i in range(3)]
+    fresh = REPLAY_MIN_GAP_MS * 8
+    seen = fresh / (SUSPECT_RATIO * 0.9)  # seen calls close to fresh ones: not suspect by them alone
+
+    def clock(call) -> float:  # noqa: ANN001 - the seen calls first, then each set's first call
+        call()
+        return next(times)
+
+    same = lambda e, g: _Same(bool(torch.allclose(e, g)), "values differ")  # noqa: E731
+    rotation = _timed(kernels, timed)
+    times = iter([seen] * 2 + [fresh] * 2)
+    _, verdict = probe(kernels, reference, sets, clock, same, rotation, None, None, kernels.launches, timed_ms=seen)
+    assert verdict.rule is None and "seen_call_own_kernels" not in verdict.figures, verdict.message  # not looked at
+    times = iter([seen] * 2 + [fresh] * 2)
+    credited = fresh / (SUSPECT_RATIO * 2)
+    _, verdict = probe(kernels, reference, sets, clock, same, rotation, None, None, kernels.launches, timed_ms=credited)
+    assert verdict.rule == "output-replayed" and verdict.figures["seen_call_own_kernels"] == [], verdict.message
+    assert verdict.figures["timed_median_ms"] == credited
+
+
 def test_where_the_ablation_stage_will_tell_the_probe_defers_and_refuses_nothing_by_time() -> None:
     import torch
 

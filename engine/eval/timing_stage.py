@@ -54,7 +54,8 @@ def _probe(
     parts["inputs"] = _ms_since(started)
     clock = timer.busy_time_once  # on CPU, the work done, not the wall time
     started = time.monotonic()
-    probed, verdict = replay.probe(new, reference, sets, clock, compare, *seen, copies, launches.own_launches(ev))
+    timed_ms = ev.result.timing.candidate.median_ms if ev.result.timing is not None else None
+    probed, verdict = replay.probe(new, reference, sets, clock, compare, *seen, copies, launches.own_launches(ev), timed_ms)
     parts["probe"] = _ms_since(started)
     figures = {**probed.figures(), **verdict.figures}  # the seen call's own launches, where looked at
     if verdict.deferred:  # the ablation stage calls it again on the fastest seen call's tensors, its kernels off
