@@ -29,6 +29,9 @@ REPO = Path(__file__).resolve().parents[1]
 # CUDAFORGE_TEST_CACHE instead, so each mutant does not rebuild them).
 SKIP = shutil.ignore_patterns(".git", ".venv", ".cache", "__pycache__", ".pytest_cache", ".ruff_cache", "*.so", "*.o")
 PYTEST_TIMEOUT_S = 600
+# pytest's exit statuses that a mutant caused: tests failed (1), or their modules failed to collect (2);
+# 4 (usage error: no such test) and 5 (no test collected) kill nothing
+PYTEST_KILLED = (1, 2)
 
 DEF = "tests/test_defences.py::"
 CPU = "tests/test_defences_cpu.py::"
@@ -111,20 +114,20 @@ MUTANTS: tuple[Mutant, ...] = (
     # -- the stale-memory filter -------------------------------------------------------------------
     Mutant("fill-zeros", "engine/eval/stale.py", "FILL_BYTE",
            "free memory filled with zeros instead of NaN bytes", "FILL_BYTE = 0xFF", "FILL_BYTE = 0x00",
-           (DEF + "test_the_cpu_fill_reaches_a_same_sized_allocation_that_follows_it",)),
+           ("tests/test_hostheap.py::test_the_cpu_fill_reaches_a_same_sized_allocation_that_follows_it_in_a_worker",)),
     Mutant("fill-one-copy", "engine/eval/stale.py", "poison_free_memory",
            "one filled chunk per size on CPU instead of four (reached about half the time)",
            "copies = CPU_COPIES if device.type == \"cpu\" and size <= CPU_HEAP_LIMIT else 1", "copies = 1",
-           (DEF + "test_the_cpu_fill_reaches_a_same_sized_allocation_that_follows_it",)),
+           ("tests/test_hostheap.py::test_the_cpu_fill_reaches_a_same_sized_allocation_that_follows_it_in_a_worker",)),
     Mutant("fill-multi-output-first", "engine/eval/stale.py", "byte_sizes",
            "of several outputs, only the first one's size filled",
            "        return [n for v in value for n in byte_sizes(v)]",
            "        return byte_sizes(value[0]) if value else []",
-           (DEF + "test_the_cpu_fill_reaches_a_same_sized_allocation_that_follows_it",)),
+           ("tests/test_hostheap.py::test_the_cpu_fill_reaches_a_same_sized_allocation_that_follows_it_in_a_worker",)),
     Mutant("fill-dict-output", "engine/eval/stale.py", "byte_sizes",
            "a dict output's sizes never filled",
            "        return [n for v in value.values() for n in byte_sizes(v)]", "        return []",
-           (DEF + "test_the_cpu_fill_reaches_a_same_sized_allocation_that_follows_it",)),
+           ("tests/test_hostheap.py::test_the_cpu_fill_reaches_a_same_sized_allocation_that_follows_it_in_a_worker",)),
     # -- the precision flags -----------------------------------------------------------------------------
     Mutant("precision-no-bf16", "engine/eval/precision.py", "_flags",
            "the bf16 reduced-precision reduction flag not pinned",
@@ -320,6 +323,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "the timing's credited call not weighed: a memo whose lookup syncs the host is never profiled",
            "        least = seen if self.timed_ms is None else min(seen, self.timed_ms)\n", "        least = seen\n",
            (TRUST + "test_a_fresh_call_far_slower_than_the_timings_credited_call_is_looked_at_in_the_binary",)),
+    Mutant("replay-credited-time-not-passed", "engine/eval/timing_stage.py", "_probe",
+           "the timing's median never reaches the probe: the gate on the credited call never fires",
+           "    timed_ms = ev.result.timing.candidate.median_ms  # set by the timing just before (time_stage)\n",
+           "    timed_ms = None\n",
+           (TRUST + "test_an_honest_kernel_is_timed_over_several_verified_input_sets",)),
     Mutant("seen-call-unchecked", "engine/eval/replay.py", "probe",
            "the probe's calls on the timing's sets never compared with their answers",
            "        if wrong is None and timed_answers is not None:\n", "        if False:\n",
@@ -537,14 +545,16 @@ def pytest(copy: Path, tests: list[str]) -> subprocess.CompletedProcess:
 
 
 def run(mutant: Mutant, copy: Path) -> str:
-    """"killed", "survived" or "no match" (the ``old`` snippet is not in the file exactly once)."""
+    """"killed", "survived", "no match" (the ``old`` snippet is not in the file exactly once) or "no test"
+    (pytest ran no test: a killing test renamed or moved kills nothing)."""
     path = copy / mutant.file
     original = path.read_text()
     if original.count(mutant.old) != 1:
         return "no match"
     path.write_text(original.replace(mutant.old, mutant.new))
     try:
-        return "survived" if pytest(copy, list(mutant.tests)).returncode == 0 else "killed"
+        status = pytest(copy, list(mutant.tests)).returncode
+        return "killed" if status in PYTEST_KILLED else "survived" if status == 0 else "no test"
     finally:
         path.write_text(original)
 

@@ -36,6 +36,7 @@ def test_an_honest_kernel_is_timed_over_several_verified_input_sets(ext_cache: P
     replay = result.settings["replay"]
     assert replay["sets"] == 3 and replay["timed_calls_checked"] >= 2 and replay["probe_sets"] == 2
     assert replay["fresh_median_ms"] > 0 and replay["seen_median_ms"] > 0
+    assert replay["timed_median_ms"] == result.timing.candidate.median_ms  # what the probe weighs fresh calls by
     assert {"warmup_check", "samples", "inputs", "probe"} <= set(replay["parts_ms"])  # where its time went
     assert "output-replayed" not in runtime_rules(result)
     # freed memory stays mapped (engine.eval.hostheap): without it, an honest first call on new inputs
@@ -693,31 +694,38 @@ def test_the_profiler_is_asked_only_where_seen_calls_are_faster_by_a_margin_a_me
 def test_a_fresh_call_far_slower_than_the_timings_credited_call_is_looked_at_in_the_binary() -> None:
     """On the H100 a value-keyed memo's seen probe calls were only 1.35x faster than its fresh ones (its
     lookup syncs the host), while the timing credited it twice an honest kernel's speed: the timing's
-    median is what a replay gains, so a fresh call far slower than it has a seen call profiled too."""
+    median is what a replay gains, so a fresh call far slower than it has a seen call looked at in the
+    binary too. Only looked at: an honest kernel with the same times passes."""
     import torch
 
     from engine.eval.replay import REPLAY_MIN_GAP_MS, SUSPECT_RATIO, probe
 
-    kernels, reference = _Kernels(memo=True), _Kernels(memo=False).own
     sets = [[torch.randn(8, 8, generator=torch.Generator().manual_seed(i))] for i in range(2)]
     timed = [[torch.randn(8, 8, generator=torch.Generator().manual_seed(10 + i))] for i in range(3)]
     fresh = REPLAY_MIN_GAP_MS * 8
     seen = fresh / (SUSPECT_RATIO * 0.9)  # seen calls close to fresh ones: not suspect by them alone
-
-    def clock(call) -> float:  # noqa: ANN001 - the seen calls first, then each set's first call
-        call()
-        return next(times)
-
+    credited = fresh / (SUSPECT_RATIO * 2)  # the timing's median, far under the fresh calls
     same = lambda e, g: _Same(bool(torch.allclose(e, g)), "values differ")  # noqa: E731
-    rotation = _timed(kernels, timed)
-    times = iter([seen] * 2 + [fresh] * 2)
-    _, verdict = probe(kernels, reference, sets, clock, same, rotation, None, None, kernels.launches, timed_ms=seen)
+
+    def probed(memo: bool, timed_ms: float):  # noqa: ANN202 - a new candidate, timed, then probed
+        kernels = _Kernels(memo=memo)
+        times = iter([seen] * 2 + [fresh] * 2)  # the seen calls first, then each set's first call
+
+        def clock(call) -> float:  # noqa: ANN001
+            call()
+            return next(times)
+
+        rotation = _timed(kernels, timed)
+        return probe(kernels, _Kernels(memo=False).own, sets, clock, same, rotation, None, None, kernels.launches, timed_ms=timed_ms)[1]
+
+    verdict = probed(memo=True, timed_ms=seen)
     assert verdict.rule is None and "seen_call_own_kernels" not in verdict.figures, verdict.message  # not looked at
-    times = iter([seen] * 2 + [fresh] * 2)
-    credited = fresh / (SUSPECT_RATIO * 2)
-    _, verdict = probe(kernels, reference, sets, clock, same, rotation, None, None, kernels.launches, timed_ms=credited)
+    verdict = probed(memo=True, timed_ms=credited)
     assert verdict.rule == "output-replayed" and verdict.figures["seen_call_own_kernels"] == [], verdict.message
     assert verdict.figures["timed_median_ms"] == credited
+    assert f"the timing credited it {credited:.4f} ms a call" in verdict.message
+    verdict = probed(memo=False, timed_ms=credited)  # its own kernels ran on the seen call: not a replay
+    assert verdict.rule is None and verdict.figures["seen_call_own_kernels"] == ["own_kernel(float const*, float*)"]
 
 
 def test_where_the_ablation_stage_will_tell_the_probe_defers_and_refuses_nothing_by_time() -> None:

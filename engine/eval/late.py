@@ -53,6 +53,8 @@ def own_kernels_unneeded(ev: Evaluation, task: Any, reference: Any, new: Any) ->
     a replay (on the H100 a cuDNN convolution's timing made such a kernel a suspect)."""
     import torch
 
+    from engine.eval.replay import credited_words
+
     ev.stage("ablation")
     started = time.monotonic()
     suspect = getattr(ev, "replay_suspect", None)
@@ -74,7 +76,8 @@ def own_kernels_unneeded(ev: Evaluation, task: Any, reference: Any, new: Any) ->
         return ev.guard(
             "output-replayed",
             f"after timing, calls on inputs it had seen took {replay.get('seen_median_ms') or 0:.4f} ms against "
-            f"{replay.get('fresh_median_ms') or 0:.4f} ms on new ones; with every launch of its own kernels switched "
+            f"{replay.get('fresh_median_ms') or 0:.4f} ms on new ones{credited_words(replay.get('timed_median_ms'))}; "
+            "with every launch of its own kernels switched "
             "off it answered new inputs wrong but still returned the answer for inputs it had seen: it "
             "returns results it kept (a cache keyed by the inputs)",
         )

@@ -22,7 +22,8 @@ as a lookup, and was caught only when the profiling pass happened to repeat inpu
    few answers must keep the timing's three to gain, which nothing new has pushed out yet. The seen
    calls are made right before the fresh ones so that the GPU's clocks and the host's state are the same
    for both: compared with the lower quartile of the timing's own calls instead, an honest cuDNN
-   convolution's first call after timing was more than 1.5x slower on the H100 (session 21). On CPU the
+   convolution's first call after timing was more than 1.5x slower on the H100 (session 21). So the
+   timing's own calls never refuse by time; they only send a seen call to the binary (step 3). On CPU the
    clock is the process's CPU time (``busy_time_once``): a preempted call keeps its work, so a loaded
    machine neither hides a memo nor makes an honest kernel's first call look like one. Until session 21
    the probe made three seen calls on each probe set's own tensors: ten model calls in all, now six.
@@ -45,6 +46,12 @@ as a lookup, and was caught only when the profiling pass happened to repeat inpu
 Where the reference itself changes its inputs, the candidate may too: the probe then compares each call
 with the reference run on a copy of the inputs as that call found them, and the timed calls' kept outputs
 (whose inputs' state is not known) are not compared.
+
+Not caught (session 26's review): a memo that answers from its cache only for about as many repeats of a
+set as the timing makes, then computes again, so the probe's seen call runs its own kernels (the timing's
+median then makes it suspect, and the look at the binary clears it); a memo that gains less than
+``SUSPECT_RATIO`` over its own first call, or less than ``REPLAY_MIN_GAP_MS``; one that copies its kept
+answer out through a kernel of its own, which the launch check and the ablation both count as its work.
 """
 
 from __future__ import annotations
@@ -237,7 +244,9 @@ class Probe:
 
     fresh_ms: list[float] = field(default_factory=list)
     seen_ms: list[float] = field(default_factory=list)  # a call on a timing set, before any new input
-    timed_ms: float | None = None  # the timing's own median call: what the speedup credits
+    # the timing's own median call, by the timing's clock (CUDA events; the wall clock on CPU, where the
+    # probe's clock is CPU time and this figure decides nothing): what the speedup credits
+    timed_ms: float | None = None
 
     def figures(self) -> dict[str, Any]:
         return {
@@ -269,6 +278,12 @@ class Probe:
         fresh, seen = median(self.fresh_ms), median(self.seen_ms)
         least = seen if self.timed_ms is None else min(seen, self.timed_ms)
         return fresh > SUSPECT_RATIO * least and fresh - least > REPLAY_MIN_GAP_MS
+
+
+def credited_words(timed_ms: float | None) -> str:
+    """The timing's credited call in a refusal's words, where the probe had it (the gate it may have
+    tripped alone, :meth:`Probe.suspect`)."""
+    return "" if timed_ms is None else f" (the timing credited it {timed_ms:.4f} ms a call)"
 
 
 def _seen_calls(
@@ -317,10 +332,11 @@ def probe(
     it keeps alive must never be handed out again) and ``timed_answers`` those sets' answers (None where
     the reference changes its inputs; ``copies`` then copies a set, so each call is compared with the
     reference on the inputs as it found them). ``own_launches``: where the candidate's own kernels are
-    known from its binary (step 3); ``timed_ms``: the timing's median candidate call, which a fresh call far
-    slower than it also makes suspect (:meth:`Probe.suspect`). The seen calls come before any new input: with them after, a memo of
-    three answers that evicts its oldest passed (session 22's review). Each output is let go after its
-    set: kept to the end, the next call allocated inside its timed span, which the timing never did."""
+    known from its binary (step 3); ``timed_ms``: the timing's median candidate call, which a fresh call
+    far slower than it also makes suspect (:meth:`Probe.suspect`). The seen calls come before any new
+    input: with them after, a memo of three answers that evicts its oldest passed (session 22's review).
+    Each output is let go after its set: kept to the end, the next call allocated inside its timed span,
+    which the timing never did."""
     measured = Probe(timed_ms=timed_ms)
     seen_sets = timed.sets
     kept = timed.alive()
@@ -365,7 +381,8 @@ def probe(
                 "output-replayed",
                 message=f"after timing, a call on inputs it had seen many times launched none of its own kernels, "
                 f"which its checked forward launched, and took {seen:.4f} ms where its first calls on new inputs "
-                f"took {fresh:.4f} ms: it returns results it kept (a cache keyed by the inputs)",
+                f"took {fresh:.4f} ms{credited_words(measured.timed_ms)}: it returns results it kept (a cache keyed "
+                "by the inputs)",
                 figures=figures,
             )
     if measured.replayed():

@@ -54,7 +54,7 @@ def _probe(
     parts["inputs"] = _ms_since(started)
     clock = timer.busy_time_once  # on CPU, the work done, not the wall time
     started = time.monotonic()
-    timed_ms = ev.result.timing.candidate.median_ms if ev.result.timing is not None else None
+    timed_ms = ev.result.timing.candidate.median_ms  # set by the timing just before (time_stage)
     probed, verdict = replay.probe(new, reference, sets, clock, compare, *seen, copies, launches.own_launches(ev), timed_ms)
     parts["probe"] = _ms_since(started)
     figures = {**probed.figures(), **verdict.figures}  # the seen call's own launches, where looked at
