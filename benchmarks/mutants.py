@@ -528,6 +528,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "        try:\n            module = build(use_header=False)\n",
            "        self._header_was_at_fault(header, error)\n        try:\n            module = build(use_header=False)\n",
            (PCH + "test_a_build_that_fails_without_the_header_too_keeps_the_header",)),
+    Mutant("header-retry-under-new-name", "engine/eval/build/extension.py", "_build_without_header",
+           "the build without the header runs under torch's new name (name_v1): after a prebuild the import "
+           "compiles it all over again under its own name (session 27)",
+           "        forget_version(name)\n", "",
+           (PCH + "test_a_build_the_header_breaks_is_built_again_without_it_and_the_header_set_aside",)),
 )
 
 

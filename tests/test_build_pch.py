@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -14,6 +15,7 @@ from engine.eval.build.pch import FORMAT_MARKER, MAX_HEADER_SETS, HeaderStore, f
 from engine.eval.evaluate import evaluate
 from engine.eval.options import EvalOptions
 from tests.conftest import EXAMPLES
+from tests.make_headers import shared_cache
 
 TASK = (EXAMPLES / "tasks" / "relu.py").read_text()
 # The example kernel without its -O3: the flag-less set (the one most LLM kernels share: an empty flag
@@ -136,9 +138,10 @@ def test_sets_an_older_cudaforge_made_are_pruned_and_a_full_store_gives_up_its_l
     assert store.evict_unused(1) == []  # the other two were used within the hour: kept
 
 
-def _fake_header_set(root: Path, stub_tail: str) -> HeaderStore:
+def _fake_header_set(root: Path, stub_tail: str, leads_to: Path | None = None) -> HeaderStore:
     """A ready header set for the flag-less CPU key whose precompiled file is not valid, so g++ (told
-    ``-Winvalid-pch``) reads its stub instead: the stub's tail decides what the build then meets."""
+    ``-Winvalid-pch``) reads its stub instead: the header the stub includes (torch's own unless
+    ``leads_to``) and its tail decide what the build then meets."""
     import torch.utils.cpp_extension as cpp_extension
 
     store = HeaderStore(root)
@@ -146,9 +149,28 @@ def _fake_header_set(root: Path, stub_tail: str) -> HeaderStore:
     torch_dir.mkdir(parents=True)
     (store.folder(header_key({}, False)) / FORMAT_MARKER).touch()
     real = Path(cpp_extension.include_paths()[0]) / "torch" / "extension.h"
-    (torch_dir / "extension.h").write_text(f'#include "{real}"\n{stub_tail}')
+    (torch_dir / "extension.h").write_text(f'#include "{leads_to or real}"\n{stub_tail}')
     (torch_dir / "extension.h.gch").write_bytes(b"not a precompiled header")
     assert store.ready(header_key({}, False))
+    return store
+
+
+def _working_header_set(root: Path) -> HeaderStore:
+    """A ready header set for the flag-less CPU key that works: the run's own (``python -m tests.make_headers``
+    makes it before the tests, as CI does), linked into ``root``'s store so that a test that sets it aside
+    takes it from no other test; a build with it skips torch's headers (about 25 s each on a 2-core machine).
+    Where the run has none, the stub that reads torch's headers itself (the same outcome, slower)."""
+    key = header_key({}, False)
+    shared = HeaderStore(shared_cache())
+    if not shared.ready(key):
+        return _fake_header_set(root, "")
+    store = HeaderStore(root)
+    torch_dir = store.folder(key) / "torch"
+    torch_dir.mkdir(parents=True)
+    (store.folder(key) / FORMAT_MARKER).touch()
+    shutil.copy(shared.folder(key) / "torch" / "extension.h", torch_dir / "extension.h")
+    (torch_dir / "extension.h.gch").symlink_to(shared.folder(key) / "torch" / "extension.h.gch")
+    assert store.ready(key)
     return store
 
 
@@ -166,12 +188,18 @@ def _evaluate_beside(store: HeaderStore, tag: str, edit: tuple[str, str] | None 
 @pytest.mark.slow
 def test_a_build_the_header_breaks_is_built_again_without_it_and_the_header_set_aside(tmp_path: Path) -> None:
     """The harness's faults are never the kernel's: a header set that makes a build fail with no error in
-    the candidate's code (here its stub ends in an ``#error``) is put aside, and the kernel is built once
-    more without it, correct."""
-    store = _fake_header_set(tmp_path, "#error a broken header set\n")
+    the candidate's code (here its stub includes a file that is not there, which stops g++ before torch's
+    headers) is put aside, and the kernel is built once more without it, correct: once, under its own
+    name, so the import after the prebuild thread's build finds it done (torch names a build whose flags
+    changed ``name_v1``; the import then compiled it all over again)."""
+    broken = tmp_path / "broken.h"
+    broken.write_text('#include "cudaforge_no_such_header.h"\n')
+    store = _fake_header_set(tmp_path, "", leads_to=broken)
     result = _evaluate_beside(store, "broken_pch")
     assert result.status == "correct", result.messages
     assert [e.pch for e in result.build.extensions] == [""]  # the build that counts: without the header
+    built = Path(result.build.extensions[0].build_dir)
+    assert [p.name for p in built.glob("*.so")] == [f"{result.build.extensions[0].name}.so"]  # no name_v1.so
     assert any("precompiled header failed outside the candidate's code" in m for m in result.messages), result.messages
     key = header_key({}, False)
     assert not store.ready(key) and (store.folder(key) / "failed.log").is_file()  # put aside, to be made anew
@@ -181,7 +209,7 @@ def test_a_build_the_header_breaks_is_built_again_without_it_and_the_header_set_
 def test_a_candidates_own_error_with_the_header_is_its_own_after_one_build(tmp_path: Path) -> None:
     """An error in the candidate's own code is its own, header or not, even with errors in torch's headers
     after it: one build, and the header kept."""
-    store = _fake_header_set(tmp_path, "")
+    store = _working_header_set(tmp_path)
     result = _evaluate_beside(store, "own_error", ("torch::Tensor relu(", "torch::Tensor relu(undeclared_type_7 y, "))
     assert result.status == "compile_error" and "undeclared_type_7" in result.messages[0], result.messages
     assert "FunctionTraits.h" in result.build.log  # the cascade into torch's headers is there too
@@ -194,7 +222,7 @@ def test_a_build_that_fails_without_the_header_too_keeps_the_header(tmp_path: Pa
     """A binding that names a function the candidate never declared fails in torch's generated code, not
     in the candidate's lines: the header is suspected, and the build without it fails the same way, so the
     error is the build's own and the header stays for every other build."""
-    store = _fake_header_set(tmp_path, "")
+    store = _working_header_set(tmp_path)
     result = _evaluate_beside(store, "undeclared", ('functions=["relu"', 'functions=["relu", "never_declared_fn"'))
     assert result.status == "compile_error" and any("never_declared_fn" in m for m in result.messages), result.messages
     assert [e.pch for e in result.build.extensions] == [""]  # the build without the header, which failed too

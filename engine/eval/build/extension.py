@@ -45,7 +45,7 @@ from engine.eval.build.failures import (
 from engine.eval.build.ninja import run_ninja_teed
 from engine.eval.build.objects import ObjectCache, build_with_objects, includes_local_header
 from engine.eval.build.pch import HeaderStore, first_include, header_key
-from engine.eval.build.prebuild import Prebuilt, prebuilding
+from engine.eval.build.prebuild import Prebuilt, forget_version, prebuilding
 from engine.eval.build.split.rewrite import (
     CPP_FILE,
     CUDA_FILE,
@@ -355,7 +355,7 @@ class BuildRecorder:
                 header = self._header_suspect(error, path, cpp_sources, cuda_sources, host_lines)
                 if header is None:
                     raise
-                return self._build_without_header(build, identity, header, error)
+                return self._build_without_header(build, name, identity, header, error)
         except (Prebuilt, faults.HarnessFault):
             raise
         except Exception as error:
@@ -399,14 +399,19 @@ class BuildRecorder:
             return None
         return self._headers_used.get(record.build_dir)
 
-    def _build_without_header(self, build: Callable[..., Any], identity: str, header: str, error: BaseException) -> Any:
+    def _build_without_header(
+        self, build: Callable[..., Any], name: str, identity: str, header: str, error: BaseException
+    ) -> Any:
         """Build once more without the suspected header, counted and within the build budget. Only when that
         build succeeds (the prebuild thread's success is :class:`Prebuilt`) was the header at fault: it is put
         aside (``HeaderStore.set_aside``) to be made anew, and the verdict says so. Failing again, the error
-        is the build's own, and the header stays: a candidate's mistake never costs other builds theirs."""
+        is the build's own, and the header stays: a candidate's mistake never costs other builds theirs.
+        Built under ``name`` itself: torch names a build whose flags changed ``name_v1``, which the import
+        after a prebuild (asking for ``name``) would then compile all over again."""
         retry = f"{identity} without the header"
         clock = self.ledger.start(retry)  # past the budget: the failed build's record stays, with its error
         del self.builds[-1]  # the failed build's record: the build without the header takes its place
+        forget_version(name)
         try:
             module = build(use_header=False)
         except Prebuilt:

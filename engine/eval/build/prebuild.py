@@ -206,16 +206,18 @@ class Prebuild:
                 except Exception:  # noqa: BLE001, S112 - the import builds it again and reports what failed
                     continue
                 finally:
-                    _forget_version(call.name)
+                    forget_version(call.name)
         except Exception:  # noqa: BLE001 - a prebuild is only ever a head start
             return
         finally:
             _IN_PREBUILD.active = False
 
 
-def _forget_version(name: str) -> None:
-    """torch skips the build of a name it already built in this process: let the import build (and
-    find nothing to do, or report a failure itself) rather than load what may not exist."""
+def forget_version(name: str) -> None:
+    """torch skips the build of a name it already built in this process, and builds one whose flags
+    changed under a new name (``name_v1``): let the next build of ``name`` (the import's, or the one
+    without the precompiled header) build under ``name`` itself, and find nothing to do where the same
+    build is done, rather than load what may not exist or compile everything again under another name."""
     try:
         import torch.utils.cpp_extension as cpp_extension
 
