@@ -75,7 +75,9 @@ def main() -> int:
     parser.add_argument("--pair", nargs=2, action="append", metavar=("TASK", "KERNEL"), type=Path)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--edit", action="store_true", help="a CUDA-side edit before every command")
+    parser.add_argument("--ways", default=",".join(WAYS), help="which of exec,fork,kept to run (exec always: the ratios' base)")
     args = parser.parse_args()
+    ways = {way: WAYS[way] for way in WAYS if way == "exec" or way in args.ways.split(",")}
     cuda = args.device.startswith("cuda")
     pairs = args.pair or [
         (REPO / "examples/tasks" / ("relu_large.py" if cuda else "relu.py"), REPO / "examples/kernels" / ("relu_cuda.py" if cuda else "relu_cpu.py"))
@@ -91,11 +93,11 @@ def main() -> int:
 
     try:
         for task, kernel in pairs:
-            envs = {way: {**base, **extra} for way, extra in WAYS.items()}
+            envs = {way: {**base, **extra} for way, extra in ways.items()}
             first = {way: run_once(task, version(kernel), args.device, env) for way, env in envs.items()}  # builds; starts the kept server
-            rows: dict[str, list[tuple[float, float]]] = {way: [] for way in WAYS}
-            stages: dict[str, list[dict]] = {way: [] for way in WAYS}  # each run's stage times: where an outlier went
-            verdicts = {way: {first[way][1].get("status")} for way in WAYS}
+            rows: dict[str, list[tuple[float, float]]] = {way: [] for way in ways}
+            stages: dict[str, list[dict]] = {way: [] for way in ways}  # each run's stage times: where an outlier went
+            verdicts = {way: {first[way][1].get("status")} for way in ways}
             for _ in range(args.runs):
                 for way, env in envs.items():
                     wall, result = run_once(task, version(kernel), args.device, env)

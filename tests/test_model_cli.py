@@ -122,6 +122,18 @@ def session_with(kernel: Path, task: Path, root: Path) -> str:
     return "block-session"
 
 
+def _precompiled_torch_header(cache: Path, extra_cflags: list[str]) -> dict[str, str]:
+    """``CPATH`` naming the run's precompiled ``torch/extension.h`` for these flags (``python -m
+    tests.make_headers`` makes it before the tests, as CI does), so the drop-in's own stock ``load_inline``
+    builds, torch's and not cudaforge's, skip parsing torch's headers (about 50 s a kernel on a 2-core
+    machine); g++ reads the header itself where none was made. The builds are otherwise the user's: same
+    sources, flags and names."""
+    from engine.eval.build.pch import HeaderStore, header_key
+
+    store, key = HeaderStore(cache), header_key({"extra_cflags": extra_cflags}, False)
+    return {"CPATH": str(store.folder(key))} if store.ready(key) else {}
+
+
 @pytest.mark.slow
 def test_apply_checks_times_and_exports_a_drop_in_that_keeps_the_weights(extracted: Path, ext_cache: Path, tmp_path: Path) -> None:
     export = tmp_path / "optimized.py"
@@ -162,6 +174,7 @@ with torch.no_grad():
 print("breaks", explained.graph_break_count)
 """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), python_path()]), "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
+    env.update(_precompiled_torch_header(ext_cache, ["-O3"]))
     used = subprocess.run([sys.executable, "-c", use], capture_output=True, text=True, env=env, timeout=600)
     assert used.returncode == 0, used.stderr
     assert "breaks 0" in used.stdout
