@@ -43,6 +43,7 @@ ARB = "tests/test_arbiter_cpu.py::"
 FORK = "tests/test_forkserver.py::"
 KEPT = "tests/test_keptserver.py::"
 PCH = "tests/test_build_pch.py::"
+PREBUILD = "tests/test_prebuild.py::"
 
 
 @dataclass(frozen=True)
@@ -533,6 +534,32 @@ MUTANTS: tuple[Mutant, ...] = (
            "compiles it all over again under its own name (session 27)",
            "        forget_version(name)\n", "",
            (PCH + "test_a_build_the_header_breaks_is_built_again_without_it_and_the_header_set_aside",)),
+    # -- a candidate whose own code fails to compile ends without waiting for the reference (session 27) --
+    Mutant("reference-never-cut-short", "engine/eval/worker.py", "Evaluation.reference_sound",
+           "the reference is checked to its end while the import that will fail waits",
+           "        own_error = None if after_import or self.prebuild is None else (lambda: self.ledger.own_error_seen)\n",
+           "        own_error = None\n",
+           (PREBUILD + "test_a_compile_error_in_the_candidates_own_code_ends_the_evaluation_without_waiting_for_the_reference",)),
+    Mutant("prebuild-split-own-error-unnoted", "engine/eval/build/extension.py", "BuildRecorder._build_split_or_stock",
+           "the prebuild thread's split failing in the candidate's own code goes unnoted: the reference waits",
+           "                if candidate_own_error(str(error), split.host_lines, undefined_is_own):\n                    self.ledger.note_own_error()\n",
+           "                pass\n",
+           (PREBUILD + "test_a_compile_error_in_the_candidates_own_code_ends_the_evaluation_without_waiting_for_the_reference",)),
+    Mutant("own-error-unnoted", "engine/eval/build/extension.py", "BuildRecorder._build_any_path",
+           "a build failing in the candidate's own code goes unnoted: the reference waits for nothing",
+           "            if self._own_failure:\n                self.ledger.note_own_error()\n",
+           "            if False:\n                self.ledger.note_own_error()\n",
+           (PREBUILD + "test_a_compile_error_in_the_candidates_own_code_ends_the_evaluation_without_waiting_for_the_reference",)),
+    Mutant("reference-not-checked-after-import", "engine/eval/worker.py", "Evaluation.run",
+           "a candidate that catches its failed build and loads another is never checked against a sound reference first",
+           "        if sound is None and not self.reference_sound(task, after_import=True):\n            return self.result\n",
+           "",
+           (PREBUILD + "test_a_candidate_that_catches_its_failed_build_and_loads_another_has_the_reference_checked_after_its_import",)),
+    Mutant("reference-after-import-blamed-on-task", "engine/eval/worker.py", "Evaluation.reference_sound",
+           "a reference that fails after the candidate's code ran is called the task's fault",
+           "        if after_import:  # the candidate's import ran before it: not known to be the task's\n",
+           "        if False:\n",
+           (PREBUILD + "test_a_candidate_that_catches_its_failed_build_and_loads_another_has_the_reference_checked_after_its_import",)),
 )
 
 

@@ -128,3 +128,62 @@ def test_a_build_that_failed_ahead_of_the_import_keeps_the_compilers_words_in_th
     assert "the task speaks" not in result.build.log  # the build's words only, not the stages before it
     assert "\x1e" not in result.build.log + result.stderr_tail  # the worker's stage marks are not shown
     assert "undeclared_before_the_import" in result.messages[0]
+
+
+# A task whose import waits for the prebuild thread to end: the reference stage then begins with the
+# thread's outcome known, whatever the machine's load (no race between the two).
+WAIT_FOR_THE_PREBUILD = (
+    "import threading, time\n"
+    "_deadline = time.monotonic() + 120\n"
+    "while any(t.name == 'cudaforge-prebuild' for t in threading.enumerate()) and time.monotonic() < _deadline:\n"
+    "    time.sleep(0.02)\n"
+)
+RELU_TASK = (EXAMPLES / "tasks" / "relu.py").read_text()
+REFERENCE_FAILS = RELU_TASK.replace("return torch.relu(x)", 'raise RuntimeError("the reference ran")')
+OWN_ERROR = PYBIND.replace("x[i] : 0.0f;", "x[i] : undeclared_in_its_own_code;")
+# torch's stock layout, which the prebuild thread builds split (a failure there is judged again at the import)
+SPLIT_OWN_ERROR = (EXAMPLES / "kernels" / "relu_cpu.py").read_text().replace(
+    "o[i] = in[i] > 0.0f ? in[i] : 0.0f;", "o[i] = in[i] > 0.0f ? in[i] : undeclared_in_its_own_code;"
+)
+STOCK_CALL = 'ext = load_inline(name="cf_relu_pybind", cpp_sources=cpp_source, no_implicit_headers=True)'
+
+
+@pytest.mark.parametrize("candidate", [OWN_ERROR, SPLIT_OWN_ERROR], ids=["pybind-only", "split"])
+def test_a_compile_error_in_the_candidates_own_code_ends_the_evaluation_without_waiting_for_the_reference(
+    ext_cache: Path, candidate: str
+) -> None:
+    """The prebuild thread's compile error in the candidate's own code is known before the reference is
+    checked: the import that would fail comes first, so the verdict is the compiler's at once. Here the
+    reference would have failed (a task error) had it been run first."""
+    assert REFERENCE_FAILS != RELU_TASK and "undeclared_in_its_own_code" in candidate
+    options = EvalOptions(device="cpu", cache_root=ext_cache, do_timing=False)  # a failed build is never cached
+    result = evaluate(WAIT_FOR_THE_PREBUILD + REFERENCE_FAILS, candidate, options)
+    assert result.status == "compile_error", result.messages
+    assert "undeclared_in_its_own_code" in result.messages[0]
+    assert (result.failed_side, result.task_error) == ("candidate", False)
+    assert result.settings.get("reference_cut_short") is True
+
+
+def test_a_candidate_that_catches_its_failed_build_and_loads_another_has_the_reference_checked_after_its_import(
+    tmp_path: Path,
+) -> None:
+    """A candidate may catch its own failed build and load a second extension that builds: its import
+    succeeds, so the reference cut short is checked after it, and a reference that fails there is not
+    known to be the task's fault (the candidate's code ran first)."""
+    broken = OWN_ERROR[OWN_ERROR.index('r"""') : OWN_ERROR.index('"""\n', OWN_ERROR.index('r"""') + 4) + 3]
+    fallback = (
+        f"first_try = {broken}\n"
+        "try:\n"
+        '    ext = load_inline(name="cf_first_try", cpp_sources=first_try, no_implicit_headers=True)\n'
+        "except Exception:\n"
+        f"    {STOCK_CALL}\n"
+    )
+    assert STOCK_CALL in PYBIND and "undeclared_in_its_own_code" in broken
+    candidate = PYBIND.replace(STOCK_CALL, fallback)
+    options = EvalOptions(device="cpu", cache_root=tmp_path, do_timing=False)
+    sound = evaluate(WAIT_FOR_THE_PREBUILD + RELU_TASK, candidate, options)
+    assert sound.status == "correct", sound.messages
+    assert sound.settings.get("reference_cut_short") is True and sound.settings.get("reference_after_import") is True
+    failing = evaluate(WAIT_FOR_THE_PREBUILD + REFERENCE_FAILS, candidate, options)
+    assert failing.status == "runtime_error" and (failing.failed_side, failing.task_error) == ("candidate", False)
+    assert any("after the candidate's import" in m and "the reference ran" in m for m in failing.messages), failing.messages

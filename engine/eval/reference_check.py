@@ -65,6 +65,10 @@ def task_line(error: BaseException, task_path: str) -> tuple[int | None, str]:
     return line, code
 
 
+class ReferenceCutShort(Exception):
+    """The check was stopped before its end (``stop``): the candidate's own build failed meanwhile."""
+
+
 def check_reference(
     task: Any,
     task_path: str,
@@ -74,10 +78,12 @@ def check_reference(
     device: Any,
     sync: Callable[[], None],
     observe: Callable[[list[Any], Any], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> ReferenceFailure | None:
     """Build the reference and run it once per seed; the first failure, or None when it is sound.
 
-    ``observe(inputs, output)`` sees each sound call (the worker measures the task's weak outputs)."""
+    ``observe(inputs, output)`` sees each sound call (the worker measures the task's weak outputs).
+    ``stop()``, asked before the model is built and before each seed, True: ReferenceCutShort."""
     import torch
 
     from engine.eval.compare import compare_outputs
@@ -94,6 +100,8 @@ def check_reference(
             traceback="".join(traceback.format_exception(type(error), error, error.__traceback__))[-8000:],
         )
 
+    if stop is not None and stop():
+        raise ReferenceCutShort
     try:
         torch.manual_seed(construct_seed)
         init_inputs = list(task.get_init_inputs())
@@ -106,6 +114,8 @@ def check_reference(
     except Exception as error:
         return failure("Model construction", None, error)
     for seed in seeds:
+        if stop is not None and stop():
+            raise ReferenceCutShort
         try:
             inputs = make_inputs(task, seed)
         except BaseException as error:

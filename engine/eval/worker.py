@@ -138,12 +138,15 @@ class Evaluation:
 
         self.pin = PrecisionPin()
         self.result.env["precision_flags"] = self.pin.record()
-        if not self.reference_sound(task):
+        sound = self.reference_sound(task)
+        if sound is False:
             return self.result
         if self.job.reference_only:  # the loop's task check: nothing of a candidate runs
             return self.finish(CORRECT)
         candidate = self.build()
         if candidate is None or self.precision_changed("its import") or blame.extension_failed(self):
+            return self.result
+        if sound is None and not self.reference_sound(task, after_import=True):
             return self.result
         models = self.construct(task, candidate)
         if models is None or self.precision_changed("ModelNew's constructor"):
@@ -200,10 +203,15 @@ class Evaluation:
             self.result.build.reference_extensions = list(builds.loaded)
             self.result.build.reference_notes = list(builds.notices)
 
-    def reference_sound(self, task: Any) -> bool:
-        """The reference on its own inputs, every seed the later stages use; False: a task error."""
+    def reference_sound(self, task: Any, after_import: bool = False) -> bool | None:
+        """The reference on its own inputs, every seed the later stages use; False: a task error. None: cut
+        short because the prebuild thread met a compiler error in the candidate's own code, so its import
+        (next) fails at once and ends the evaluation without waiting for the reference; should the candidate
+        catch that error and load another extension that builds, the reference is checked after its import
+        (``after_import``), and a failure there is the candidate's: its code ran first (ARCHITECTURE.md §3,
+        "Builds")."""
         from engine.eval import degenerate
-        from engine.eval.reference_check import check_reference, check_seeds
+        from engine.eval.reference_check import ReferenceCutShort, check_reference, check_seeds
         from engine.eval.stale import byte_sizes
 
         self.stage("reference")
@@ -220,16 +228,24 @@ class Evaluation:
                 previous.append(output)
             self.add_seconds("weak_outputs", started)
 
-        failure = check_reference(
-            task,
-            self.job.task_path,
-            check_seeds(self.job),
-            self.job.seed,
-            self.make_inputs,
-            self.device,
-            self.sync,
-            observe,
-        )
+        own_error = None if after_import or self.prebuild is None else (lambda: self.ledger.own_error_seen)
+        try:
+            failure = check_reference(
+                task,
+                self.job.task_path,
+                check_seeds(self.job),
+                self.job.seed,
+                self.make_inputs,
+                self.device,
+                self.sync,
+                observe,
+                stop=own_error,
+            )
+        except ReferenceCutShort:
+            self.result.settings["reference_cut_short"] = True
+            return None
+        if after_import:
+            self.result.settings["reference_after_import"] = True
         if failure is None:
             self.result.weak_outputs = degenerate.merge_weak(found)
             if self.result.weak_outputs:
@@ -250,6 +266,10 @@ class Evaluation:
             "message": failure.error_message[:4000],
             "traceback": failure.traceback,
         }
+        if after_import:  # the candidate's import ran before it: not known to be the task's
+            self.result.failed_side, self.result.task_error = CANDIDATE_SIDE, False
+            self.finish(RUNTIME_ERROR, f"after the candidate's import (its own build had failed first): {failure.message()}")
+            return False
         self.result.failed_side, self.result.task_error = REFERENCE_SIDE, True
         self.finish(RUNTIME_ERROR, failure.message())
         return False

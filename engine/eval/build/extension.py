@@ -263,6 +263,8 @@ class BuildRecorder:
         try:
             return self._build_split_or_stock(name, cpp_sources, cuda_sources, args, kwargs)
         except Exception as error:
+            if self._own_failure:
+                self.ledger.note_own_error()
             if sources is not None and self._own_failure:
                 self.ledger.remember_sources(sources, name, error, self._failed_record)
             raise
@@ -300,9 +302,11 @@ class BuildRecorder:
                 name, split.cpp, split.cuda, args, _split_kwargs(kwargs), "split", host_lines=split.host_lines
             )
         except Exception as error:  # noqa: BLE001 - any failure of the rewrite falls back to the stock build
-            if not self.fallback:
-                raise
             undefined_is_own = functools.partial(self._undefined_is_own, cpp_text, cuda_text, split.cuda)
+            if not self.fallback:  # the prebuild thread: the import builds again and judges; the worker learns early
+                if candidate_own_error(str(error), split.host_lines, undefined_is_own):
+                    self.ledger.note_own_error()
+                raise
             if candidate_own_error(str(error), split.host_lines, undefined_is_own):  # stock would fail the same way
                 self._notice("the compile error is in the candidate's own code: not built again the stock way")
                 self._own_failure = True

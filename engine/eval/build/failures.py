@@ -174,6 +174,8 @@ class BuildLedger:
     builds: int = 0
     spent_s: float = 0.0
     first_error: str | None = None  # the compiler's first error of the last build that failed
+    # a build met a compiler error in the candidate's own code: its import fails too, unless it catches that
+    own_error_seen: bool = False
     _lock: threading.Condition = field(default_factory=threading.Condition, repr=False)  # finish() notifies
     _started: set[str] = field(default_factory=set, repr=False)
     _running: dict[str, float] = field(default_factory=dict, repr=False)  # identity -> when its build began
@@ -250,6 +252,13 @@ class BuildLedger:
         the candidate's own code."""
         with self._lock:
             self._by_sources.setdefault(sources, (name, error, record))
+
+    def note_own_error(self) -> None:
+        """A build failed on a compiler error in the candidate's own code (the prebuild thread's too, whose
+        split the import builds again): the worker need not finish the reference check before the import
+        that will fail (engine.eval.worker, ``reference_sound``)."""
+        with self._lock:
+            self.own_error_seen = True
 
     def sources_record(self, sources: str) -> Any:
         """The failed build's record the sources' error came from (what a recorder asked again lists)."""
