@@ -46,7 +46,7 @@
 #   oneshot   a one-shot `cudaforge eval` with nothing to build (issue 47): workers new, forked, or forked from a
 #             server an earlier command kept, for the CUDA ReLU and a level-3 leaderboard kernel (benchmarks/oneshot.py);
 #             ONESHOT_EDIT_RUNS=N: then N commands each way after a CUDA-side edit (--edit); ONESHOT_EDIT_WAYS=exec,kept
-#             runs only those ways (exec, the ratios' base, always)
+#             runs only those ways (exec, the ratios' base, always); ONESHOT_PLAIN=0 skips the runs with nothing to build
 #   retime    a close call's re-timing with and without the best kernel's sealed library (benchmarks/retime_cost.py)
 #   failfast  how fast failing candidates end (issue 47): an error in the kernel's own code, a CUDA-L1-style
 #             UNet whose twenty blocks load one failing source, and twenty distinct ones (benchmarks/fail_fast.py)
@@ -230,8 +230,10 @@ section_oneshot() {
     local l3=/tmp/oneshot-pairs/${ONESHOT_L3:-level_3_problem_18_sample_0}
     [ -f "$l3/kernel.py" ] && pairs+=(--pair "$l3/task.py" "$l3/kernel.py")
   fi
-  timeout "${ONESHOT_TIMEOUT:-400}" python3 benchmarks/oneshot.py --device cuda --runs "${ONESHOT_RUNS:-3}" "${pairs[@]}" \
-    --json "$1/oneshot.json" 2>&1 | tail -8
+  if [ "${ONESHOT_PLAIN:-1}" != 0 ]; then  # ONESHOT_PLAIN=0: the edit runs alone
+    timeout "${ONESHOT_TIMEOUT:-400}" python3 benchmarks/oneshot.py --device cuda --runs "${ONESHOT_RUNS:-3}" "${pairs[@]}" \
+      --json "$1/oneshot.json" 2>&1 | tail -8
+  fi
   if [ -n "${ONESHOT_EDIT_RUNS:-}" ]; then  # the path after a CUDA-side edit (issue 47: <= 8 s)
     timeout "${ONESHOT_EDIT_TIMEOUT:-300}" python3 benchmarks/oneshot.py --device cuda --edit --runs "$ONESHOT_EDIT_RUNS" \
       --ways "${ONESHOT_EDIT_WAYS:-exec,fork,kept}" "${pairs[@]}" --json "$1/oneshot_edit.json" 2>&1 | tail -8

@@ -57,6 +57,7 @@ class Mutant:
     old: str
     new: str
     tests: tuple[str, ...]
+    gpu: bool = False  # its killing tests need CUDA: run it on the device (elsewhere they skip, killing nothing)
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -544,7 +545,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "the prebuild thread's split failing in the candidate's own code goes unnoted: the reference waits",
            "                if candidate_own_error(str(error), split.host_lines, undefined_is_own):\n                    self.ledger.note_own_error()\n",
            "                pass\n",
-           (PREBUILD + "test_a_compile_error_in_the_candidates_own_code_ends_the_evaluation_without_waiting_for_the_reference",)),
+           (PREBUILD + "test_on_the_gpu_a_split_build_failing_in_the_candidates_own_code_cuts_the_reference_short",), gpu=True),
     Mutant("own-error-unnoted", "engine/eval/build/extension.py", "BuildRecorder._build_any_path",
            "a build failing in the candidate's own code goes unnoted: the reference waits for nothing",
            "            if self._own_failure:\n                self.ledger.note_own_error()\n",
@@ -568,7 +569,8 @@ def pytest(copy: Path, tests: list[str]) -> subprocess.CompletedProcess:
     file put back within the same second, at the same size, could otherwise be read from a stale .pyc)."""
     env = {
         **os.environ,
-        "PYTHONPATH": str(copy),
+        # the copy first; what the path held after it (the device's wheels) still found
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(copy), os.environ.get("PYTHONPATH")])),
         "PYTHONDONTWRITEBYTECODE": "1",
         "CUDAFORGE_TEST_CACHE": os.environ.get("CUDAFORGE_TEST_CACHE", str(REPO / ".cache" / "test-extensions")),
     }
@@ -583,12 +585,23 @@ def run(mutant: Mutant, copy: Path) -> str:
     original = path.read_text()
     if original.count(mutant.old) != 1:
         return "no match"
+    if mutant.gpu and not _cuda():
+        return NEEDS_GPU
     path.write_text(original.replace(mutant.old, mutant.new))
     try:
         status = pytest(copy, list(mutant.tests)).returncode
         return "killed" if status in PYTEST_KILLED else "survived" if status == 0 else "no test"
     finally:
         path.write_text(original)
+
+
+NEEDS_GPU = "needs a GPU"
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def table(rows: list[tuple[Mutant, str]]) -> str:
@@ -628,9 +641,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(folder, ignore_errors=True)
     print(table(rows))
-    alive = sum(outcome != "killed" for _, outcome in rows)
-    print(f"\n{len(rows) - alive} of {len(rows)} mutants killed", end="")
-    print(f"; {alive} survived or no longer match" if alive else "")
+    killed = sum(outcome == "killed" for _, outcome in rows)
+    gpu_only = sum(outcome == NEEDS_GPU for _, outcome in rows)
+    alive = len(rows) - killed - gpu_only
+    print(f"\n{killed} of {len(rows)} mutants killed", end="")
+    print(f"; {alive} survived or no longer match" if alive else "", end="")
+    print(f"; {gpu_only} need a GPU (on the device: python benchmarks/mutants.py --only ID)" if gpu_only else "")
     return 1 if alive else 0
 
 

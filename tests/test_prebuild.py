@@ -187,3 +187,17 @@ def test_a_candidate_that_catches_its_failed_build_and_loads_another_has_the_ref
     failing = evaluate(WAIT_FOR_THE_PREBUILD + REFERENCE_FAILS, candidate, options)
     assert failing.status == "runtime_error" and (failing.failed_side, failing.task_error) == ("candidate", False)
     assert any("after the candidate's import" in m and "the reference ran" in m for m in failing.messages), failing.messages
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_split_build_failing_in_the_candidates_own_code_cuts_the_reference_short(tmp_path: Path) -> None:
+    """CUDA sources are built split, and the prebuild thread leaves a failed split to the import to judge
+    again (and fall back from, were it the split's doing); a compile error in the candidate's own code is
+    noted there all the same, so the reference (which would fail here) is not waited for."""
+    from tests.test_build_failures import UNDEFINED_HELPER
+
+    options = EvalOptions(device="cuda", trials=1, do_timing=False, cache_root=tmp_path)
+    result = evaluate(WAIT_FOR_THE_PREBUILD + REFERENCE_FAILS, UNDEFINED_HELPER, options)
+    assert result.status == "compile_error", result.messages
+    assert [e.path for e in result.build.extensions] == ["split"] and "relu_helper_never_written" in result.messages[0]
+    assert result.settings.get("reference_cut_short") is True
