@@ -5,7 +5,9 @@ and 11 for ``a + b``) used to be reported as the candidate's runtime error, and 
 "repaired" a kernel that was not at fault. The worker calls :func:`check_reference` first, on every
 seed the check and time stages will use (a reference that fails on only some seeds is caught too),
 so a broken task is reported as a task error that names the reference, the exception and the line
-of the task file — never as the candidate's failure.
+of the task file — never as the candidate's failure. The one exception: a compile error in the
+candidate's own code, in a call its import surely makes, stops the check (``stop``) so that the import
+fails at once (engine.eval.worker, ``reference_sound``).
 
 It runs in the worker, never in the engine's process (ARCHITECTURE.md §1): task code is the user's and may
 crash. The reference is built on a private instance, so its extra calls (BatchNorm statistics,

@@ -28,7 +28,8 @@ HARNESS_ERROR = "harness_error"
 OUTCOMES = (*STATUSES, HARNESS_ERROR)
 
 # Stages in the order the worker runs them; ``stage`` in a result is the last one reached.
-# "reference": the task's own Model run on its own inputs before any candidate code (a task check).
+# "reference": the task's own Model run on its own inputs before any candidate code (a task check); cut
+# short by a compile error in the candidate's own code, it is run again after the import under "check".
 # A gated worker (an exploration's check: engine.eval.pipe) builds first, then waits in "gpu_wait"
 # for its GPU, then runs "reference", "build" (the import, finding its build done) and the rest.
 STAGES = ("start", "guard", "reference", "build", "check", "time", "ablation", "shapes", "done")

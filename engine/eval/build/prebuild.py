@@ -1,7 +1,8 @@
 """Build a candidate's extensions while the reference is checked, before its import asks for them.
 
 Why: the worker checks the task's reference before any candidate code runs (a broken task is never
-blamed on the kernel), then imports the candidate, whose ``load_inline`` builds. The two do not depend on
+blamed on the kernel; a compile error here in a call the import surely makes, ``StaticCall.certain``,
+ends that check early), then imports the candidate, whose ``load_inline`` builds. The two do not depend on
 each other, yet one waited for the other (ARCHITECTURE.md §3, "A round's own time").
 
 How: the candidate's ``load_inline`` calls are read from its source without running it. A call is used
