@@ -174,7 +174,8 @@ class BuildLedger:
     builds: int = 0
     spent_s: float = 0.0
     first_error: str | None = None  # the compiler's first error of the last build that failed
-    # a build met a compiler error in the candidate's own code: its import fails too, unless it catches that
+    # the prebuild thread's build of a call the import surely makes met a compiler error in the candidate's
+    # own code: the import will fail on it (engine.eval.build.prebuild, StaticCall.certain)
     own_error_seen: bool = False
     _lock: threading.Condition = field(default_factory=threading.Condition, repr=False)  # finish() notifies
     _started: set[str] = field(default_factory=set, repr=False)
@@ -254,9 +255,9 @@ class BuildLedger:
             self._by_sources.setdefault(sources, (name, error, record))
 
     def note_own_error(self) -> None:
-        """A build failed on a compiler error in the candidate's own code (the prebuild thread's too, whose
-        split the import builds again): the worker need not finish the reference check before the import
-        that will fail (engine.eval.worker, ``reference_sound``)."""
+        """The prebuild thread's build of a call the import surely makes failed on a compiler error in the
+        candidate's own code: the worker need not finish the reference check before the import that will
+        fail (engine.eval.worker, ``reference_sound``). Only that thread calls it."""
         with self._lock:
             self.own_error_seen = True
 
