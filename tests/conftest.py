@@ -32,6 +32,11 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(REPO / ".cache" / "test-ind
 # instead, the full run took 13 min 34 s against 12 min 4 s: no server was shared enough to pay). The
 # tests of kept servers (tests/test_keptserver.py) set it for the commands they run.
 os.environ["CUDAFORGE_KEEP_SERVER_S"] = "0"
+# Bytecode is written for this checkout's modules: the run starts several hundred Python processes (CLI
+# commands, fork servers, workers, the xdist workers' collection), and under PYTHONDONTWRITEBYTECODE (set on
+# some machines, CI's among them) each compiled cudaforge's sources and rewrote the test modules anew. The
+# xdist workers and every subprocess start after this line and inherit it. __pycache__ is git-ignored.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def _cuda_available() -> bool:
@@ -60,6 +65,28 @@ def ext_cache() -> Path:
     """
     root = shared_cache()
     root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def with_run_headers(root: Path) -> Path:
+    """``root``, a build cache of a test's own, given the run's precompiled torch headers (``python -m
+    tests.make_headers`` makes them in the shared cache before the tests, as CI does): each ready set's
+    stub copied, its header linked, so a test that sets one aside takes it from no other test. A test
+    whose cache must be new for its builds, not for torch's headers, then compiles its binding as a
+    user's second build does (a flag-less binding: about 25 s of g++ on 2 cores without the header, 5 s
+    with it). Where the run made none, ``root`` is left as it was (the same outcome, slower)."""
+    from engine.eval.build.pch import FORMAT_MARKER, HeaderStore
+
+    shared, store = HeaderStore(shared_cache()), HeaderStore(root)
+    for made in sorted(shared.root.glob("*/torch/extension.h.gch")) if shared.root.is_dir() else []:
+        key = made.parent.parent.name
+        if not shared.ready(key) or store.folder(key).exists():
+            continue
+        torch_dir = store.folder(key) / "torch"
+        torch_dir.mkdir(parents=True)
+        (store.folder(key) / FORMAT_MARKER).touch()
+        (torch_dir / "extension.h").write_bytes((made.parent / "extension.h").read_bytes())
+        (torch_dir / "extension.h.gch").symlink_to(made)
     return root
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 import uuid
 from pathlib import Path
@@ -14,7 +13,7 @@ import torch.utils.cpp_extension
 from engine.eval.build.pch import FORMAT_MARKER, MAX_HEADER_SETS, HeaderStore, first_include, header_key
 from engine.eval.evaluate import evaluate
 from engine.eval.options import EvalOptions
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, with_run_headers
 from tests.make_headers import shared_cache
 
 TASK = (EXAMPLES / "tasks" / "relu.py").read_text()
@@ -157,19 +156,14 @@ def _fake_header_set(root: Path, stub_tail: str, leads_to: Path | None = None) -
 
 def _working_header_set(root: Path) -> HeaderStore:
     """A ready header set for the flag-less CPU key that works: the run's own (``python -m tests.make_headers``
-    makes it before the tests, as CI does), linked into ``root``'s store so that a test that sets it aside
-    takes it from no other test; a build with it skips torch's headers (about 25 s each on a 2-core machine).
-    Where the run has none, the stub that reads torch's headers itself (the same outcome, slower)."""
+    makes it before the tests, as CI does), linked into ``root``'s store (tests/conftest.py's
+    ``with_run_headers``) so that a test that sets it aside takes it from no other test; a build with it
+    skips torch's headers (about 25 s each on a 2-core machine). Where the run has none, the stub that reads
+    torch's headers itself (the same outcome, slower)."""
     key = header_key({}, False)
-    shared = HeaderStore(shared_cache())
-    if not shared.ready(key):
+    if not HeaderStore(shared_cache()).ready(key):
         return _fake_header_set(root, "")
-    store = HeaderStore(root)
-    torch_dir = store.folder(key) / "torch"
-    torch_dir.mkdir(parents=True)
-    (store.folder(key) / FORMAT_MARKER).touch()
-    shutil.copy(shared.folder(key) / "torch" / "extension.h", torch_dir / "extension.h")
-    (torch_dir / "extension.h.gch").symlink_to(shared.folder(key) / "torch" / "extension.h.gch")
+    store = HeaderStore(with_run_headers(root))
     assert store.ready(key)
     return store
 

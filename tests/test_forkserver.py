@@ -29,7 +29,7 @@ from engine.guard.policy import GuardSettings
 from engine.guard.static import check_source
 from engine.sandbox import available_mechanisms
 from engine.sandbox.report import workers_status
-from tests.conftest import EXAMPLES, REPO, until
+from tests.conftest import EXAMPLES, REPO, until, with_run_headers
 
 TASK = (EXAMPLES / "tasks" / "relu.py").read_text()
 HONEST = (EXAMPLES / "kernels" / "relu_cpu.py").read_text()
@@ -295,7 +295,7 @@ def test_workers_that_could_not_be_kept_apart_start_as_new_interpreters(
     # A kernel whose Landlock has no signal scopes (before Linux 6.12): siblings under one bwrap could
     # signal each other, so no server is started and each worker gets a sandbox of its own.
     monkeypatch.setattr("engine.sandbox.landlock.abi_version", lambda: 5)
-    cache = ext_cache / "never-forked"  # settings no earlier test started a server for
+    cache = with_run_headers(ext_cache / "never-forked")  # settings no earlier test started a server for
     options = _options(cache, "bwrap")
     result = evaluate(TASK, HONEST, options)
     assert (result.status, result.settings["worker_start"]) == ("correct", "exec")
