@@ -576,17 +576,21 @@ MUTANTS: tuple[Mutant, ...] = (
 
 
 def pytest(copy: Path, tests: list[str]) -> subprocess.CompletedProcess:
-    """The tests run in ``copy``, with its code first on the path and no bytecode written (a mutated
-    file put back within the same second, at the same size, could otherwise be read from a stale .pyc)."""
-    env = {
-        **os.environ,
-        # the copy first; what the path held after it (the device's wheels) still found
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(copy), os.environ.get("PYTHONPATH")])),
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "CUDAFORGE_TEST_CACHE": os.environ.get("CUDAFORGE_TEST_CACHE", str(REPO / ".cache" / "test-extensions")),
-    }
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
-    return subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True, timeout=PYTEST_TIMEOUT_S)
+    """The tests run in ``copy``, with its code first on the path and no bytecode kept from an earlier run:
+    a mutated file put back within the same second, at the same size, could otherwise be read from a stale
+    .pyc. The run's own processes write bytecode (tests/conftest.py drops ``PYTHONDONTWRITEBYTECODE`` for
+    them), so each run writes it under a folder of its own (``PYTHONPYCACHEPREFIX``), deleted after it."""
+    with tempfile.TemporaryDirectory(prefix="cf-mutant-pyc-") as pycache:
+        env = {
+            **os.environ,
+            # the copy first; what the path held after it (the device's wheels) still found
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(copy), os.environ.get("PYTHONPATH")])),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONPYCACHEPREFIX": pycache,
+            "CUDAFORGE_TEST_CACHE": os.environ.get("CUDAFORGE_TEST_CACHE", str(REPO / ".cache" / "test-extensions")),
+        }
+        command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+        return subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True, timeout=PYTEST_TIMEOUT_S)
 
 
 def run(mutant: Mutant, copy: Path) -> str:

@@ -33,9 +33,10 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(REPO / ".cache" / "test-ind
 # tests of kept servers (tests/test_keptserver.py) set it for the commands they run.
 os.environ["CUDAFORGE_KEEP_SERVER_S"] = "0"
 # Bytecode is written for this checkout's modules: the run starts several hundred Python processes (CLI
-# commands, fork servers, workers, the xdist workers' collection), and under PYTHONDONTWRITEBYTECODE (set on
-# some machines, CI's among them) each compiled cudaforge's sources and rewrote the test modules anew. The
-# xdist workers and every subprocess start after this line and inherit it. __pycache__ is git-ignored.
+# commands, fork servers, workers, the xdist workers' collection), and under PYTHONDONTWRITEBYTECODE (set
+# on some machines, this development machine among them) each compiled cudaforge's sources and rewrote the
+# test modules anew. The xdist workers and every subprocess start after this line and inherit it.
+# __pycache__ is git-ignored; benchmarks/mutants.py gives each of its runs a bytecode folder of its own.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
@@ -86,7 +87,7 @@ def with_run_headers(root: Path) -> Path:
         torch_dir.mkdir(parents=True)
         (store.folder(key) / FORMAT_MARKER).touch()
         (torch_dir / "extension.h").write_bytes((made.parent / "extension.h").read_bytes())
-        (torch_dir / "extension.h.gch").symlink_to(made)
+        (torch_dir / "extension.h.gch").symlink_to(made.resolve())
     return root
 
 
